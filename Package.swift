@@ -1,0 +1,72 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// One set of settings for every Swift target, so no module drifts out of
+/// Swift 6 language mode or picks up its own flags.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+var package = Package(
+    name: "Outpost",
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
+    products: [
+        .library(name: "Outpost", targets: ["Outpost"]),
+        .library(name: "OutpostServer", targets: ["OutpostServer"]),
+        .library(name: "OutpostTesting", targets: ["OutpostTesting"]),
+        .executable(name: "outpost", targets: ["outpost"]),
+    ],
+    targets: [
+        // C libraries from the system. On Apple platforms the client uses the
+        // SDK's SQLite3 module instead of CSQLite.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]
+        ),
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
+        ),
+
+        // Wire types and pure logic: no I/O, shared by client and server.
+        .target(name: "OutpostCore"),
+
+        // The client library: local store, durable outbox, (later) sync engine.
+        .target(
+            name: "Outpost",
+            dependencies: [
+                "OutpostCore",
+                .target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows])),
+            ]
+        ),
+
+        // The sync server behind `outpost serve`.
+        .target(name: "OutpostServer", dependencies: ["OutpostCore"]),
+
+        // Test support shipped as a product: controllable clock, ids, temp stores.
+        .target(name: "OutpostTesting", dependencies: ["OutpostCore", "Outpost"]),
+
+        .executableTarget(name: "outpost", dependencies: ["Outpost", "OutpostCore", "OutpostServer"]),
+
+        // A child process for the crash tests: writes through the store until killed.
+        .executableTarget(name: "OutpostCrashWriter", dependencies: ["Outpost", "OutpostCore"]),
+
+        .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTesting"]),
+        .testTarget(
+            name: "OutpostTests",
+            dependencies: ["Outpost", "OutpostCore", "OutpostTesting", "OutpostCrashWriter"]
+        ),
+    ]
+)
+
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
+}

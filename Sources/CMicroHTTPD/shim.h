@@ -1,0 +1,46 @@
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+
+// Swift cannot call C variadic functions or some enum constants by name;
+// these wrappers give the server fixed signatures.
+
+// Starts a daemon with an internal epoll thread pool and the limits Outpost needs.
+static inline struct MHD_Daemon *outpost_mhd_start(
+    uint16_t port, const char *bind_ip_v4, unsigned int threads,
+    unsigned int connection_limit, unsigned int connection_timeout_seconds,
+    MHD_AccessHandlerCallback handler, void *handler_context,
+    MHD_RequestCompletedCallback completed, void *completed_context)
+{
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    if (bind_ip_v4 == NULL || inet_pton(AF_INET, bind_ip_v4, &addr.sin_addr) != 1) {
+        return NULL;
+    }
+    return MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+        port, NULL, NULL, handler, handler_context,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
+        MHD_OPTION_END);
+}
+
+// A response whose bytes libmicrohttpd copies, so Swift may free its buffer at once.
+static inline struct MHD_Response *outpost_mhd_copied_response(const void *bytes, size_t length) {
+    return MHD_create_response_from_buffer(length, (void *)bytes, MHD_RESPMEM_MUST_COPY);
+}
+
+// The port actually bound (useful with port 0).
+static inline uint16_t outpost_mhd_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}

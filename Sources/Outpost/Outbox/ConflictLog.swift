@@ -1,0 +1,29 @@
+import Foundation
+import OutpostCore
+
+/// The `conflicts` table: reports of edits that lost.
+struct ConflictLog {
+    let connection: SQLiteConnection
+
+    func all() throws -> [ConflictReport] {
+        try connection.query(
+            """
+            SELECT id, collection, record_uuid, mutation_id, op, local_change, server_record, detected_at
+            FROM conflicts ORDER BY id
+            """
+        ) { row in
+            ConflictReport(
+                id: row.int64(0),
+                record: RecordReference(collection: row.string(1), uuid: UUID.fromWire(row.string(2)) ?? UUID()),
+                mutationID: UUID.fromWire(row.string(3)) ?? UUID(),
+                op: MutationOp(rawValue: row.string(4)) ?? .update,
+                localChange: try row.optionalString(5).map { try JSONObject.parseObject($0) },
+                serverRecord: try row.optionalString(6).map { try WireCoding.decode(WireRecord.self, from: Data($0.utf8)) },
+                detectedAt: ServerTimestamp(rawValue: row.string(7)).date)
+        }
+    }
+
+    func remove(_ id: Int64) throws {
+        try connection.run("DELETE FROM conflicts WHERE id = ?", [.integer(id)])
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import OutpostCore
+
+/// The durable queue of local changes (SPEC C2-C5, PROTOCOL rule 1).
+///
+/// Every method runs on the store's serial owner and inside the store's
+/// transactions, so a record write and its outbox entry commit together.
+///
+/// Two facts decide everything here:
+/// - `seq` is written durably when an entry is first put into a push. From
+///   then on the server may hold the entry, so it is never merged with a
+///   later edit, never cancelled, never renumbered: a later edit is a new
+///   entry, a delete after a sent create is a server delete.
+/// - The in-flight batch (a request this process is waiting on) is kept in
+///   memory only. After a restart nothing is in flight; entries with a seq
+///   are simply sent again with the same seq, and the server dedupes them.
+final class Outbox {
+    let connection: SQLiteConnection
+    let tables: RecordTables
+    let ids: any IDGenerator
+    let clock: any WallClock
+
+    /// Entries of the push this process is waiting on. While it is set no
+    /// other batch is handed out: a later seq reaching the server before an
+    /// earlier one would make the earlier one look like a duplicate.
+    var inFlight: PushBatch?
+
+    init(connection: SQLiteConnection, ids: any IDGenerator, clock: any WallClock) {
+        self.connection = connection
+        self.tables = RecordTables(connection: connection)
+        self.ids = ids
+        self.clock = clock
+    }
+
+    // MARK: Reading
+
+    func rows(where condition: String = "1", _ values: [SQLiteValue] = [], order: String = "entry") throws -> [OutboxRow] {
+        try connection.query(
+            "SELECT \(OutboxRow.columns) FROM outbox WHERE \(condition) ORDER BY \(order)", values, OutboxRow.init)
+    }
+
+    func rows(for record: RecordReference) throws -> [OutboxRow] {
+        try rows(
+            where: "collection = ? AND record_uuid = ?", [.text(record.collection), .text(record.uuid.wireText)])
+    }
+
+    // MARK: Enqueueing (with coalescing between never-sent entries)
+
+    /// Queues a create of a new record.
+    func enqueueCreate(_ record: RecordReference, data: JSONObject, references: [String: String]) throws {
+        try insert(record, op: .create, baseVersion: nil, data: data, parents: Self.parents(of: data, references))
+    }
+
+    /// Queues a partial update; merges into the last entry when that one was never sent.
+    func enqueueUpdate(
+        _ record: RecordReference, patch: JSONObject, baseVersion: Int64?, newData: JSONObject,
+        references: [String: String]
+    ) throws {
+        let parents = Self.parents(of: newData, references)
+        if let tail = try rows(for: record).last, tail.seq == nil, let tailData = try tail.data() {
+            switch tail.op {
+            case .create:
+                // create + update = one create with the merged fields.
+                try rewrite(tail, op: .create, baseVersion: nil, data: tailData.applyingPatch(patch), parents: parents)
+                return
+            case .update:
+                // update + update = one update keeping the FIRST base_version:
+                // the version the server issued, never one the device made up.
+                var merged = tailData
+                for (key, value) in patch { merged[key] = value }
+                try rewrite(tail, op: .update, baseVersion: tail.baseVersion, data: merged, parents: parents)
+                return
+            case .delete:
+                break
+            }
+        }
+        try insert(record, op: .update, baseVersion: baseVersion, data: patch, parents: parents)
+    }
+
+    /// Queues a delete. Returns false when it cancelled a create that was
+    /// never sent: the server never saw the record, so nothing is queued and
+    /// the caller removes the row.
+    func enqueueDelete(_ record: RecordReference, baseVersion: Int64?) throws -> Bool {
+        if let tail = try rows(for: record).last, tail.seq == nil {
+            switch tail.op {
+            case .create:
+                try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(tail.entry)])
+                return false
+            case .update:
+                // update + delete = one delete, still conditioned on the first base.
+                try rewrite(tail, op: .delete, baseVersion: tail.baseVersion, data: nil, parents: [])
+                return true
+            case .delete:
+                return true
+            }
+        }
+        try insert(record, op: .delete, baseVersion: baseVersion, data: nil, parents: [])
+        return true
+    }
+
+    private func insert(
+        _ record: RecordReference, op: MutationOp, baseVersion: Int64?, data: JSONObject?, parents: Set<RecordReference>
+    ) throws {
+        try connection.run(
+            """
+            INSERT INTO outbox (mutation_id, collection, record_uuid, op, base_version, data, parents, queued_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(ids.next().wireText), .text(record.collection), .text(record.uuid.wireText), .text(op.rawValue),
+                .integer(baseVersion), .text(try data?.jsonText()), .text(OutboxRow.parentsText(parents)),
+                .text(ServerTimestamp(clock.now()).rawValue),
+            ])
+    }
+
+    private func rewrite(
+        _ row: OutboxRow, op: MutationOp, baseVersion: Int64?, data: JSONObject?, parents: Set<RecordReference>
+    ) throws {
+        precondition(row.seq == nil, "an entry that was sent is never rewritten")
+        try connection.run(
+            "UPDATE outbox SET op = ?, base_version = ?, data = ?, parents = ? WHERE entry = ? AND seq IS NULL",
+            [
+                .text(op.rawValue), .integer(baseVersion), .text(try data?.jsonText()),
+                .text(OutboxRow.parentsText(parents)), .integer(row.entry),
+            ])
+    }
+
+    /// The records a record's data points at through its reference fields.
+    static func parents(of data: JSONObject, _ references: [String: String]) -> Set<RecordReference> {
+        var parents: Set<RecordReference> = []
+        for (field, collection) in references {
+            if let text = data[field]?.stringValue, let uuid = UUID.fromWire(text) {
+                parents.insert(RecordReference(collection: collection, uuid: uuid))
+            }
+        }
+        return parents
+    }
+
+    // MARK: Inspection
+
+    func entries() throws -> [OutboxEntry] {
+        try rows().map { try $0.entryValue() }
+    }
+
+    func summary() throws -> OutboxSummary {
+        let inFlightEntries = Set(inFlight?.entries.map(\.entry) ?? [])
+        var summary = OutboxSummary(pending: 0, sending: 0, awaitingConfirmation: 0, held: 0, rejected: 0)
+        try connection.forEach("SELECT entry, seq IS NOT NULL FROM outbox") { row in
+            if inFlightEntries.contains(row.int64(0)) {
+                summary.sending += 1
+            } else if row.int64(1) != 0 {
+                summary.awaitingConfirmation += 1
+            } else {
+                summary.pending += 1
+            }
+        }
+        summary.held = try heldEntries().count
+        return summary
+    }
+
+    /// Never-sent entries whose parent's create the server refused.
+    func heldEntries() throws -> [HeldEntry] {
+        var held: [HeldEntry] = []
+        for row in try rows(where: "seq IS NULL AND parents != ''") {
+            for parent in row.parents where try isRefused(parent) {
+                held.append(HeldEntry(entry: try row.entryValue(), refusedParent: parent))
+                break
+            }
+        }
+        return held
+    }
+
+    /// A parent the server refused to create, with no create waiting to fix it.
+    func isRefused(_ parent: RecordReference) throws -> Bool {
+        guard let row = try? tables.load(parent.collection, parent.uuid) else { return false }
+        guard row.syncState == .rejected, !row.onServer else { return false }
+        return try connection.first(
+            "SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ? AND op = 'create'",
+            [.text(parent.collection), .text(parent.uuid.wireText)]
+        ) { _ in true } == nil
+    }
+}

@@ -1,0 +1,79 @@
+public import Foundation
+public import OutpostCore
+
+/// A record named by collection and uuid.
+public struct RecordReference: Sendable, Hashable, CustomStringConvertible {
+    public var collection: String
+    public var uuid: UUID
+
+    public init(collection: String, uuid: UUID) {
+        self.collection = collection
+        self.uuid = uuid
+    }
+
+    public var description: String { "\(collection)/\(uuid.wireText)" }
+
+    /// Parses the `collection/uuid` form used in the outbox's `parents` column.
+    init?(text: Substring) {
+        guard let slash = text.firstIndex(of: "/"), let uuid = UUID.fromWire(String(text[text.index(after: slash)...]))
+        else { return nil }
+        self.init(collection: String(text[..<slash]), uuid: uuid)
+    }
+}
+
+/// One change waiting in the outbox.
+public struct OutboxEntry: Sendable, Equatable {
+    /// Local order: entries are sent in the order they were made.
+    public var entry: Int64
+    public var mutationID: UUID
+    public var record: RecordReference
+    public var op: MutationOp
+    /// The server version the change is conditioned on; nil = unconditional.
+    public var baseVersion: Int64?
+    /// Full fields (create) or patch (update); nil for a delete.
+    public var data: JSONObject?
+    /// Records this one references; their creates must reach the server first.
+    public var parents: [RecordReference]
+    /// Fixed when the entry is first put into a push; nil = never sent.
+    public var seq: Int64?
+    /// Every send of this entry, whatever became of it.
+    public var attempts: Int
+    /// Failures that count against the retry budget (permanent ones only, SPEC C7).
+    public var failures: Int
+    public var lastError: String?
+
+    /// Whether the server may hold this entry (it was put into a push at least once).
+    public var wasSent: Bool { seq != nil }
+
+    /// The wire form, for an entry that has its seq.
+    func mutation() -> Mutation? {
+        guard let seq else { return nil }
+        return Mutation(
+            seq: seq, id: mutationID, op: op, collection: record.collection, uuid: record.uuid,
+            baseVersion: baseVersion, data: data)
+    }
+}
+
+/// A child held back because a parent's create was refused for good. It has
+/// no seq yet, so it is released safely once the parent is fixed (PROTOCOL rule 1).
+public struct HeldEntry: Sendable, Equatable {
+    public var entry: OutboxEntry
+    /// The parent whose create the server refused.
+    public var refusedParent: RecordReference
+}
+
+/// Counts of the outbox for the status line.
+public struct OutboxSummary: Sendable, Equatable {
+    /// Entries never sent.
+    public var pending: Int
+    /// Entries in the request this process is waiting on.
+    public var sending: Int
+    /// Entries sent before whose outcome is not known yet ("checking result").
+    public var awaitingConfirmation: Int
+    /// Children held because a parent was refused.
+    public var held: Int
+    /// Records whose last change the server refused.
+    public var rejected: Int
+
+    public var total: Int { pending + sending + awaitingConfirmation }
+}

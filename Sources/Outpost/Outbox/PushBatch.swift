@@ -1,0 +1,169 @@
+public import Foundation
+public import OutpostCore
+
+/// A push handed to the sync engine: entries with their seqs, ready to send.
+public struct PushBatch: Sendable, Equatable {
+    /// Identifies this hand-out; settling or releasing another batch is refused.
+    public let id: UUID
+    public let entries: [OutboxEntry]
+    /// Entries not included because a parent's create was refused.
+    public let held: [HeldEntry]
+    public let request: PushRequest
+
+    /// Entries sent before whose outcome was never learnt; this push resends
+    /// them with the same seq (SPEC C8).
+    public var resent: [OutboxEntry] { entries.filter { $0.attempts > 0 } }
+}
+
+/// Why a push did not produce results, as far as the outbox needs to know.
+public enum PushFailure: Sendable, Equatable {
+    /// The request surely never reached the server (e.g. connection refused).
+    case notSent(String)
+    /// Sent, but no answer came: the server may or may not hold the entries.
+    case unknownOutcome(String)
+    /// The server said "not now" (429, 503, 5xx): does not use up the retry budget.
+    case transient(String)
+    /// The server refused the whole request (e.g. 400, 403): counts against the budget.
+    case permanent(String)
+
+    var consumesBudget: Bool {
+        if case .permanent = self { return true }
+        return false
+    }
+
+    var message: String {
+        switch self {
+        case .notSent(let text), .unknownOutcome(let text), .transient(let text), .permanent(let text): return text
+        }
+    }
+}
+
+extension Outbox {
+    /// Takes the next batch: every entry already sent (in seq order, with the
+    /// same seq and content), then never-sent entries in the order they were
+    /// made, each given the next seq durably before this returns.
+    ///
+    /// Returns nil while a batch is in flight (a second flush sends nothing)
+    /// or when nothing can be sent. Never-sent entries are skipped, keeping
+    /// their place, when an earlier entry of the same record is not settled
+    /// (its base version would be stale) or when a parent's create has not
+    /// reached the server; a parent refused for good makes them held.
+    func takeBatch(clientID: UUID, limit: Int) throws -> PushBatch? {
+        guard inFlight == nil else { return nil }
+        let limit = max(1, min(limit, PushRequest.maximumMutations))
+        var chosen: [OutboxRow] = []
+        var held: [HeldEntry] = []
+        // Records with an entry earlier in the queue that is not in this batch.
+        var blocked: Set<RecordReference> = []
+        // Records with an entry in this batch; a second entry would carry a stale base.
+        var included: Set<RecordReference> = []
+        // Records whose create is in this batch: children may follow them.
+        var createdInBatch: Set<RecordReference> = []
+
+        let batch: [OutboxRow] = try connection.transaction {
+            var lastSeq = try self.lastSeq()
+            // Already-sent entries go first, in seq order, and are never skipped:
+            // the server must see seqs in increasing order.
+            for row in try rows(where: "seq IS NOT NULL", order: "seq") {
+                guard chosen.count < limit else {
+                    blocked.insert(row.record)
+                    continue
+                }
+                chosen.append(row)
+                included.insert(row.record)
+                if row.op == .create { createdInBatch.insert(row.record) }
+            }
+            for var row in try rows(where: "seq IS NULL") {
+                if chosen.count >= limit { break }
+                if blocked.contains(row.record) || included.contains(row.record) {
+                    blocked.insert(row.record)
+                    continue
+                }
+                var waiting = false
+                for parent in row.parents where !createdInBatch.contains(parent) {
+                    if try isRefused(parent) {
+                        held.append(HeldEntry(entry: try row.entryValue(), refusedParent: parent))
+                        waiting = true
+                        break
+                    }
+                    if try hasUnsettledCreate(parent) {
+                        waiting = true
+                        break
+                    }
+                }
+                if waiting {
+                    blocked.insert(row.record)
+                    continue
+                }
+                lastSeq += 1
+                row.seq = lastSeq
+                try connection.run(
+                    "UPDATE outbox SET seq = ? WHERE entry = ? AND seq IS NULL", [.integer(lastSeq), .integer(row.entry)])
+                chosen.append(row)
+                included.insert(row.record)
+                if row.op == .create { createdInBatch.insert(row.record) }
+            }
+            try setLastSeq(lastSeq)
+            for row in chosen { try tables.setState(row.record.collection, row.record.uuid, .sending) }
+            return chosen
+        }
+        guard !batch.isEmpty else { return nil }
+        let entries = try batch.map { try $0.entryValue() }
+        let request = PushRequest(clientID: clientID, mutations: entries.compactMap { $0.mutation() })
+        let pushBatch = PushBatch(id: ids.next(), entries: entries, held: held, request: request)
+        inFlight = pushBatch
+        return pushBatch
+    }
+
+    private func hasUnsettledCreate(_ record: RecordReference) throws -> Bool {
+        try connection.first(
+            "SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ? AND op = 'create'",
+            [.text(record.collection), .text(record.uuid.wireText)]
+        ) { _ in true } ?? false
+    }
+
+    /// Gives back a batch whose push produced no results. Entries keep their
+    /// seq and content and are resent first next time; nothing is removed.
+    func release(_ batch: PushBatch, failure: PushFailure) throws {
+        guard inFlight?.id == batch.id else { throw OutboxError.notInFlight }
+        try connection.transaction {
+            for entry in batch.entries {
+                try connection.run(
+                    "UPDATE outbox SET attempts = attempts + 1, failures = failures + ?, last_error = ? WHERE entry = ?",
+                    [.integer(failure.consumesBudget ? 1 : 0), .text(failure.message), .integer(entry.entry)])
+                try connection.run(
+                    "UPDATE \"\(entry.record.collection)\" SET sync_state = 'pending' WHERE uuid = ? AND sync_state = 'sending'",
+                    [.text(entry.record.uuid.wireText)])
+            }
+        }
+        inFlight = nil
+    }
+
+    // MARK: The durable seq counter
+
+    static let lastSeqKey = "outbox.last_seq"
+
+    /// The highest seq ever handed out by this client. Never goes backwards.
+    func lastSeq() throws -> Int64 {
+        try connection.first("SELECT value FROM kv WHERE key = ?", [.text(Self.lastSeqKey)]) { Int64($0.string(0)) }
+            .flatMap { $0 } ?? 0
+    }
+
+    private func setLastSeq(_ seq: Int64) throws {
+        try connection.run(
+            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [.text(Self.lastSeqKey), .text(String(seq))])
+    }
+}
+
+/// Misuse of the outbox's batch API by a sync engine.
+public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The batch settled or released is not the one in flight.
+    case notInFlight
+
+    public var description: String {
+        switch self {
+        case .notInFlight: return "This push batch is not the one in flight; it was already settled or released."
+        }
+    }
+}

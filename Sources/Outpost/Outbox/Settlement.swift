@@ -1,0 +1,191 @@
+import Foundation
+import OutpostCore
+
+extension Outbox {
+    /// Applies a push's per-mutation results in one transaction and ends the
+    /// in-flight batch. Each result removes its entry; an entry without a
+    /// result keeps its seq and is resent.
+    func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
+        guard inFlight?.id == batch.id else { throw OutboxError.notInFlight }
+        var settlement = PushSettlement()
+        let results = Dictionary(response.results.map { ($0.seq, $0) }, uniquingKeysWith: { first, _ in first })
+        try connection.transaction {
+            for entry in batch.entries {
+                guard let seq = entry.seq, let result = results[seq], result.id == entry.mutationID else {
+                    settlement.unanswered.append(entry.entry)
+                    try connection.run(
+                        "UPDATE outbox SET attempts = attempts + 1, last_error = 'no result in the answer' WHERE entry = ?",
+                        [.integer(entry.entry)])
+                    try refreshState(entry.record)
+                    continue
+                }
+                try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)])
+                try settle(entry, result, into: &settlement)
+            }
+        }
+        inFlight = nil
+        return settlement
+    }
+
+    private func settle(_ entry: OutboxEntry, _ result: MutationResult, into settlement: inout PushSettlement) throws {
+        var status = result.status
+        if status == .duplicate {
+            settlement.duplicates += 1
+            // A retry of something already processed: act on the original outcome.
+            status = result.originalStatus ?? .duplicate
+        }
+        switch status {
+        case .applied, .duplicate:
+            settlement.confirmed.append(entry.record)
+            try confirm(entry, record: result.record)
+        case .conflict:
+            settlement.conflicts.append(try conflict(entry, serverRecord: result.record))
+        case .notFound where entry.op == .delete:
+            // Already gone on the server: the delete's goal holds.
+            settlement.confirmed.append(entry.record)
+            try confirm(entry, record: nil)
+        case .notFound where entry.op == .update:
+            // Deleted by someone else (or out of scope): the edit lost, no resurrection.
+            settlement.conflicts.append(try conflict(entry, serverRecord: nil))
+        case .rejected, .forbidden, .notFound:
+            let rejection = Rejection(
+                code: result.code ?? status.rawValue, errors: result.errors ?? [:], op: entry.op)
+            settlement.rejected.append(RejectedChange(record: entry.record, mutationID: entry.mutationID, rejection: rejection))
+            try reject(entry, rejection)
+        }
+    }
+
+    /// The server holds the change: adopt its id, version and time.
+    private func confirm(_ entry: OutboxEntry, record: WireRecord?) throws {
+        guard var row = try tables.load(entry.record.collection, entry.record.uuid) else { return }
+        let remaining = try rows(for: entry.record)
+        if entry.op == .delete || record?.deleted == true {
+            // The delete reached the server; the local tombstone can go.
+            if remaining.isEmpty || row.deleted {
+                try connection.run(
+                    "DELETE FROM outbox WHERE collection = ? AND record_uuid = ?",
+                    [.text(entry.record.collection), .text(entry.record.uuid.wireText)])
+                try tables.remove(entry.record.collection, entry.record.uuid)
+            }
+            return
+        }
+        row.onServer = true
+        if let record {
+            row.serverID = record.id
+            row.serverVersion = record.version
+            row.serverUpdatedAt = record.updatedAt
+            row.owner = record.owner
+            row.team = record.team
+            // Later never-sent edits were made on top of this one: condition
+            // them on the version this write produced, not the one before it.
+            try connection.run(
+                """
+                UPDATE outbox SET base_version = ?
+                WHERE collection = ? AND record_uuid = ? AND seq IS NULL AND op != 'create'
+                """,
+                [.integer(record.version), .text(entry.record.collection), .text(entry.record.uuid.wireText)])
+        }
+        if remaining.isEmpty {
+            if let data = record?.data { row.data = data }
+            row.syncState = .synced
+            row.baseVersion = nil
+            row.rejection = nil
+        } else {
+            row.syncState = .pending
+            row.baseVersion = row.serverVersion
+        }
+        try tables.save(row)
+    }
+
+    /// The server copy prevails; the lost edit goes into a conflict report.
+    private func conflict(_ entry: OutboxEntry, serverRecord: WireRecord?) throws -> ConflictReport {
+        // Later never-sent edits of the record were built on the edit that
+        // lost: they lose too, and travel in the same report.
+        var localChange = entry.data
+        var op = entry.op
+        for later in try rows(for: entry.record) where later.seq == nil {
+            if later.op == .delete {
+                op = .delete
+            } else if let patch = try later.data() {
+                var merged = localChange ?? [:]
+                for (key, value) in patch { merged[key] = value }
+                localChange = merged
+            }
+            try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(later.entry)])
+        }
+        let stillQueued = try !rows(for: entry.record).isEmpty
+        if let serverRecord, !serverRecord.deleted, let data = serverRecord.data {
+            if var row = try tables.load(entry.record.collection, entry.record.uuid) {
+                row.data = data
+                row.serverID = serverRecord.id
+                row.serverVersion = serverRecord.version
+                row.serverUpdatedAt = serverRecord.updatedAt
+                row.owner = serverRecord.owner
+                row.team = serverRecord.team
+                row.onServer = true
+                row.deleted = false
+                row.baseVersion = nil
+                row.rejection = nil
+                row.syncState = stillQueued ? .pending : .synced
+                try tables.save(row)
+            }
+        } else if !stillQueued {
+            try tables.remove(entry.record.collection, entry.record.uuid)
+        }
+        let now = ServerTimestamp(clock.now())
+        try connection.run(
+            """
+            INSERT INTO conflicts (collection, record_uuid, mutation_id, op, local_change, server_record, detected_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(entry.record.collection), .text(entry.record.uuid.wireText), .text(entry.mutationID.wireText),
+                .text(op.rawValue), .text(try localChange?.jsonText()),
+                .text(try serverRecord.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }),
+                .text(now.rawValue),
+            ])
+        return ConflictReport(
+            id: connection.lastInsertRowID, record: entry.record, mutationID: entry.mutationID, op: op,
+            localChange: localChange, serverRecord: serverRecord, detectedAt: now.date)
+    }
+
+    /// Refused for good: the record shows its field errors and stays editable.
+    private func reject(_ entry: OutboxEntry, _ rejection: Rejection) throws {
+        guard var row = try tables.load(entry.record.collection, entry.record.uuid) else { return }
+        let later = try rows(for: entry.record).filter { $0.seq == nil }
+        if later.contains(where: { $0.op == .delete }) {
+            // The person deleted the record since: honour that.
+            if !row.onServer {
+                try connection.run(
+                    "DELETE FROM outbox WHERE collection = ? AND record_uuid = ?",
+                    [.text(entry.record.collection), .text(entry.record.uuid.wireText)])
+                try tables.remove(entry.record.collection, entry.record.uuid)
+            } else {
+                for other in later where other.op != .delete {
+                    try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(other.entry)])
+                }
+            }
+            return
+        }
+        // Later edits are already in the row's data; the next edit of the
+        // rejected record sends the whole of it again.
+        for other in later {
+            try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(other.entry)])
+        }
+        row.syncState = try rows(for: entry.record).isEmpty ? .rejected : .pending
+        row.rejection = rejection
+        if entry.op == .delete { row.deleted = false }
+        try tables.save(row)
+    }
+
+    /// Sets a record's state from what remains queued for it.
+    func refreshState(_ record: RecordReference) throws {
+        guard var row = try tables.load(record.collection, record.uuid) else { return }
+        let queued = try !rows(for: record).isEmpty
+        let state: SyncState = queued ? .pending : (row.rejection == nil ? .synced : .rejected)
+        if row.syncState != state {
+            row.syncState = state
+            try tables.save(row)
+        }
+    }
+}

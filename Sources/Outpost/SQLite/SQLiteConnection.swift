@@ -1,0 +1,136 @@
+import Foundation
+#if canImport(SQLite3)
+import SQLite3
+#else
+import CSQLite
+#endif
+
+/// One SQLite connection through the C API.
+///
+/// Not Sendable on purpose: exactly one serial owner (the `LocalStore` actor)
+/// holds it, so no two threads ever use the handle at once. Prepared
+/// statements are cached by SQL text for the connection's lifetime.
+public final class SQLiteConnection {
+    let handle: OpaquePointer
+    public let path: String
+    private var statements: [String: SQLiteStatement] = [:]
+    private var isClosed = false
+
+    /// Opens (creating if needed) a database file in WAL mode.
+    ///
+    /// WAL with `synchronous=NORMAL` keeps every committed transaction across
+    /// a process crash (the case the outbox must survive); only a power loss
+    /// may roll back the last commits, never corrupt the file.
+    public init(path: String, readOnly: Bool = false) throws {
+        var handle: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            if let handle { sqlite3_close_v2(handle) }
+            throw SQLiteError(extendedCode: code, message: message + " (\(path))")
+        }
+        self.handle = handle
+        self.path = path
+        sqlite3_extended_result_codes(handle, 1)
+        sqlite3_busy_timeout(handle, 5_000)
+        do {
+            if !readOnly {
+                try execute("PRAGMA journal_mode = WAL")
+                try execute("PRAGMA synchronous = NORMAL")
+            }
+            try execute("PRAGMA foreign_keys = ON")
+        } catch {
+            sqlite3_close_v2(handle)
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Finalizes every cached statement and closes the handle.
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        statements.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    func error(code: Int32, sql: String?) -> SQLiteError {
+        SQLiteError(extendedCode: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+    }
+
+    private func statement(_ sql: String) throws -> SQLiteStatement {
+        if let cached = statements[sql] { return cached }
+        let statement = try SQLiteStatement(connection: self, sql: sql)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Runs one or more statements without parameters (schema, pragmas).
+    public func execute(_ sql: String) throws {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        guard code == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? "failed"
+            sqlite3_free(message)
+            throw SQLiteError(extendedCode: code, message: text, sql: sql)
+        }
+    }
+
+    /// Runs one statement with parameters and returns the number of rows changed.
+    @discardableResult
+    public func run(_ sql: String, _ values: [SQLiteValue] = []) throws -> Int {
+        let statement = try statement(sql)
+        try statement.bind(values)
+        defer { statement.reset() }
+        while try statement.step() {}
+        return Int(sqlite3_changes(handle))
+    }
+
+    /// Runs a query and calls `body` with each row.
+    public func forEach(_ sql: String, _ values: [SQLiteValue] = [], _ body: (SQLiteRow) throws -> Void) throws {
+        let statement = try statement(sql)
+        try statement.bind(values)
+        defer { statement.reset() }
+        while try statement.step() {
+            try body(SQLiteRow(statement: statement.handle))
+        }
+    }
+
+    /// Runs a query and maps each row.
+    public func query<T>(_ sql: String, _ values: [SQLiteValue] = [], _ map: (SQLiteRow) throws -> T) throws -> [T] {
+        var result: [T] = []
+        try forEach(sql, values) { result.append(try map($0)) }
+        return result
+    }
+
+    /// The first row mapped, or nil when the query returns none.
+    public func first<T>(_ sql: String, _ values: [SQLiteValue] = [], _ map: (SQLiteRow) throws -> T) throws -> T? {
+        let statement = try statement(sql)
+        try statement.bind(values)
+        defer { statement.reset() }
+        return try statement.step() ? try map(SQLiteRow(statement: statement.handle)) : nil
+    }
+
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Runs `body` in one transaction: committed when it returns, rolled back when it throws.
+    ///
+    /// `BEGIN IMMEDIATE` takes the write lock up front, so a transaction never
+    /// fails half way with SQLITE_BUSY on its first write.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Whether a transaction is open on this connection.
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+}

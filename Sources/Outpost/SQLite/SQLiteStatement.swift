@@ -1,0 +1,103 @@
+import Foundation
+#if canImport(SQLite3)
+import SQLite3
+#else
+import CSQLite
+#endif
+
+/// SQLite copies bound text and blobs when given this destructor.
+let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// A prepared statement, owned by its `SQLiteConnection` and cached there.
+///
+/// Not Sendable: it lives and dies on the connection's serial owner.
+public final class SQLiteStatement {
+    let handle: OpaquePointer
+    let sql: String
+    unowned let connection: SQLiteConnection
+
+    init(connection: SQLiteConnection, sql: String) throws {
+        var handle: OpaquePointer?
+        let code = sqlite3_prepare_v3(connection.handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &handle, nil)
+        guard code == SQLITE_OK, let handle else {
+            throw connection.error(code: code, sql: sql)
+        }
+        self.handle = handle
+        self.sql = sql
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    /// Binds values to `?` placeholders, in order.
+    func bind(_ values: [SQLiteValue]) throws {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let code: Int32
+            switch value {
+            case .null: code = sqlite3_bind_null(handle, index)
+            case .integer(let number): code = sqlite3_bind_int64(handle, index, number)
+            case .real(let number): code = sqlite3_bind_double(handle, index, number)
+            case .text(let text): code = sqlite3_bind_text(handle, index, text, -1, sqliteTransient)
+            case .blob(let data):
+                code = data.withUnsafeBytes { bytes in
+                    sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), sqliteTransient)
+                }
+            }
+            guard code == SQLITE_OK else { throw connection.error(code: code, sql: sql) }
+        }
+    }
+
+    /// Advances one row; false when the statement is done.
+    func step() throws -> Bool {
+        let code = sqlite3_step(handle)
+        switch code {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default:
+            let error = connection.error(code: code, sql: sql)
+            sqlite3_reset(handle)
+            throw error
+        }
+    }
+
+    func reset() { sqlite3_reset(handle) }
+}
+
+/// The current row of a stepping statement. Valid only until the next step.
+public struct SQLiteRow {
+    let statement: OpaquePointer
+
+    public var columnCount: Int { Int(sqlite3_column_count(statement)) }
+
+    public func isNull(_ index: Int) -> Bool { sqlite3_column_type(statement, Int32(index)) == SQLITE_NULL }
+
+    public func int64(_ index: Int) -> Int64 { sqlite3_column_int64(statement, Int32(index)) }
+
+    public func optionalInt64(_ index: Int) -> Int64? { isNull(index) ? nil : int64(index) }
+
+    public func double(_ index: Int) -> Double { sqlite3_column_double(statement, Int32(index)) }
+
+    public func string(_ index: Int) -> String {
+        guard let text = sqlite3_column_text(statement, Int32(index)) else { return "" }
+        let count = Int(sqlite3_column_bytes(statement, Int32(index)))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+    }
+
+    public func optionalString(_ index: Int) -> String? { isNull(index) ? nil : string(index) }
+
+    public func value(_ index: Int) -> SQLiteValue {
+        switch sqlite3_column_type(statement, Int32(index)) {
+        case SQLITE_INTEGER: return .integer(int64(index))
+        case SQLITE_FLOAT: return .real(double(index))
+        case SQLITE_TEXT: return .text(string(index))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(statement, Int32(index)))
+            guard let bytes = sqlite3_column_blob(statement, Int32(index)) else { return .blob(Data()) }
+            return .blob(Data(bytes: bytes, count: count))
+        default: return .null
+        }
+    }
+}

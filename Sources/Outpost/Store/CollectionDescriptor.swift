@@ -1,0 +1,75 @@
+import Foundation
+public import OutpostCore
+
+/// A collection the local store keeps: its name, which fields point at other
+/// collections (parents), and which fields get a local index.
+public struct CollectionDescriptor: Sendable, Equatable {
+    public var name: String
+    /// Field name → collection it references, e.g. `["person": "people"]`.
+    /// A child is sent only after its parent's create (SPEC C5).
+    public var references: [String: String]
+    /// Fields queried often enough to deserve an index on the device.
+    public var indexedFields: [String]
+
+    public init(name: String, references: [String: String] = [:], indexedFields: [String] = []) {
+        self.name = name
+        self.references = references
+        self.indexedFields = indexedFields
+    }
+
+    /// A descriptor taken from the server's collection schema.
+    public init(schema: CollectionSchema, indexedFields: [String] = []) {
+        self.init(name: schema.name, references: schema.references, indexedFields: indexedFields)
+    }
+}
+
+/// A Codable record type the app works with: the fields of one collection.
+///
+/// The record's identity (`uuid`) and sync state live beside it in
+/// ``LocalRecord``, so the type holds only what a person edits:
+///
+/// ```swift
+/// struct Person: SyncRecord {
+///     static let collection = "people"
+///     var name: String
+///     var phone: String?
+/// }
+/// ```
+public protocol SyncRecord: Codable, Sendable {
+    /// The collection's name on the server.
+    static var collection: String { get }
+    /// Field name → referenced collection (parents that must be sent first).
+    static var references: [String: String] { get }
+    /// Fields to index locally.
+    static var indexedFields: [String] { get }
+}
+
+extension SyncRecord {
+    public static var references: [String: String] { [:] }
+    public static var indexedFields: [String] { [] }
+
+    /// The descriptor the store registers for this type.
+    public static var descriptor: CollectionDescriptor {
+        CollectionDescriptor(name: collection, references: references, indexedFields: indexedFields)
+    }
+}
+
+/// Converts between record types and the JSON objects the store keeps.
+enum RecordCoding {
+    static func object<T: Encodable>(from value: T) throws -> JSONObject {
+        let data = try WireCoding.encode(value)
+        guard case .object(let object) = try WireCoding.decode(JSONValue.self, from: data) else {
+            throw StoreError.invalidRecord("\(T.self) does not encode to a JSON object")
+        }
+        return object
+    }
+
+    static func value<T: Decodable>(_ type: T.Type, from object: JSONObject) throws -> T {
+        let data = try WireCoding.encode(JSONValue.object(object))
+        do {
+            return try WireCoding.decode(type, from: data)
+        } catch let error as WireError {
+            throw StoreError.invalidRecord("stored data does not decode as \(T.self): \(error)")
+        }
+    }
+}

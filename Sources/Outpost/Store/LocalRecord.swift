@@ -1,0 +1,56 @@
+public import Foundation
+public import OutpostCore
+
+/// Where a local record stands with the server (SPEC C1).
+public enum SyncState: String, Sendable, Codable {
+    /// The server holds exactly what the device shows.
+    case synced
+    /// Local changes wait to be sent (or to be confirmed after an unknown outcome).
+    case pending
+    /// A request carrying this record's change is on its way now.
+    case sending
+    /// The server refused the last change for good; see ``LocalRecord/rejection``.
+    case rejected
+}
+
+/// Why the server refused a change: the code and each field's problem.
+public struct Rejection: Sendable, Equatable, Codable {
+    public var code: String
+    public var errors: [String: String]
+    /// The refused operation (`create`, `update`, `delete`).
+    public var op: MutationOp
+
+    public init(code: String, errors: [String: String], op: MutationOp) {
+        self.code = code
+        self.errors = errors
+        self.op = op
+    }
+}
+
+/// A record as the device holds it: the fields plus sync metadata.
+public struct LocalRecord<Value: Sendable>: Sendable {
+    public var collection: String
+    public var uuid: UUID
+    public var value: Value
+    public var syncState: SyncState
+    /// The server's integer id, nil until the first upload is confirmed.
+    public var serverID: Int64?
+    /// The server version the device last saw.
+    public var serverVersion: Int64?
+    /// When the server last wrote the record, as the server wrote it.
+    public var serverUpdatedAt: ServerTimestamp?
+    /// When this device last edited the record (device clock, display only).
+    public var localUpdatedAt: Date?
+    public var rejection: Rejection?
+    public var owner: String?
+    public var team: String?
+
+    /// "You edited this 10 minutes ago and it is not sent yet": the local edit
+    /// is newer than anything the server confirmed.
+    public var hasUnsentChanges: Bool { syncState == .pending || syncState == .sending }
+}
+
+extension LocalRecord: Equatable where Value: Equatable {}
+
+/// An untyped record: its fields as a JSON object.
+public typealias JSONRecord = LocalRecord<JSONObject>

@@ -1,0 +1,246 @@
+public import Foundation
+public import OutpostCore
+
+/// The device's database: records of every registered collection, the
+/// durable outbox, and the client's identity (SPEC C1-C5).
+///
+/// Open it locally and it works offline from the first line; sync is
+/// connected separately. An actor: the one serial owner of its SQLite
+/// connection, so writes from many tasks are serialised without locks.
+///
+/// ```swift
+/// let store = try LocalStore(path: dbPath, collections: [Person.descriptor, Visit.descriptor])
+/// let id = try await store.create(Person(name: "Ana"))
+/// try await store.update(Person.self, id) { $0.phone = "555" }
+/// for try await people in await store.observe(Person.self) { render(people) }
+/// ```
+public actor LocalStore {
+    let connection: SQLiteConnection
+    let outbox: Outbox
+    let registry: CollectionRegistry
+    let clock: any WallClock
+    let ids: any IDGenerator
+    var observers: [UUID: QueryObserver] = [:]
+    var isClosed = false
+
+    /// The device's client id, made once and kept for the life of the database.
+    public nonisolated let clientID: UUID
+    /// The database file.
+    public nonisolated let path: String
+
+    /// Opens (creating if needed) the database at `path` with these collections.
+    ///
+    /// Nothing is in flight after opening: a push this process did not see
+    /// answered is resent, with the same seq, by the next sync.
+    public init(
+        path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
+        ids: any IDGenerator = UUIDv7Generator()
+    ) throws {
+        let registry = try CollectionRegistry(collections)
+        let connection = try SQLiteConnection(path: path)
+        try StoreMigrator.migrate(connection, collections: registry.all)
+        let clientID = try StoreMigrator.clientID(connection, ids: ids)
+        self.connection = connection
+        self.outbox = Outbox(connection: connection, ids: ids, clock: clock)
+        self.registry = registry
+        self.clock = clock
+        self.ids = ids
+        self.clientID = clientID
+        self.path = path
+    }
+
+    /// Opens the database at a file URL.
+    public init(
+        url: URL, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
+        ids: any IDGenerator = UUIDv7Generator()
+    ) throws {
+        try self.init(path: url.path, collections: collections, clock: clock, ids: ids)
+    }
+
+    /// Closes the database; observations finish. Later calls throw ``StoreError/closed``.
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        for observer in observers.values { observer.finish() }
+        observers.removeAll()
+        connection.close()
+    }
+
+    private func checkOpen() throws {
+        if isClosed { throw StoreError.closed }
+    }
+
+    // MARK: Writing
+
+    /// Runs several writes in one transaction. Each record change and its
+    /// outbox entry commit together; if `body` throws, nothing is kept.
+    public func write<T: Sendable>(_ body: @Sendable (StoreTransaction) throws -> T) throws -> T {
+        try checkOpen()
+        let transaction = StoreTransaction(
+            connection: connection, outbox: outbox, registry: registry, clock: clock, ids: ids)
+        let result = try connection.transaction { try body(transaction) }
+        notify(transaction.touched)
+        return result
+    }
+
+    /// Creates a record; returns its uuid.
+    @discardableResult
+    public func create<T: SyncRecord>(_ value: T, uuid: UUID? = nil) throws -> UUID {
+        try write { try $0.create(value, uuid: uuid) }
+    }
+
+    /// Creates an untyped record; returns its uuid.
+    @discardableResult
+    public func create(in collection: String, _ data: JSONObject, uuid: UUID? = nil) throws -> UUID {
+        try write { try $0.create(in: collection, data, uuid: uuid) }
+    }
+
+    /// Edits a typed record; only changed fields are queued.
+    public func update<T: SyncRecord>(_ type: T.Type, _ uuid: UUID, _ edit: @Sendable (inout T) throws -> Void) throws {
+        try write { try $0.update(type, uuid, edit) }
+    }
+
+    /// Applies a partial patch (a null clears a field).
+    public func update(in collection: String, _ uuid: UUID, patch: JSONObject) throws {
+        try write { try $0.update(in: collection, uuid, patch: patch) }
+    }
+
+    public func delete<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws {
+        try write { try $0.delete(type, uuid) }
+    }
+
+    public func delete(in collection: String, _ uuid: UUID) throws {
+        try write { try $0.delete(in: collection, uuid) }
+    }
+
+    // MARK: Reading
+
+    public func get<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws -> LocalRecord<T>? {
+        try checkOpen()
+        guard let record = try get(in: T.collection, uuid) else { return nil }
+        return try record.map { try RecordCoding.value(T.self, from: $0) }
+    }
+
+    public func get(in collection: String, _ uuid: UUID) throws -> JSONRecord? {
+        try checkOpen()
+        _ = try registry.descriptor(collection)
+        guard let row = try outbox.tables.load(collection, uuid), !row.deleted else { return nil }
+        return row.localRecord(row.data)
+    }
+
+    /// Records of a collection matching a query.
+    public func query(_ query: RecordQuery) throws -> [JSONRecord] {
+        try checkOpen()
+        _ = try registry.descriptor(query.collection)
+        return try outbox.tables.query(query)
+    }
+
+    /// Typed records matching a filter, in an order.
+    public func query<T: SyncRecord>(
+        _ type: T.Type, where filter: RecordFilter? = nil, orderBy order: [RecordOrder] = [], limit: Int? = nil
+    ) throws -> [LocalRecord<T>] {
+        try query(RecordQuery(T.collection, filter: filter, order: order, limit: limit)).map { record in
+            try record.map { try RecordCoding.value(T.self, from: $0) }
+        }
+    }
+
+    /// Entries of a read-only catalog, by code.
+    public func catalog(_ name: String) throws -> [CatalogEntry] {
+        try checkOpen()
+        return try connection.query(
+            "SELECT uuid, catalog, code, name, data FROM catalogs WHERE catalog = ? ORDER BY code", [.text(name)]
+        ) { row in
+            CatalogEntry(
+                uuid: UUID.fromWire(row.string(0)) ?? UUID(), catalog: row.string(1), code: row.string(2),
+                name: row.string(3), data: (try? JSONObject.parseObject(row.string(4))) ?? [:])
+        }
+    }
+
+    // MARK: Outbox, for the sync engine
+
+    /// The next push to send, with seqs written durably; nil while another
+    /// push is in flight or when nothing can be sent.
+    public func takePushBatch(limit: Int = PushRequest.maximumMutations) throws -> PushBatch? {
+        try checkOpen()
+        guard let batch = try outbox.takeBatch(clientID: clientID, limit: limit) else { return nil }
+        notify(Set(batch.entries.map(\.record.collection)))
+        return batch
+    }
+
+    /// Applies the server's per-mutation results of a push.
+    public func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
+        try checkOpen()
+        let settlement = try outbox.settle(batch, with: response)
+        notify(Set(batch.entries.map(\.record.collection)))
+        return settlement
+    }
+
+    /// Gives back a push that produced no results; its entries keep their seqs.
+    public func release(_ batch: PushBatch, failure: PushFailure) throws {
+        try checkOpen()
+        try outbox.release(batch, failure: failure)
+        notify(Set(batch.entries.map(\.record.collection)))
+    }
+
+    /// The batch this process is waiting on, if any (memory only).
+    public var inFlightBatch: PushBatch? { outbox.inFlight }
+
+    /// Every queued entry, in order.
+    public func outboxEntries() throws -> [OutboxEntry] {
+        try checkOpen()
+        return try outbox.entries()
+    }
+
+    public func outboxSummary() throws -> OutboxSummary {
+        try checkOpen()
+        var summary = try outbox.summary()
+        for descriptor in registry.all {
+            summary.rejected += try connection.first(
+                "SELECT count(*) FROM \"\(descriptor.name)\" WHERE sync_state = 'rejected'") { Int($0.int64(0)) } ?? 0
+        }
+        return summary
+    }
+
+    /// Children held because their parent's create was refused.
+    public func heldEntries() throws -> [HeldEntry] {
+        try checkOpen()
+        return try outbox.heldEntries()
+    }
+
+    /// The highest seq this client ever handed out.
+    public func lastSeq() throws -> Int64 {
+        try checkOpen()
+        return try outbox.lastSeq()
+    }
+
+    /// Records whose last change the server refused, across collections.
+    public func rejectedRecords() throws -> [JSONRecord] {
+        try checkOpen()
+        return try registry.all.flatMap { descriptor in
+            try outbox.tables.query(RecordQuery(descriptor.name, filter: .syncState(.rejected)))
+        }
+    }
+
+    // MARK: Conflicts
+
+    /// Edits that lost to a newer server copy, oldest first.
+    public func conflicts() throws -> [ConflictReport] {
+        try checkOpen()
+        return try ConflictLog(connection: connection).all()
+    }
+
+    /// Forgets a conflict report once the person has seen it.
+    public func dismissConflict(_ id: Int64) throws {
+        try checkOpen()
+        try ConflictLog(connection: connection).remove(id)
+    }
+}
+
+/// One entry of a read-only catalog.
+public struct CatalogEntry: Sendable, Equatable {
+    public var uuid: UUID
+    public var catalog: String
+    public var code: String
+    public var name: String
+    public var data: JSONObject
+}

@@ -1,0 +1,130 @@
+import Foundation
+public import OutpostCore
+
+/// A condition on records, turned into SQL over the stored JSON fields.
+public indirect enum RecordFilter: Sendable, Equatable {
+    case equals(String, JSONValue)
+    case notEquals(String, JSONValue)
+    case lessThan(String, JSONValue)
+    case greaterThan(String, JSONValue)
+    /// Case-insensitive substring match on a text field.
+    case contains(String, String)
+    /// The field is absent or null.
+    case isNull(String)
+    case syncState(SyncState)
+    case and([RecordFilter])
+    case or([RecordFilter])
+    case not(RecordFilter)
+}
+
+/// What records are sorted by.
+public enum RecordOrder: Sendable, Equatable {
+    case field(String, ascending: Bool = true)
+    /// Most recent local edit first when descending.
+    case localUpdatedAt(ascending: Bool = false)
+    case serverUpdatedAt(ascending: Bool = false)
+}
+
+/// A query over one collection: filter, order, limit.
+public struct RecordQuery: Sendable, Equatable {
+    public var collection: String
+    public var filter: RecordFilter?
+    public var order: [RecordOrder]
+    public var limit: Int?
+
+    public init(_ collection: String, filter: RecordFilter? = nil, order: [RecordOrder] = [], limit: Int? = nil) {
+        self.collection = collection
+        self.filter = filter
+        self.order = order
+        self.limit = limit
+    }
+
+    /// The SQL and its arguments. Field names are checked against a small
+    /// alphabet because they go into JSON paths; values are always bound.
+    func sql() throws -> (String, [SQLiteValue]) {
+        var arguments: [SQLiteValue] = []
+        var sql = "SELECT \(RecordRow.columns) FROM \"\(collection)\" WHERE deleted = 0"
+        if let filter {
+            sql += " AND " + (try Self.render(filter, &arguments))
+        }
+        var orderTerms: [String] = []
+        for term in order {
+            switch term {
+            case .field(let name, let ascending):
+                orderTerms.append("\(try Self.path(name)) \(ascending ? "ASC" : "DESC")")
+            case .localUpdatedAt(let ascending):
+                orderTerms.append("local_updated_at \(ascending ? "ASC" : "DESC")")
+            case .serverUpdatedAt(let ascending):
+                orderTerms.append("server_updated_at \(ascending ? "ASC" : "DESC")")
+            }
+        }
+        orderTerms.append("uuid")
+        sql += " ORDER BY " + orderTerms.joined(separator: ", ")
+        if let limit {
+            sql += " LIMIT ?"
+            arguments.append(.integer(Int64(max(0, limit))))
+        }
+        return (sql, arguments)
+    }
+
+    private static func path(_ field: String) throws -> String {
+        guard CollectionSchema.isValidName(field) else { throw StoreError.invalidName(field) }
+        return "json_extract(data, '$.\(field)')"
+    }
+
+    private static func bind(_ value: JSONValue, _ arguments: inout [SQLiteValue]) -> String {
+        switch value {
+        case .null: arguments.append(.null)
+        case .bool(let flag): arguments.append(.integer(flag ? 1 : 0))
+        case .int(let number): arguments.append(.integer(number))
+        case .double(let number): arguments.append(.real(number))
+        case .string(let text): arguments.append(.text(text))
+        case .array, .object: arguments.append(.text((try? value.jsonText()) ?? "null"))
+        }
+        return "?"
+    }
+
+    private static func render(_ filter: RecordFilter, _ arguments: inout [SQLiteValue]) throws -> String {
+        switch filter {
+        case .equals(let field, let value):
+            if value.isNull { return "\(try path(field)) IS NULL" }
+            return "\(try path(field)) = \(bind(value, &arguments))"
+        case .notEquals(let field, let value):
+            if value.isNull { return "\(try path(field)) IS NOT NULL" }
+            return "\(try path(field)) IS NOT \(bind(value, &arguments))"
+        case .lessThan(let field, let value):
+            return "\(try path(field)) < \(bind(value, &arguments))"
+        case .greaterThan(let field, let value):
+            return "\(try path(field)) > \(bind(value, &arguments))"
+        case .contains(let field, let text):
+            let escaped = text.replacingOccurrences(of: "\\", with: "\\\\")
+                .replacingOccurrences(of: "%", with: "\\%").replacingOccurrences(of: "_", with: "\\_")
+            arguments.append(.text("%\(escaped)%"))
+            return "\(try path(field)) LIKE ? ESCAPE '\\'"
+        case .isNull(let field):
+            return "\(try path(field)) IS NULL"
+        case .syncState(let state):
+            arguments.append(.text(state.rawValue))
+            return "sync_state = ?"
+        case .and(let filters):
+            guard !filters.isEmpty else { return "1" }
+            return "(" + (try filters.map { try render($0, &arguments) }).joined(separator: " AND ") + ")"
+        case .or(let filters):
+            guard !filters.isEmpty else { return "0" }
+            return "(" + (try filters.map { try render($0, &arguments) }).joined(separator: " OR ") + ")"
+        case .not(let inner):
+            return "NOT (\(try render(inner, &arguments)))"
+        }
+    }
+}
+
+extension RecordTables {
+    /// Runs a query; deleted records (local tombstones awaiting the server) are never returned.
+    func query(_ query: RecordQuery) throws -> [JSONRecord] {
+        let (sql, arguments) = try query.sql()
+        return try connection.query(sql, arguments) { row in
+            let record = try RecordRow(collection: query.collection, row: row)
+            return record.localRecord(record.data)
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import OutpostCore
+
+/// One row of a collection table, as the store and the outbox read it.
+struct RecordRow {
+    var collection: String
+    var uuid: UUID
+    var serverID: Int64?
+    var syncState: SyncState
+    var serverUpdatedAt: ServerTimestamp?
+    var localUpdatedAt: String?
+    var rejection: Rejection?
+    var baseVersion: Int64?
+    var serverVersion: Int64?
+    var onServer: Bool
+    var deleted: Bool
+    var owner: String?
+    var team: String?
+    var data: JSONObject
+
+    static let columns =
+        "uuid, server_id, sync_state, server_updated_at, local_updated_at, rejection_json, base_version, server_version, on_server, deleted, owner, team, data"
+}
+
+extension RecordRow {
+    /// Reads a row selected with `RecordRow.columns`.
+    init(collection: String, row: SQLiteRow) throws {
+        self.collection = collection
+        uuid = UUID(uuidString: row.string(0)) ?? UUID()
+        serverID = row.optionalInt64(1)
+        syncState = SyncState(rawValue: row.string(2)) ?? .pending
+        serverUpdatedAt = row.optionalString(3).map(ServerTimestamp.init(rawValue:))
+        localUpdatedAt = row.optionalString(4)
+        rejection = try row.optionalString(5).map { try WireCoding.decode(Rejection.self, from: Data($0.utf8)) }
+        baseVersion = row.optionalInt64(6)
+        serverVersion = row.optionalInt64(7)
+        onServer = row.int64(8) != 0
+        deleted = row.int64(9) != 0
+        owner = row.optionalString(10)
+        team = row.optionalString(11)
+        data = try JSONObject.parseObject(row.string(12))
+    }
+
+    func localRecord<Value>(_ value: Value) -> LocalRecord<Value> {
+        LocalRecord(
+            collection: collection, uuid: uuid, value: value, syncState: syncState, serverID: serverID,
+            serverVersion: serverVersion, serverUpdatedAt: serverUpdatedAt,
+            localUpdatedAt: localUpdatedAt.flatMap { ServerTimestamp(rawValue: $0).date },
+            rejection: rejection, owner: owner, team: team)
+    }
+}
+
+/// The SQL of the collection tables, shared by store writes, the outbox and settlement.
+struct RecordTables {
+    let connection: SQLiteConnection
+
+    func load(_ collection: String, _ uuid: UUID) throws -> RecordRow? {
+        try connection.first(
+            "SELECT \(RecordRow.columns) FROM \"\(collection)\" WHERE uuid = ?", [.text(uuid.wireText)]
+        ) { try RecordRow(collection: collection, row: $0) }
+    }
+
+    func insert(_ row: RecordRow) throws {
+        try connection.run(
+            """
+            INSERT INTO "\(row.collection)" (\(RecordRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            try values(row))
+    }
+
+    /// Writes every column of an existing row.
+    func save(_ row: RecordRow) throws {
+        try connection.run(
+            """
+            UPDATE "\(row.collection)" SET server_id = ?2, sync_state = ?3, server_updated_at = ?4,
+                local_updated_at = ?5, rejection_json = ?6, base_version = ?7, server_version = ?8,
+                on_server = ?9, deleted = ?10, owner = ?11, team = ?12, data = ?13
+            WHERE uuid = ?1
+            """,
+            try values(row))
+    }
+
+    func remove(_ collection: String, _ uuid: UUID) throws {
+        try connection.run("DELETE FROM \"\(collection)\" WHERE uuid = ?", [.text(uuid.wireText)])
+    }
+
+    func setState(_ collection: String, _ uuid: UUID, _ state: SyncState) throws {
+        try connection.run(
+            "UPDATE \"\(collection)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
+    }
+
+    private func values(_ row: RecordRow) throws -> [SQLiteValue] {
+        [
+            .text(row.uuid.wireText), .integer(row.serverID), .text(row.syncState.rawValue),
+            .text(row.serverUpdatedAt?.rawValue), .text(row.localUpdatedAt),
+            .text(try row.rejection.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }),
+            .integer(row.baseVersion), .integer(row.serverVersion), .integer(row.onServer ? 1 : 0),
+            .integer(row.deleted ? 1 : 0), .text(row.owner), .text(row.team), .text(try row.data.jsonText()),
+        ]
+    }
+}

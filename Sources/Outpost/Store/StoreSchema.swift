@@ -1,0 +1,96 @@
+import Foundation
+
+/// The device database's tables (SPEC C1).
+///
+/// Fixed tables are created by numbered migrations (`PRAGMA user_version`);
+/// each registered collection gets its own table with the same control
+/// columns, so one sync engine serves every collection.
+enum StoreSchema {
+    static let migrations: [String] = [
+        """
+        CREATE TABLE kv (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
+
+        -- Read-only reference data: every catalog in one table.
+        CREATE TABLE catalogs (
+            uuid              TEXT PRIMARY KEY,
+            catalog           TEXT NOT NULL,
+            code              TEXT NOT NULL,
+            name              TEXT NOT NULL,
+            data              TEXT NOT NULL,
+            server_id         INTEGER,
+            server_version    INTEGER,
+            server_updated_at TEXT
+        );
+        CREATE INDEX catalogs_by_catalog ON catalogs (catalog, code);
+
+        -- Changes waiting for the server, in the order they were made.
+        -- `seq` stays NULL until the entry is first put into a push; from then
+        -- on the server may hold it, so it is never merged or cancelled.
+        CREATE TABLE outbox (
+            entry       INTEGER PRIMARY KEY AUTOINCREMENT,
+            mutation_id TEXT NOT NULL UNIQUE,
+            collection  TEXT NOT NULL,
+            record_uuid TEXT NOT NULL,
+            op          TEXT NOT NULL CHECK (op IN ('create', 'update', 'delete')),
+            base_version INTEGER,
+            data        TEXT,
+            parents     TEXT NOT NULL DEFAULT '',
+            seq         INTEGER UNIQUE,
+            attempts    INTEGER NOT NULL DEFAULT 0,
+            failures    INTEGER NOT NULL DEFAULT 0,
+            last_error  TEXT,
+            queued_at   TEXT NOT NULL
+        );
+        CREATE INDEX outbox_by_record ON outbox (collection, record_uuid, entry);
+
+        -- Edits that lost to a newer server copy, kept so the app can offer
+        -- to re-apply them (SPEC C6).
+        CREATE TABLE conflicts (
+            id            INTEGER PRIMARY KEY AUTOINCREMENT,
+            collection    TEXT NOT NULL,
+            record_uuid   TEXT NOT NULL,
+            mutation_id   TEXT NOT NULL,
+            op            TEXT NOT NULL,
+            local_change  TEXT,
+            server_record TEXT,
+            detected_at   TEXT NOT NULL
+        );
+        """
+    ]
+
+    /// The table of one collection. `uuid` is made on the device and is the
+    /// key everywhere; `on_server` records that the server is known to hold
+    /// the record (a confirmed create or a pulled copy).
+    static func collectionTable(_ name: String) -> String {
+        """
+        CREATE TABLE IF NOT EXISTS "\(name)" (
+            uuid              TEXT PRIMARY KEY,
+            server_id         INTEGER,
+            sync_state        TEXT NOT NULL CHECK (sync_state IN ('synced', 'pending', 'sending', 'rejected')),
+            server_updated_at TEXT,
+            local_updated_at  TEXT,
+            rejection_json    TEXT,
+            base_version      INTEGER,
+            server_version    INTEGER,
+            on_server         INTEGER NOT NULL DEFAULT 0,
+            deleted           INTEGER NOT NULL DEFAULT 0,
+            owner             TEXT,
+            team              TEXT,
+            data              TEXT NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS "\(name)_by_state" ON "\(name)" (sync_state) WHERE sync_state != 'synced';
+        """
+    }
+
+    static func fieldIndex(collection: String, field: String) -> String {
+        """
+        CREATE INDEX IF NOT EXISTS "\(collection)_by_\(field)" ON "\(collection)" (json_extract(data, '$.\(field)'));
+        """
+    }
+
+    /// Names the store uses itself; a collection may not take them.
+    static let reservedNames: Set<String> = ["kv", "catalogs", "outbox", "conflicts"]
+}

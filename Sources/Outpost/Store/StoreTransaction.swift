@@ -1,0 +1,164 @@
+public import Foundation
+public import OutpostCore
+
+/// The writes of one `LocalStore.write` call. Every record change and its
+/// outbox entry commit together or not at all (SPEC C2).
+///
+/// Valid only inside the closure it is passed to.
+public final class StoreTransaction {
+    let connection: SQLiteConnection
+    let outbox: Outbox
+    let registry: CollectionRegistry
+    let clock: any WallClock
+    let ids: any IDGenerator
+    /// Collections written, so observers of other collections are not woken.
+    var touched: Set<String> = []
+
+    init(
+        connection: SQLiteConnection, outbox: Outbox, registry: CollectionRegistry, clock: any WallClock,
+        ids: any IDGenerator
+    ) {
+        self.connection = connection
+        self.outbox = outbox
+        self.registry = registry
+        self.clock = clock
+        self.ids = ids
+    }
+
+    private var tables: RecordTables { outbox.tables }
+
+    private func now() -> String { ServerTimestamp(clock.now()).rawValue }
+
+    // MARK: Untyped records
+
+    /// Creates a record and queues its upload. Returns its uuid (made on the device).
+    @discardableResult
+    public func create(in collection: String, _ data: JSONObject, uuid: UUID? = nil) throws -> UUID {
+        let descriptor = try registry.descriptor(collection)
+        let uuid = uuid ?? ids.next()
+        if try tables.load(collection, uuid) != nil { throw StoreError.recordExists(collection: collection, uuid: uuid) }
+        let data = data.filter { !$0.value.isNull }
+        let row = RecordRow(
+            collection: collection, uuid: uuid, serverID: nil, syncState: .pending, serverUpdatedAt: nil,
+            localUpdatedAt: now(), rejection: nil, baseVersion: nil, serverVersion: nil, onServer: false,
+            deleted: false, owner: nil, team: nil, data: data)
+        try tables.insert(row)
+        try outbox.enqueueCreate(
+            RecordReference(collection: collection, uuid: uuid), data: data, references: descriptor.references)
+        touched.insert(collection)
+        return uuid
+    }
+
+    /// Changes some fields of a record: each key of `patch` replaces the
+    /// field, a key set to null clears it. A patch that changes nothing
+    /// queues nothing.
+    public func update(in collection: String, _ uuid: UUID, patch: JSONObject) throws {
+        let descriptor = try registry.descriptor(collection)
+        guard var row = try tables.load(collection, uuid), !row.deleted else {
+            throw StoreError.recordNotFound(collection: collection, uuid: uuid)
+        }
+        let newData = row.data.applyingPatch(patch)
+        let record = RecordReference(collection: collection, uuid: uuid)
+        if row.syncState == .rejected {
+            // The person is fixing a refused record: send all of it again.
+            row.rejection = nil
+            if try outbox.rows(for: record).isEmpty {
+                if row.onServer {
+                    var fullPatch = newData
+                    for key in row.data.keys where newData[key] == nil { fullPatch[key] = .null }
+                    try outbox.enqueueUpdate(
+                        record, patch: fullPatch, baseVersion: row.serverVersion, newData: newData,
+                        references: descriptor.references)
+                } else {
+                    try outbox.enqueueCreate(record, data: newData, references: descriptor.references)
+                }
+            }
+        } else {
+            let effective = newData.patch(from: row.data)
+            guard !effective.isEmpty else { return }
+            if row.baseVersion == nil { row.baseVersion = row.serverVersion }
+            try outbox.enqueueUpdate(
+                record, patch: effective, baseVersion: row.serverVersion, newData: newData,
+                references: descriptor.references)
+        }
+        row.data = newData
+        row.localUpdatedAt = now()
+        if row.syncState != .sending { row.syncState = .pending }
+        try tables.save(row)
+        touched.insert(collection)
+    }
+
+    /// Deletes a record. A record never sent is simply dropped; otherwise it
+    /// is hidden at once and a server delete is queued.
+    public func delete(in collection: String, _ uuid: UUID) throws {
+        _ = try registry.descriptor(collection)
+        guard var row = try tables.load(collection, uuid), !row.deleted else {
+            throw StoreError.recordNotFound(collection: collection, uuid: uuid)
+        }
+        let record = RecordReference(collection: collection, uuid: uuid)
+        touched.insert(collection)
+        let queued = try outbox.rows(for: record)
+        if !row.onServer && queued.isEmpty {
+            // Refused create, never on the server: nothing to tell it.
+            try tables.remove(collection, uuid)
+            return
+        }
+        if try !outbox.enqueueDelete(record, baseVersion: row.serverVersion) {
+            try tables.remove(collection, uuid)
+            return
+        }
+        row.deleted = true
+        row.rejection = nil
+        row.localUpdatedAt = now()
+        if row.syncState != .sending { row.syncState = .pending }
+        try tables.save(row)
+    }
+
+    /// The record with this uuid, or nil when absent or deleted.
+    public func get(in collection: String, _ uuid: UUID) throws -> JSONRecord? {
+        _ = try registry.descriptor(collection)
+        guard let row = try tables.load(collection, uuid), !row.deleted else { return nil }
+        return row.localRecord(row.data)
+    }
+
+    // MARK: Typed records
+
+    /// Creates a record of a registered `SyncRecord` type. Returns its uuid.
+    @discardableResult
+    public func create<T: SyncRecord>(_ value: T, uuid: UUID? = nil) throws -> UUID {
+        try create(in: T.collection, try RecordCoding.object(from: value), uuid: uuid)
+    }
+
+    /// Edits a typed record in place; only the fields that changed are sent.
+    public func update<T: SyncRecord>(_ type: T.Type, _ uuid: UUID, _ edit: (inout T) throws -> Void) throws {
+        guard let current = try get(in: T.collection, uuid) else {
+            throw StoreError.recordNotFound(collection: T.collection, uuid: uuid)
+        }
+        var value = try RecordCoding.value(T.self, from: current.value)
+        // Compare the type's own encoding before and after, so fields the type
+        // does not know (added by a newer server) are never cleared.
+        let before = try RecordCoding.object(from: value)
+        try edit(&value)
+        let after = try RecordCoding.object(from: value)
+        try update(in: T.collection, uuid, patch: after.patch(from: before))
+    }
+
+    public func delete<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws {
+        try delete(in: T.collection, uuid)
+    }
+
+    public func get<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws -> LocalRecord<T>? {
+        guard let record = try get(in: T.collection, uuid) else { return nil }
+        return try record.map { try RecordCoding.value(T.self, from: $0) }
+    }
+}
+
+extension LocalRecord {
+    /// The same record with its value transformed (e.g. decoded into a type).
+    public func map<Other>(_ transform: (Value) throws -> Other) rethrows -> LocalRecord<Other> {
+        LocalRecord<Other>(
+            collection: collection, uuid: uuid, value: try transform(value), syncState: syncState, serverID: serverID,
+            serverVersion: serverVersion, serverUpdatedAt: serverUpdatedAt, localUpdatedAt: localUpdatedAt,
+            rejection: rejection, owner: owner, team: team)
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+
+/// A protocol error code. Known codes have constants; a code the client does
+/// not know yet still decodes, so a newer server never breaks an older client.
+public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    public var description: String { rawValue }
+
+    public static let invalidJSON = ErrorCode("invalid_json")
+    public static let invalidRequest = ErrorCode("invalid_request")
+    public static let unauthenticated = ErrorCode("unauthenticated")
+    public static let tokenExpired = ErrorCode("token_expired")
+    public static let tokenRevoked = ErrorCode("token_revoked")
+    public static let forbidden = ErrorCode("forbidden")
+    public static let notFound = ErrorCode("not_found")
+    public static let methodNotAllowed = ErrorCode("method_not_allowed")
+    public static let resyncRequired = ErrorCode("resync_required")
+    public static let payloadTooLarge = ErrorCode("payload_too_large")
+    public static let rateLimited = ErrorCode("rate_limited")
+    public static let unavailable = ErrorCode("unavailable")
+
+    /// The HTTP status PROTOCOL.md pairs with each known code.
+    public var httpStatus: Int {
+        switch self {
+        case .invalidJSON, .invalidRequest: return 400
+        case .unauthenticated, .tokenExpired: return 401
+        case .tokenRevoked, .forbidden: return 403
+        case .notFound: return 404
+        case .methodNotAllowed: return 405
+        case .resyncRequired: return 410
+        case .payloadTooLarge: return 413
+        case .rateLimited: return 429
+        case .unavailable: return 503
+        default: return 400
+        }
+    }
+}
+
+/// The body of every non-2xx response:
+/// `{"error": {"code": …, "message": …, "fields": {…}}}`.
+public struct ErrorBody: Sendable, Equatable, Codable, Error {
+    public var code: ErrorCode
+    /// One plain sentence for a person.
+    public var message: String
+    /// The fields at fault, with what is wrong with each.
+    public var fields: [String: String]?
+
+    public init(code: ErrorCode, message: String, fields: [String: String]? = nil) {
+        self.code = code
+        self.message = message
+        self.fields = fields
+    }
+
+    enum OuterKeys: String, CodingKey { case error }
+    enum CodingKeys: String, CodingKey { case code, message, fields }
+
+    public init(from decoder: any Decoder) throws {
+        let outer = try decoder.container(keyedBy: OuterKeys.self)
+        let container = try outer.nestedContainer(keyedBy: CodingKeys.self, forKey: .error)
+        code = try container.decode(ErrorCode.self, forKey: .code)
+        message = try container.decode(String.self, forKey: .message)
+        fields = try container.decodeIfPresent([String: String].self, forKey: .fields)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var outer = encoder.container(keyedBy: OuterKeys.self)
+        var container = outer.nestedContainer(keyedBy: CodingKeys.self, forKey: .error)
+        try container.encode(code, forKey: .code)
+        try container.encode(message, forKey: .message)
+        try container.encodeIfPresent(fields, forKey: .fields)
+    }
+}

@@ -1,0 +1,89 @@
+public import Foundation
+
+/// The server's position in its change feed. Opaque: only the server makes
+/// one, the client stores it and sends it back (SPEC C9).
+public struct PullCursor: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+
+    public var description: String { rawValue }
+}
+
+/// One entry of a pull page.
+public enum PullChange: Sendable, Equatable, Codable {
+    /// A record in its latest state; a tombstone when `deleted` is true.
+    case record(WireRecord)
+    /// The record left the caller's scope: drop the local copy.
+    case removed(collection: String, uuid: UUID)
+
+    public var collection: String {
+        switch self {
+        case .record(let record): return record.collection
+        case .removed(let collection, _): return collection
+        }
+    }
+
+    public var uuid: UUID {
+        switch self {
+        case .record(let record): return record.uuid
+        case .removed(_, let uuid): return uuid
+        }
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case collection, uuid, deleted, removed
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if try container.decodeIfPresent(Bool.self, forKey: .removed) == true {
+            self = .removed(
+                collection: try container.decodeNonEmpty(.collection), uuid: try container.decodeUUID(forKey: .uuid))
+        } else {
+            self = .record(try WireRecord(from: decoder))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .record(let record):
+            try record.encode(to: encoder)
+        case .removed(let collection, let uuid):
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(collection, forKey: .collection)
+            try container.encodeUUID(uuid, forKey: .uuid)
+            try container.encode(true, forKey: .deleted)
+            try container.encode(true, forKey: .removed)
+        }
+    }
+}
+
+/// The answer of `GET /v1/pull`.
+public struct PullResponse: Sendable, Equatable, Codable {
+    public var changes: [PullChange]
+    public var cursor: PullCursor
+    public var hasMore: Bool
+    public var serverTime: ServerTimestamp
+
+    public init(changes: [PullChange], cursor: PullCursor, hasMore: Bool, serverTime: ServerTimestamp) {
+        self.changes = changes
+        self.cursor = cursor
+        self.hasMore = hasMore
+        self.serverTime = serverTime
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case changes, cursor
+        case hasMore = "has_more"
+        case serverTime = "server_time"
+    }
+}

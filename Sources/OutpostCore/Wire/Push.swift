@@ -1,0 +1,166 @@
+public import Foundation
+
+/// The body of `POST /v1/push`.
+public struct PushRequest: Sendable, Equatable, Codable {
+    public var clientID: UUID
+    public var mutations: [Mutation]
+
+    /// The most mutations one push may carry (PROTOCOL: 413 above it).
+    public static let maximumMutations = 500
+
+    public init(clientID: UUID, mutations: [Mutation]) {
+        self.clientID = clientID
+        self.mutations = mutations
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case clientID = "client_id"
+        case mutations
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        clientID = try container.decodeUUID(forKey: .clientID)
+        mutations = try container.decode([Mutation].self, forKey: .mutations)
+        var previous: Int64 = 0
+        for mutation in mutations {
+            guard mutation.seq > previous else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .mutations, in: container, debugDescription: "must be in strictly increasing seq order")
+            }
+            previous = mutation.seq
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeUUID(clientID, forKey: .clientID)
+        try container.encode(mutations, forKey: .mutations)
+    }
+}
+
+/// What the server did with one mutation.
+public enum MutationStatus: String, Sendable, Codable, CaseIterable {
+    /// The effect took place now.
+    case applied
+    /// The seq was already processed (a retry); the original result rides along when kept.
+    case duplicate
+    /// The record changed since `base_version` (or the uuid belongs to another
+    /// client's create); `record` carries the current server copy.
+    case conflict
+    /// The data failed validation; `errors` says which field and why.
+    case rejected
+    /// The caller may not write this record or collection.
+    case forbidden
+    /// The record does not exist on the server (or is out of the caller's scope).
+    case notFound = "not_found"
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let status = MutationStatus(rawValue: text) else {
+            let known = MutationStatus.allCases.map(\.rawValue).joined(separator: ", ")
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "must be one of \(known) (got '\(text)')")
+        }
+        self = status
+    }
+
+    /// Whether the server holds the mutation's effect.
+    public var isSuccess: Bool { self == .applied || self == .duplicate }
+}
+
+/// The server's answer for one mutation of a push.
+public struct MutationResult: Sendable, Equatable, Codable {
+    public var seq: Int64
+    public var id: UUID
+    public var status: MutationStatus
+    /// The record after the write (`applied`), the current copy (`conflict`),
+    /// or the original result's record (`duplicate`, when the server kept it).
+    public var record: WireRecord?
+    /// For a `duplicate`: the status the mutation had when first processed.
+    public var originalStatus: MutationStatus?
+    /// Machine-readable reason for a refusal (`invalid_field`, `forbidden`…).
+    public var code: String?
+    /// Field-by-field problems of a rejected mutation.
+    public var errors: [String: String]?
+
+    public init(
+        seq: Int64, id: UUID, status: MutationStatus, record: WireRecord? = nil,
+        originalStatus: MutationStatus? = nil, code: String? = nil, errors: [String: String]? = nil
+    ) {
+        self.seq = seq
+        self.id = id
+        self.status = status
+        self.record = record
+        self.originalStatus = originalStatus
+        self.code = code
+        self.errors = errors
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case seq, id, status, record, code, errors
+        case originalStatus = "original_status"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        seq = try container.decode(Int64.self, forKey: .seq)
+        id = try container.decodeUUID(forKey: .id)
+        status = try container.decode(MutationStatus.self, forKey: .status)
+        record = try container.decodeIfPresent(WireRecord.self, forKey: .record)
+        originalStatus = try container.decodeIfPresent(MutationStatus.self, forKey: .originalStatus)
+        code = try container.decodeIfPresent(String.self, forKey: .code)
+        errors = try container.decodeIfPresent([String: String].self, forKey: .errors)
+        if status == .applied && record == nil {
+            throw DecodingError.keyNotFound(
+                CodingKeys.record, .init(codingPath: container.codingPath, debugDescription: "applied needs record"))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(seq, forKey: .seq)
+        try container.encodeUUID(id, forKey: .id)
+        try container.encode(status, forKey: .status)
+        try container.encodeIfPresent(record, forKey: .record)
+        try container.encodeIfPresent(originalStatus, forKey: .originalStatus)
+        try container.encodeIfPresent(code, forKey: .code)
+        try container.encodeIfPresent(errors, forKey: .errors)
+    }
+}
+
+/// The answer of `POST /v1/push`.
+public struct PushResponse: Sendable, Equatable, Codable {
+    public var results: [MutationResult]
+    /// The highest seq the server has processed for this (user, client).
+    public var lastSeq: Int64
+    public var serverTime: ServerTimestamp
+
+    public init(results: [MutationResult], lastSeq: Int64, serverTime: ServerTimestamp) {
+        self.results = results
+        self.lastSeq = lastSeq
+        self.serverTime = serverTime
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case results
+        case lastSeq = "last_seq"
+        case serverTime = "server_time"
+    }
+}
+
+/// The answer of `GET /v1/mutations/{id}`: the stored result of a processed mutation.
+public struct MutationLookup: Sendable, Equatable, Codable {
+    public var status: MutationStatus
+    public var record: WireRecord?
+    public var code: String?
+    public var errors: [String: String]?
+
+    public init(status: MutationStatus, record: WireRecord? = nil, code: String? = nil, errors: [String: String]? = nil) {
+        self.status = status
+        self.record = record
+        self.code = code
+        self.errors = errors
+    }
+}

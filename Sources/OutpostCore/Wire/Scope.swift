@@ -1,0 +1,79 @@
+import Foundation
+
+/// What a user may read and write (PROTOCOL "Users, roles, scope").
+public enum Role: String, Sendable, Codable, CaseIterable {
+    /// Reads and writes own records; keeps everything offline.
+    case field
+    /// Reads and writes the team's records; offline with a cap.
+    case coordinator
+    /// Reads and writes everything; online with a cache.
+    case admin
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let role = Role(rawValue: text) else {
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "must be one of field, coordinator, admin (got '\(text)')")
+        }
+        self = role
+    }
+}
+
+/// One collection as the caller sees it.
+public struct CollectionScope: Sendable, Equatable, Codable {
+    /// Records of this collection in the caller's scope.
+    public var count: Int64
+    /// The field that windows a capped download (e.g. `created_at`), if any.
+    public var windowField: String?
+    public var readOnly: Bool
+
+    public init(count: Int64, windowField: String?, readOnly: Bool) {
+        self.count = count
+        self.windowField = windowField
+        self.readOnly = readOnly
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case count
+        case windowField = "window_field"
+        case readOnly = "read_only"
+    }
+}
+
+/// The answer of `GET /v1/scope`.
+public struct ScopeResponse: Sendable, Equatable, Codable {
+    public var user: String
+    public var role: Role
+    public var team: String
+    public var collections: [String: CollectionScope]
+
+    public init(user: String, role: Role, team: String, collections: [String: CollectionScope]) {
+        self.user = user
+        self.role = role
+        self.team = team
+        self.collections = collections
+    }
+}
+
+/// The answer of `GET /v1/health`.
+public struct HealthResponse: Sendable, Equatable, Codable {
+    public var status: String
+    public var serverTime: ServerTimestamp
+
+    public init(status: String = "ok", serverTime: ServerTimestamp) {
+        self.status = status
+        self.serverTime = serverTime
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case status
+        case serverTime = "server_time"
+    }
+}
+
+/// The answer of `GET /v1/search`.
+public struct SearchResponse: Sendable, Equatable, Codable {
+    public var records: [WireRecord]
+    public init(records: [WireRecord]) { self.records = records }
+}

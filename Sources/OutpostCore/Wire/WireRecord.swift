@@ -1,0 +1,69 @@
+public import Foundation
+
+/// A record as the server holds it and sends it (PROTOCOL "Records").
+public struct WireRecord: Sendable, Equatable, Codable {
+    public var collection: String
+    /// Generated on the device; the identity of the record everywhere.
+    public var uuid: UUID
+    /// The server's own integer id, assigned when the record was first stored.
+    public var id: Int64
+    /// The server change sequence at the record's last write: the
+    /// optimistic-concurrency token a client sends back as `base_version`.
+    public var version: Int64
+    public var updatedAt: ServerTimestamp
+    public var deleted: Bool
+    public var owner: String
+    public var team: String
+    /// The fields; nil for a tombstone.
+    public var data: JSONObject?
+
+    public init(
+        collection: String, uuid: UUID, id: Int64, version: Int64, updatedAt: ServerTimestamp,
+        deleted: Bool, owner: String, team: String, data: JSONObject?
+    ) {
+        self.collection = collection
+        self.uuid = uuid
+        self.id = id
+        self.version = version
+        self.updatedAt = updatedAt
+        self.deleted = deleted
+        self.owner = owner
+        self.team = team
+        self.data = data
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case collection, uuid, id, version, deleted, owner, team, data
+        case updatedAt = "updated_at"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        collection = try container.decodeNonEmpty(.collection)
+        uuid = try container.decodeUUID(forKey: .uuid)
+        id = try container.decode(Int64.self, forKey: .id)
+        version = try container.decode(Int64.self, forKey: .version)
+        updatedAt = try container.decode(ServerTimestamp.self, forKey: .updatedAt)
+        deleted = try container.decode(Bool.self, forKey: .deleted)
+        owner = try container.decode(String.self, forKey: .owner)
+        team = try container.decode(String.self, forKey: .team)
+        data = try container.decodeIfPresent(JSONObject.self, forKey: .data)
+        if !deleted && data == nil {
+            throw DecodingError.dataCorruptedError(
+                forKey: .data, in: container, debugDescription: "must be an object for a record that is not deleted")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(collection, forKey: .collection)
+        try container.encodeUUID(uuid, forKey: .uuid)
+        try container.encode(id, forKey: .id)
+        try container.encode(version, forKey: .version)
+        try container.encode(updatedAt, forKey: .updatedAt)
+        try container.encode(deleted, forKey: .deleted)
+        try container.encode(owner, forKey: .owner)
+        try container.encode(team, forKey: .team)
+        if let data { try container.encode(data, forKey: .data) } else { try container.encodeNil(forKey: .data) }
+    }
+}
