@@ -1,0 +1,25 @@
+import Foundation
+public import OutpostCore
+
+/// SplitMix64: a tiny, fast generator whose whole stream follows from one
+/// seed, so a failing run can be replayed exactly.
+public struct SeededRandom: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) { state = seed }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+extension UUIDv7Generator {
+    /// Ids that follow from a seed and a (usually manual) clock.
+    public static func seeded(_ seed: UInt64, clock: any WallClock) -> UUIDv7Generator {
+        UUIDv7Generator(clock: clock, random: SeededRandom(seed: seed))
+    }
+}
