@@ -39,17 +39,17 @@ var package = Package(
         // Wire types and pure logic: no I/O, shared by client and server.
         .target(name: "OutpostCore"),
 
-        // The client library: local store, durable outbox, (later) sync engine.
+        // A small SQLite layer over the C API, used by the client store and the server.
         .target(
-            name: "Outpost",
-            dependencies: [
-                "OutpostCore",
-                .target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows])),
-            ]
+            name: "OutpostSQLite",
+            dependencies: [.target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows]))]
         ),
 
+        // The client library: local store, durable outbox, (later) sync engine.
+        .target(name: "Outpost", dependencies: ["OutpostCore", "OutpostSQLite"]),
+
         // The sync server behind `outpost serve`.
-        .target(name: "OutpostServer", dependencies: ["OutpostCore"]),
+        .target(name: "OutpostServer", dependencies: ["OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CLibPQ"]),
 
         // Test support shipped as a product: controllable clock, ids, temp stores.
         .target(name: "OutpostTesting", dependencies: ["OutpostCore", "Outpost"]),

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 /// The `conflicts` table: reports of edits that lost.
 struct ConflictLog {

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 /// The durable queue of local changes (SPEC C2-C5, PROTOCOL rule 1).
 ///

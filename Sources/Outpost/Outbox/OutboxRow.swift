@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 /// An outbox row as read from SQLite, with its payload still as text so that
 /// scanning a long queue does not parse every payload.

@@ -1,5 +1,6 @@
 public import Foundation
 public import OutpostCore
+import OutpostSQLite
 
 /// The device's database: records of every registered collection, the
 /// durable outbox, and the client's identity (SPEC C1-C5).

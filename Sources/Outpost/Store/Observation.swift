@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 /// A live query: re-runs after each commit that touched its collection.
 struct QueryObserver {

@@ -1,5 +1,6 @@
 import Foundation
 public import OutpostCore
+import OutpostSQLite
 
 /// A condition on records, turned into SQL over the stored JSON fields.
 public indirect enum RecordFilter: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 /// One row of a collection table, as the store and the outbox read it.
 struct RecordRow {

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 extension LocalStore {
     /// Checks that the database is whole and that records and the outbox

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 /// Brings a device database up to the current schema when the store opens.
 enum StoreMigrator {

@@ -1,5 +1,6 @@
 public import Foundation
 public import OutpostCore
+import OutpostSQLite
 
 /// The writes of one `LocalStore.write` call. Every record change and its
 /// outbox entry commit together or not at all (SPEC C2).
