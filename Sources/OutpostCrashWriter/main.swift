@@ -5,7 +5,10 @@
 //
 // Usage: OutpostCrashWriter <database path> <seed>
 // Lines: "C <uuid>" created, "U <uuid> <n>" updated to n, "D <uuid>" deleted,
-//        "S <seq>" a seq handed out, "R" the store is open.
+//        "S <seq>" a seq handed out, "R" the store is open. Before each write
+//        the same line in lowercase announces it: a kill between the commit
+//        and the acknowledgement leaves an announced, unacknowledged write,
+//        which may or may not have committed.
 import Foundation
 import Outpost
 import OutpostCore
@@ -34,18 +37,22 @@ acknowledge("R")
 while true {
     let roll = random.next() % 100
     if roll < 45 || live.isEmpty {
-        let id = try await store.create(Counter(n: 0))
+        let id = UUID()
+        acknowledge("c \(id.wireText)")
+        try await store.create(Counter(n: 0), uuid: id)
         live.append((id, 0))
         acknowledge("C \(id.wireText)")
     } else if roll < 75 {
         let index = Int(random.next() % UInt64(live.count))
         let (id, n) = live[index]
+        acknowledge("u \(id.wireText) \(n + 1)")
         try await store.update(Counter.self, id) { $0.n = n + 1 }
         live[index].1 = n + 1
         acknowledge("U \(id.wireText) \(n + 1)")
     } else if roll < 85 {
         let index = Int(random.next() % UInt64(live.count))
         let id = live.remove(at: index).0
+        acknowledge("d \(id.wireText)")
         try await store.delete(Counter.self, id)
         acknowledge("D \(id.wireText)")
     } else if let batch = try await store.takePushBatch(limit: 20) {
