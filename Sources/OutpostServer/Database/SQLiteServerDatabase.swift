@@ -1,0 +1,126 @@
+import Foundation
+import OutpostSQLite
+
+/// The embedded default: one SQLite file, zero set-up.
+///
+/// One writer connection behind a lock (SQLite allows one writer at a time
+/// anyway; `BEGIN IMMEDIATE` also serialises against other processes), and a
+/// pool of reader connections that read WAL snapshots concurrently.
+public final class SQLiteServerDatabase: ServerDatabase, @unchecked Sendable {
+    // @unchecked Sendable: `writer` is only used while `writeLock` is held;
+    // `idleReaders` only while `poolLock` is held, and a reader taken from
+    // the pool is used by one thread until it is given back.
+    private let writer: SQLiteConnection
+    private let writeLock = NSLock()
+    private let poolLock = NSLock()
+    private var idleReaders: [SQLiteConnection] = []
+    private var closed = false
+    public let path: String
+    public var dialect: SQLDialect { .sqlite }
+
+    public init(path: String) throws {
+        self.path = path
+        do {
+            writer = try SQLiteConnection(path: path)
+        } catch let error as SQLiteError {
+            throw DatabaseError(kind: .failure, message: "cannot open the database at \(path): \(error.message)")
+        }
+    }
+
+    public func write<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        return try Self.mapErrors {
+            try writer.transaction { try body(SQLiteExecutor(connection: writer)) }
+        }
+    }
+
+    public func read<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
+        let reader = try takeReader()
+        defer { giveBack(reader) }
+        return try Self.mapErrors {
+            try reader.execute("BEGIN")
+            defer { try? reader.execute("COMMIT") }
+            return try body(SQLiteExecutor(connection: reader))
+        }
+    }
+
+    public func close() {
+        writeLock.lock()
+        poolLock.lock()
+        closed = true
+        idleReaders.forEach { $0.close() }
+        idleReaders.removeAll()
+        writer.close()
+        poolLock.unlock()
+        writeLock.unlock()
+    }
+
+    private func takeReader() throws -> SQLiteConnection {
+        poolLock.lock()
+        if let reader = idleReaders.popLast() {
+            poolLock.unlock()
+            return reader
+        }
+        poolLock.unlock()
+        return try Self.mapErrors { try SQLiteConnection(path: path) }
+    }
+
+    private func giveBack(_ reader: SQLiteConnection) {
+        poolLock.lock()
+        defer { poolLock.unlock() }
+        if closed || idleReaders.count >= 16 {
+            reader.close()
+        } else {
+            idleReaders.append(reader)
+        }
+    }
+
+    static func mapErrors<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as SQLiteError {
+            let kind: DatabaseError.Kind
+            switch error.code {
+            case .busy, .locked: kind = .transient
+            case .constraint: kind = .constraint
+            default: kind = .failure
+            }
+            throw DatabaseError(kind: kind, message: error.message, sql: error.sql)
+        }
+    }
+}
+
+/// Runs server SQL on a SQLite connection.
+struct SQLiteExecutor: SQLExecutor {
+    let connection: SQLiteConnection
+    var dialect: SQLDialect { .sqlite }
+
+    func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int {
+        try connection.run(sql, arguments.map(Self.convert))
+    }
+
+    func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
+        try connection.query(sql, arguments.map(Self.convert)) { row in
+            SQLRow(
+                (0..<row.columnCount).map { index in
+                    switch row.value(index) {
+                    case .null: return .null
+                    case .integer(let value): return .integer(value)
+                    case .real(let value): return .real(value)
+                    case .text(let text): return .text(text)
+                    case .blob(let data): return .text(String(decoding: data, as: UTF8.self))
+                    }
+                })
+        }
+    }
+
+    static func convert(_ value: SQLValue) -> SQLiteValue {
+        switch value {
+        case .null: return .null
+        case .integer(let number): return .integer(number)
+        case .real(let number): return .real(number)
+        case .text(let text): return .text(text)
+        }
+    }
+}

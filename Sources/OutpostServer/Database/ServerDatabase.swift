@@ -1,0 +1,124 @@
+import Foundation
+
+/// Which SQL the server's database speaks. The sync logic is written once in
+/// the subset both understand (`?` placeholders, `ON CONFLICT … DO UPDATE`,
+/// `RETURNING`, `CAST(? AS BIGINT)` where a type must be stated); DDL and a
+/// few expressions differ by dialect.
+public enum SQLDialect: Sendable {
+    case sqlite
+    case postgres
+}
+
+/// A value bound to, or read from, a server SQL statement.
+public enum SQLValue: Sendable, Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+
+    public static func text(_ value: String?) -> SQLValue { value.map { .text($0) } ?? .null }
+    public static func integer(_ value: Int64?) -> SQLValue { value.map { .integer($0) } ?? .null }
+    public static func bool(_ value: Bool) -> SQLValue { .integer(value ? 1 : 0) }
+}
+
+/// One result row. PostgreSQL hands back text, SQLite typed values; the
+/// accessors accept both.
+public struct SQLRow: Sendable, Equatable {
+    public var values: [SQLValue]
+
+    public init(_ values: [SQLValue]) { self.values = values }
+
+    public func isNull(_ index: Int) -> Bool { values[index] == .null }
+
+    public func int(_ index: Int) -> Int64 { optionalInt(index) ?? 0 }
+
+    public func optionalInt(_ index: Int) -> Int64? {
+        switch values[index] {
+        case .integer(let value): return value
+        case .real(let value): return Int64(value)
+        case .text(let text): return Int64(text)
+        case .null: return nil
+        }
+    }
+
+    public func string(_ index: Int) -> String { optionalString(index) ?? "" }
+
+    public func optionalString(_ index: Int) -> String? {
+        switch values[index] {
+        case .text(let text): return text
+        case .integer(let value): return String(value)
+        case .real(let value): return String(value)
+        case .null: return nil
+        }
+    }
+
+    public func bool(_ index: Int) -> Bool {
+        switch values[index] {
+        case .text(let text): return text == "1" || text == "t" || text == "true"
+        default: return int(index) != 0
+        }
+    }
+}
+
+/// Runs statements inside one transaction of a `ServerDatabase`.
+/// Valid only inside the closure it is passed to.
+public protocol SQLExecutor {
+    var dialect: SQLDialect { get }
+    /// Runs a statement; returns the number of rows it changed.
+    @discardableResult
+    func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int
+    /// Runs a query and returns every row.
+    func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow]
+}
+
+extension SQLExecutor {
+    public func first(_ sql: String, _ arguments: [SQLValue] = []) throws -> SQLRow? {
+        try query(sql, arguments).first
+    }
+}
+
+/// The server's storage: SQLite (embedded default) or PostgreSQL.
+///
+/// `write` transactions are serialised with every other write transaction on
+/// the same database, across server processes too (SQLite's write lock; a
+/// transaction-scoped advisory lock on PostgreSQL). That is what keeps the
+/// change feed gap-free: versions are assigned inside the lock, so they
+/// become visible in the order they were assigned, and a reader can never
+/// see version N+1 while N is still uncommitted.
+public protocol ServerDatabase: AnyObject, Sendable {
+    var dialect: SQLDialect { get }
+    /// A read-write transaction; committed when `body` returns, rolled back when it throws.
+    func write<T>(_ body: (any SQLExecutor) throws -> T) throws -> T
+    /// A read-only transaction over one consistent snapshot.
+    func read<T>(_ body: (any SQLExecutor) throws -> T) throws -> T
+    /// Closes every connection.
+    func close()
+}
+
+/// A storage failure, sorted into "not now" and "no".
+public struct DatabaseError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable {
+        /// Busy, locked, connection lost, serialization failure: try again later (503).
+        case transient
+        /// A constraint was violated.
+        case constraint
+        /// Anything else: a bug or a broken database.
+        case failure
+    }
+
+    public var kind: Kind
+    public var message: String
+    public var sql: String?
+
+    public init(kind: Kind, message: String, sql: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.sql = sql
+    }
+
+    public var description: String {
+        var text = "database error (\(kind)): \(message)"
+        if let sql { text += " [\(sql.prefix(200))]" }
+        return text
+    }
+}

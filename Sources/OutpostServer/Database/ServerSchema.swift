@@ -1,0 +1,102 @@
+import Foundation
+
+/// The server's tables, for both dialects, applied by numbered migrations.
+///
+/// - `records`: every record's latest state (tombstones included) with the
+///   `version` that orders the change feed.
+/// - `scope_exits`: a record leaving someone's scope (reassigned), at its
+///   own feed version, so their next pull says `removed`.
+/// - `client_seqs` / `mutation_results`: the dedupe state of PROTOCOL rule 1,
+///   per (user, client id).
+/// - `tokens`: hashes of bearer tokens, never the tokens themselves.
+/// - `server_state`: the version counter and the tombstone horizon.
+enum ServerSchema {
+    static func migrations(_ dialect: SQLDialect) -> [String] {
+        let bigint = dialect == .postgres ? "BIGINT" : "INTEGER"
+        let serial = dialect == .postgres ? "BIGSERIAL PRIMARY KEY" : "INTEGER PRIMARY KEY AUTOINCREMENT"
+        return [
+            """
+            CREATE TABLE server_state (
+                key   TEXT PRIMARY KEY,
+                value TEXT NOT NULL
+            );
+            INSERT INTO server_state (key, value) VALUES ('version', '0'), ('purged_through', '0');
+
+            CREATE TABLE records (
+                id                \(serial),
+                collection        TEXT NOT NULL,
+                uuid              TEXT NOT NULL,
+                version           \(bigint) NOT NULL,
+                updated_at        TEXT NOT NULL,
+                deleted           INTEGER NOT NULL DEFAULT 0,
+                owner             TEXT NOT NULL,
+                team              TEXT NOT NULL,
+                created_by_user   TEXT NOT NULL,
+                created_by_client TEXT NOT NULL,
+                window_at         TEXT,
+                data              TEXT,
+                UNIQUE (collection, uuid)
+            );
+            CREATE UNIQUE INDEX records_by_version ON records (version);
+            CREATE INDEX records_by_owner ON records (owner, version);
+            CREATE INDEX records_by_team ON records (team, version);
+            CREATE INDEX records_by_collection ON records (collection, version);
+
+            CREATE TABLE scope_exits (
+                version    \(bigint) PRIMARY KEY,
+                collection TEXT NOT NULL,
+                uuid       TEXT NOT NULL,
+                old_owner  TEXT NOT NULL,
+                old_team   TEXT NOT NULL,
+                at         TEXT NOT NULL
+            );
+
+            CREATE TABLE client_seqs (
+                user_id    TEXT NOT NULL,
+                client_id  TEXT NOT NULL,
+                last_seq   \(bigint) NOT NULL,
+                updated_at TEXT NOT NULL,
+                PRIMARY KEY (user_id, client_id)
+            );
+
+            CREATE TABLE mutation_results (
+                user_id     TEXT NOT NULL,
+                client_id   TEXT NOT NULL,
+                seq         \(bigint) NOT NULL,
+                mutation_id TEXT NOT NULL,
+                result      TEXT NOT NULL,
+                created_at  TEXT NOT NULL,
+                PRIMARY KEY (user_id, client_id, seq)
+            );
+            CREATE INDEX mutation_results_by_id ON mutation_results (user_id, mutation_id);
+            CREATE INDEX mutation_results_by_age ON mutation_results (created_at);
+
+            CREATE TABLE tokens (
+                hash       TEXT PRIMARY KEY,
+                user_id    TEXT NOT NULL,
+                role       TEXT NOT NULL,
+                team       TEXT NOT NULL,
+                created_at TEXT NOT NULL,
+                expires_at TEXT,
+                revoked_at TEXT
+            );
+            """
+        ]
+    }
+
+    /// Brings the database to the current schema. Runs inside a write
+    /// transaction, so two servers starting at once migrate once.
+    static func migrate(_ database: any ServerDatabase) throws {
+        try database.write { sql in
+            try sql.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)", [])
+            let applied = try sql.first("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")?.int(0) ?? 0
+            for (index, migration) in migrations(database.dialect).enumerated() where index + 1 > applied {
+                for statement in migration.split(separator: ";").map({ $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+                where !statement.isEmpty {
+                    try sql.execute(statement, [])
+                }
+                try sql.execute("INSERT INTO schema_migrations (version) VALUES (?)", [.integer(Int64(index + 1))])
+            }
+        }
+    }
+}
