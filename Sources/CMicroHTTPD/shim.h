@@ -24,7 +24,7 @@ static inline struct MHD_Daemon *outpost_mhd_start(
         return NULL;
     }
     return MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
         port, NULL, NULL, handler, handler_context,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
@@ -44,3 +44,9 @@ static inline uint16_t outpost_mhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info == NULL ? 0 : info->port;
 }
+
+// Enum constants Swift does not import by name.
+static inline enum MHD_Result outpost_mhd_yes(void) { return MHD_YES; }
+static inline enum MHD_Result outpost_mhd_no(void) { return MHD_NO; }
+static inline enum MHD_ValueKind outpost_mhd_header_kind(void) { return MHD_HEADER_KIND; }
+static inline enum MHD_ValueKind outpost_mhd_argument_kind(void) { return MHD_GET_ARGUMENT_KIND; }

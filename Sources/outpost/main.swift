@@ -1,1 +1,4 @@
-print("placeholder")
+// The `outpost` command line. Each command lives in Commands/.
+import Foundation
+
+exit(await OutpostCommand.run(Array(CommandLine.arguments.dropFirst())))

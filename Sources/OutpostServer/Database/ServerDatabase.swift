@@ -88,6 +88,7 @@ extension SQLExecutor {
 public protocol ServerDatabase: AnyObject, Sendable {
     var dialect: SQLDialect { get }
     /// A read-write transaction; committed when `body` returns, rolled back when it throws.
+    @discardableResult
     func write<T>(_ body: (any SQLExecutor) throws -> T) throws -> T
     /// A read-only transaction over one consistent snapshot.
     func read<T>(_ body: (any SQLExecutor) throws -> T) throws -> T

@@ -1,0 +1,69 @@
+public import Foundation
+public import OutpostCore
+
+/// Bearer tokens: opaque random strings handed to a user once and stored only
+/// as SHA-256 hashes, with an expiry and a revocation time (SPEC S3).
+public struct TokenStore: Sendable {
+    let database: any ServerDatabase
+    let clock: any WallClock
+
+    public init(database: any ServerDatabase, clock: any WallClock = SystemWallClock()) {
+        self.database = database
+        self.clock = clock
+    }
+
+    /// Why a request was not authenticated.
+    public enum Failure: Error, Sendable, Equatable {
+        case missing
+        case unknown
+        case expired
+        case revoked
+    }
+
+    /// Makes a token for a user; the token itself is returned once and never stored.
+    public func issue(user: String, role: Role, team: String, ttl: TimeInterval?) throws -> String {
+        var random = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let token = "opt_" + Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        let now = clock.now()
+        try database.write { sql in
+            try sql.execute(
+                "INSERT INTO tokens (hash, user_id, role, team, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    .text(SHA256.hex(token)), .text(user), .text(role.rawValue), .text(team),
+                    .text(ServerTimestamp(now).rawValue), .text(ttl.map { ServerTimestamp(now + $0).rawValue }),
+                ])
+        }
+        return token
+    }
+
+    /// Revokes a token; false when no such token exists.
+    @discardableResult
+    public func revoke(_ token: String) throws -> Bool {
+        try database.write { sql in
+            try sql.execute(
+                "UPDATE tokens SET revoked_at = ? WHERE hash = ? AND revoked_at IS NULL",
+                [.text(ServerTimestamp(clock.now()).rawValue), .text(SHA256.hex(token))]) > 0
+        }
+    }
+
+    /// The principal a token stands for. Checked on every request, so a
+    /// revocation takes effect at once on every server process.
+    public func authenticate(_ token: String?) throws -> Principal {
+        guard let token, !token.isEmpty else { throw Failure.missing }
+        guard token.utf8.count <= 256,
+            let row = try database.read({ sql in
+                try sql.first(
+                    "SELECT user_id, role, team, expires_at, revoked_at FROM tokens WHERE hash = ?",
+                    [.text(SHA256.hex(token))])
+            }), let role = Role(rawValue: row.string(1))
+        else { throw Failure.unknown }
+        if row.optionalString(4) != nil { throw Failure.revoked }
+        if let expires = row.optionalString(3), expires <= ServerTimestamp(clock.now()).rawValue {
+            throw Failure.expired
+        }
+        return Principal(user: row.string(0), role: role, team: row.string(2))
+    }
+}

@@ -1,0 +1,81 @@
+public import Foundation
+public import OutpostCore
+
+/// What `outpost serve` serves: the collections and the server's limits.
+///
+/// Read from a JSON file (`--config`) or the built-in default:
+/// `{"collections": [CollectionSchema…], "tombstone_horizon_days": 90}`.
+public struct ServerConfig: Sendable {
+    public var collections: [String: CollectionSchema]
+    /// How long tombstones are kept; older pull cursors get 410.
+    public var tombstoneHorizon: TimeInterval
+    /// How long push results are kept for duplicates and `GET /v1/mutations/{id}`.
+    public var resultRetention: TimeInterval
+    /// Largest request body accepted.
+    public var maxBodyBytes: Int
+    public var maxPullLimit: Int
+    public var defaultPullLimit: Int
+    public var maxSearchLimit: Int
+
+    public init(
+        collections: [CollectionSchema] = DefaultCollections.all, tombstoneHorizon: TimeInterval = 90 * 86_400,
+        resultRetention: TimeInterval = 30 * 86_400
+    ) throws {
+        var byName: [String: CollectionSchema] = [:]
+        for schema in collections {
+            guard byName[schema.name] == nil else {
+                throw ConfigError("the collection '\(schema.name)' is defined twice")
+            }
+            byName[schema.name] = schema
+        }
+        for schema in collections {
+            for (field, target) in schema.references where byName[target] == nil {
+                throw ConfigError("the field '\(schema.name).\(field)' references the unknown collection '\(target)'")
+            }
+            for field in schema.fields.keys where !CollectionSchema.isValidName(field) {
+                throw ConfigError("the field name '\(schema.name).\(field)' must be lowercase letters, digits and _")
+            }
+            if let window = schema.windowField, schema.fields[window]?.type != .timestamp {
+                throw ConfigError("the window field '\(schema.name).\(window)' must be a timestamp")
+            }
+        }
+        guard tombstoneHorizon > 0 else { throw ConfigError("the tombstone horizon must be positive") }
+        self.collections = byName
+        self.tombstoneHorizon = tombstoneHorizon
+        self.resultRetention = resultRetention
+        self.maxBodyBytes = 4 * 1024 * 1024
+        self.maxPullLimit = 5000
+        self.defaultPullLimit = 1000
+        self.maxSearchLimit = 200
+    }
+
+    /// Loads a JSON configuration file.
+    public static func load(path: String) throws -> ServerConfig {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigError("cannot read the configuration file \(path)")
+        }
+        struct File: Decodable {
+            var collections: [CollectionSchema]
+            var tombstoneHorizonDays: Double?
+            enum CodingKeys: String, CodingKey {
+                case collections
+                case tombstoneHorizonDays = "tombstone_horizon_days"
+            }
+        }
+        do {
+            let file = try WireCoding.decode(File.self, from: data)
+            return try ServerConfig(
+                collections: file.collections, tombstoneHorizon: (file.tombstoneHorizonDays ?? 90) * 86_400)
+        } catch let error as WireError {
+            throw ConfigError("the configuration file \(path) is not valid: \(error)")
+        }
+    }
+
+    public var readOnlyCollections: [String] { collections.values.filter(\.readOnly).map(\.name).sorted() }
+}
+
+/// A configuration that cannot be served.
+public struct ConfigError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}

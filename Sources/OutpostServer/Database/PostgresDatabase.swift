@@ -1,0 +1,533 @@
+import CLibPQ
+import Foundation
+
+/// PostgreSQL storage, for several server processes sharing one database.
+///
+/// A small pool of libpq connections, opened lazily. Every `write` runs
+/// `BEGIN; SELECT pg_advisory_xact_lock(…)` first, so write transactions are
+/// serialised across every server process on the database (the lock is
+/// released by COMMIT/ROLLBACK); `read` runs in a REPEATABLE READ READ ONLY
+/// transaction, one consistent snapshot.
+///
+/// Statements are prepared once per connection (the server's `?`
+/// placeholders rewritten to `$1…$n`), parameters and results travel as text.
+public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
+    // Why `@unchecked Sendable` is sound:
+    // - `idle`, `openCount` and `closed` are only read or written while `pool`
+    //   (an NSCondition, itself thread-safe) is locked; `deinit` runs when no
+    //   other reference, hence no other thread, exists.
+    // - A `PostgresConnection` (one PGconn*) belongs to one thread at a time: it
+    //   is either in `idle` (touched only under the lock) or was taken out by
+    //   `checkout()` and is used only by the thread inside that `read`/`write`
+    //   call, until `checkin()` puts it back or finishes it. libpq is built
+    //   thread-safe: different connections may be used on different threads,
+    //   one connection must never be used by two at once, which this ensures.
+    //   Executors hold a connection but are valid only inside the closure they
+    //   are passed to (the `SQLExecutor` contract), so none outlives its checkout.
+    // - `writeLock` is an NSLock; `url`, `redactedURL` and `poolSize` are
+    //   immutable `let`s of Sendable types.
+    private let url: String
+    private let redactedURL: String
+    private let poolSize: Int
+    private let pool = NSCondition()
+    private var idle: [PostgresConnection] = []
+    private var openCount = 0
+    private var closed = false
+    /// Serialises this process's writers before they take a connection, so
+    /// writers queued on the advisory lock never hold the whole pool.
+    private let writeLock = NSLock()
+
+    public var dialect: SQLDialect { .postgres }
+
+    /// The key of the transaction-scoped advisory lock every write takes ("Outpost" in ASCII).
+    static let writeLockKey: Int64 = 0x004F_7574_706F_7374
+    /// How long a caller waits for a free connection before giving up with a transient error.
+    static let checkoutTimeout: TimeInterval = 30
+
+    /// Connects to `url` (a libpq connection URI such as
+    /// `postgres://user@127.0.0.1:5432/db`); fails when the first connection fails.
+    public init(url: String, poolSize: Int = 8) throws {
+        self.url = url
+        self.redactedURL = Self.redact(url)
+        self.poolSize = max(1, poolSize)
+        let first = try PostgresConnection(url: url, redactedURL: redactedURL, failureKind: .failure)
+        idle = [first]
+        openCount = 1
+    }
+
+    deinit {
+        for connection in idle { connection.finish() }
+    }
+
+    public func write<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
+        writeLock.lock()
+        defer { writeLock.unlock() }
+        return try transaction(
+            begin: "BEGIN", lock: "SELECT pg_advisory_xact_lock(\(Self.writeLockKey))", body)
+    }
+
+    public func read<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
+        try transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", lock: nil, body)
+    }
+
+    public func close() {
+        pool.lock()
+        closed = true
+        let connections = idle
+        idle.removeAll()
+        openCount -= connections.count
+        pool.broadcast()
+        pool.unlock()
+        // Connections in use are finished when they are checked in.
+        for connection in connections { connection.finish() }
+    }
+
+    // MARK: - Transactions
+
+    private func transaction<T>(
+        begin: String, lock: String?, _ body: (any SQLExecutor) throws -> T
+    ) throws -> T {
+        var attempts = 0
+        while true {
+            let connection = try checkout()
+            do {
+                try connection.command(begin)
+            } catch {
+                // A pooled connection may have died while idle (server restart,
+                // terminated backend). Nothing has run yet, so try a fresh one.
+                let broken = connection.isBroken
+                checkin(connection)
+                attempts += 1
+                if broken && attempts <= poolSize { continue }
+                throw error
+            }
+            defer { checkin(connection) }
+            do {
+                if let lock { try connection.command(lock) }
+                let result = try body(PostgresExecutor(connection: connection))
+                try connection.commit()
+                return result
+            } catch {
+                connection.rollback()
+                throw error
+            }
+        }
+    }
+
+    // MARK: - Pool
+
+    private func checkout() throws -> PostgresConnection {
+        let deadline = Date(timeIntervalSinceNow: Self.checkoutTimeout)
+        pool.lock()
+        while true {
+            if closed {
+                pool.unlock()
+                throw DatabaseError(kind: .failure, message: "the PostgreSQL database at \(redactedURL) is closed")
+            }
+            if let connection = idle.popLast() {
+                pool.unlock()
+                return connection
+            }
+            if openCount < poolSize {
+                openCount += 1  // reserve the slot, connect outside the lock
+                pool.unlock()
+                break
+            }
+            if !pool.wait(until: deadline) && idle.isEmpty && openCount >= poolSize {
+                pool.unlock()
+                throw DatabaseError(
+                    kind: .transient,
+                    message: "all \(poolSize) PostgreSQL connections stayed busy for \(Int(Self.checkoutTimeout)) s")
+            }
+        }
+        do {
+            return try PostgresConnection(url: url, redactedURL: redactedURL, failureKind: .transient)
+        } catch {
+            pool.lock()
+            openCount -= 1
+            pool.signal()
+            pool.unlock()
+            throw error
+        }
+    }
+
+    /// Gives a connection back, or finishes it when it is broken, still in a
+    /// transaction, or the database was closed (the next use opens a new one).
+    private func checkin(_ connection: PostgresConnection) {
+        let reusable = connection.isReusable
+        pool.lock()
+        let keep = reusable && !closed
+        if keep {
+            idle.append(connection)
+        } else {
+            openCount -= 1
+        }
+        pool.signal()
+        pool.unlock()
+        if !keep { connection.finish() }
+    }
+
+    // MARK: - Redaction
+
+    /// The URL with any password removed, for error messages.
+    static func redact(_ url: String) -> String {
+        var text = url
+        if let scheme = text.range(of: "://") {
+            let rest = text[scheme.upperBound...]
+            let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? rest.endIndex
+            let authority = rest[..<authorityEnd]
+            if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
+                text.removeSubrange(colon..<at)
+            }
+        }
+        // `?password=…` in a URI, `password=…` in a keyword/value string.
+        guard
+            let pattern = try? NSRegularExpression(
+                pattern: #"(password\s*=\s*)('(?:[^'\\]|\\.)*'|[^&\s]*)"#, options: [.caseInsensitive])
+        else { return text }
+        return pattern.stringByReplacingMatches(
+            in: text, range: NSRange(text.startIndex..., in: text), withTemplate: "$1***")
+    }
+}
+
+/// Runs server SQL on one pooled PostgreSQL connection, inside a transaction.
+struct PostgresExecutor: SQLExecutor {
+    let connection: PostgresConnection
+    var dialect: SQLDialect { .postgres }
+
+    func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int {
+        try connection.withResult(sql, arguments) { result in
+            guard let tuples = PQcmdTuples(result) else { return 0 }
+            return Int(String(cString: tuples)) ?? 0
+        }
+    }
+
+    func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
+        try connection.withResult(sql, arguments) { result in
+            let rowCount = Int(PQntuples(result))
+            let columnCount = Int(PQnfields(result))
+            var rows: [SQLRow] = []
+            rows.reserveCapacity(rowCount)
+            for row in 0..<Int32(rowCount) {
+                var values: [SQLValue] = []
+                values.reserveCapacity(columnCount)
+                for column in 0..<Int32(columnCount) {
+                    if PQgetisnull(result, row, column) != 0 {
+                        values.append(.null)
+                    } else {
+                        values.append(.text(String(cString: PQgetvalue(result, row, column))))
+                    }
+                }
+                rows.append(SQLRow(values))
+            }
+            return rows
+        }
+    }
+}
+
+/// One libpq connection and its prepared statements. Not thread-safe: used by
+/// one thread at a time (see `PostgresDatabase`).
+final class PostgresConnection {
+    private let handle: OpaquePointer
+    private var finished = false
+    private var statements: [String: Statement] = [:]
+    private var statementCounter = 0
+    /// The kind of the last failed statement, reported when COMMIT finds the
+    /// transaction already aborted (the body caught the error and went on).
+    private var lastFailure: DatabaseError.Kind?
+
+    /// Beyond this many prepared statements on one connection, new SQL runs
+    /// unprepared, so dynamically built SQL cannot grow the cache without bound.
+    static let maxPreparedStatements = 512
+
+    private struct Statement {
+        /// nil: run unprepared with PQexecParams.
+        var name: String?
+        var text: String
+        var parameterCount: Int
+    }
+
+    init(url: String, redactedURL: String, failureKind: DatabaseError.Kind) throws {
+        guard let handle = PQconnectdb(url) else {
+            throw DatabaseError(kind: failureKind, message: "cannot connect to PostgreSQL at \(redactedURL): out of memory")
+        }
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.trimmed(PQerrorMessage(handle))
+            PQfinish(handle)
+            throw DatabaseError(kind: failureKind, message: "cannot connect to PostgreSQL at \(redactedURL): \(message)")
+        }
+        // Results travel as UTF-8 text whatever the database's default.
+        guard PQsetClientEncoding(handle, "UTF8") == 0 else {
+            let message = Self.trimmed(PQerrorMessage(handle))
+            PQfinish(handle)
+            throw DatabaseError(
+                kind: failureKind, message: "cannot set the client encoding of PostgreSQL at \(redactedURL): \(message)")
+        }
+        // NOTICEs ("relation already exists, skipping", …) would go to stderr.
+        PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        self.handle = handle
+    }
+
+    deinit { finish() }
+
+    func finish() {
+        guard !finished else { return }
+        finished = true
+        PQfinish(handle)
+    }
+
+    var isBroken: Bool { finished || PQstatus(handle) != CONNECTION_OK }
+
+    /// Connected and outside any transaction: safe to hand to the next caller.
+    var isReusable: Bool { !isBroken && PQtransactionStatus(handle) == PQTRANS_IDLE }
+
+    /// Runs a statement without parameters (transaction control).
+    func command(_ sql: String) throws {
+        let result = PQexec(handle, sql)
+        defer { PQclear(result) }
+        try check(result, sql: sql)
+    }
+
+    func commit() throws {
+        if PQtransactionStatus(handle) == PQTRANS_INERROR {
+            // PostgreSQL would answer COMMIT with a silent ROLLBACK.
+            let kind = lastFailure ?? .failure
+            rollback()
+            throw DatabaseError(
+                kind: kind, message: "the transaction was aborted by an earlier failed statement and rolled back",
+                sql: "COMMIT")
+        }
+        let result = PQexec(handle, "COMMIT")
+        defer { PQclear(result) }
+        try check(result, sql: "COMMIT")
+        if let status = PQcmdStatus(result), String(cString: status) == "ROLLBACK" {
+            throw DatabaseError(kind: lastFailure ?? .failure, message: "the transaction was rolled back", sql: "COMMIT")
+        }
+    }
+
+    /// Ends the open transaction, if any; errors are ignored (a connection
+    /// left in a transaction is not reused).
+    func rollback() {
+        guard !isBroken else { return }
+        let status = PQtransactionStatus(handle)
+        guard status == PQTRANS_INTRANS || status == PQTRANS_INERROR else { return }
+        PQclear(PQexec(handle, "ROLLBACK"))
+    }
+
+    /// Runs `sql` (with `?` placeholders) and passes its successful result to `read`.
+    func withResult<T>(_ sql: String, _ arguments: [SQLValue], _ read: (OpaquePointer) throws -> T) throws -> T {
+        let statement = try prepare(sql)
+        guard arguments.count == statement.parameterCount else {
+            throw DatabaseError(
+                kind: .failure,
+                message: "the statement has \(statement.parameterCount) placeholders but \(arguments.count) arguments were given",
+                sql: sql)
+        }
+        let result = try Self.withParameters(arguments, sql: sql) { values -> OpaquePointer? in
+            if let name = statement.name {
+                return PQexecPrepared(handle, name, Int32(arguments.count), values, nil, nil, 0)
+            }
+            return PQexecParams(handle, statement.text, Int32(arguments.count), nil, values, nil, nil, 0)
+        }
+        defer { PQclear(result) }
+        try check(result, sql: sql)
+        guard let result else { throw DatabaseError(kind: .failure, message: "no result", sql: sql) }
+        return try read(result)
+    }
+
+    private func prepare(_ sql: String) throws -> Statement {
+        if let statement = statements[sql] { return statement }
+        let rewritten = PostgresSQL.rewritePlaceholders(sql)
+        if statements.count >= Self.maxPreparedStatements || PostgresSQL.isSchemaChange(sql) {
+            return Statement(name: nil, text: rewritten.sql, parameterCount: rewritten.count)
+        }
+        statementCounter += 1
+        let name = "outpost_\(statementCounter)"
+        let result = PQprepare(handle, name, rewritten.sql, Int32(rewritten.count), nil)
+        defer { PQclear(result) }
+        try check(result, sql: sql)
+        let statement = Statement(name: name, text: rewritten.sql, parameterCount: rewritten.count)
+        statements[sql] = statement
+        return statement
+    }
+
+    /// Every parameter as a NUL-terminated text value, NULL as a null pointer.
+    private static func withParameters<R>(
+        _ arguments: [SQLValue], sql: String, _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R
+    ) throws -> R {
+        var owned: [UnsafeMutablePointer<CChar>?] = []
+        owned.reserveCapacity(arguments.count)
+        defer { owned.forEach { free($0) } }
+        for argument in arguments {
+            switch argument {
+            case .null: owned.append(nil)
+            case .integer(let value): owned.append(strdup(String(value)))
+            case .real(let value): owned.append(strdup(String(value)))
+            case .text(let value):
+                guard !value.utf8.contains(0) else {
+                    throw DatabaseError(kind: .failure, message: "PostgreSQL text cannot contain a NUL character", sql: sql)
+                }
+                owned.append(strdup(value))
+            }
+        }
+        let pointers = owned.map { $0.map { UnsafePointer($0) } }
+        return pointers.withUnsafeBufferPointer { body($0.baseAddress) }
+    }
+
+    /// Throws a `DatabaseError` unless `result` is a success.
+    private func check(_ result: OpaquePointer?, sql: String) throws {
+        if let result {
+            let status = PQresultStatus(result)
+            if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK { return }
+        }
+        let sqlState = result.flatMap { PQresultErrorField($0, PostgresSQL.sqlStateField) }.map { String(cString: $0) }
+        var message = result.map { Self.trimmed(PQresultErrorMessage($0)) } ?? ""
+        if message.isEmpty { message = Self.trimmed(PQerrorMessage(handle)) }
+        if message.isEmpty, let result, let name = PQresStatus(PQresultStatus(result)) {
+            message = "unexpected result \(String(cString: name))"
+        }
+        if let sqlState { message += " (SQLSTATE \(sqlState))" }
+        let kind = PostgresSQL.kind(sqlState: sqlState, connectionOK: PQstatus(handle) == CONNECTION_OK)
+        lastFailure = kind
+        throw DatabaseError(kind: kind, message: message, sql: sql)
+    }
+
+    private static func trimmed(_ text: UnsafePointer<CChar>?) -> String {
+        guard let text else { return "" }
+        return String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// SQL text helpers for the PostgreSQL dialect.
+enum PostgresSQL {
+    /// `PG_DIAG_SQLSTATE` ('C').
+    static let sqlStateField = Int32(UInt8(ascii: "C"))
+
+    /// Sorts a failure by SQLSTATE into "not now", "constraint" and "no".
+    static func kind(sqlState: String?, connectionOK: Bool) -> DatabaseError.Kind {
+        if !connectionOK { return .transient }
+        guard let state = sqlState else { return .failure }
+        if state.hasPrefix("40") || state.hasPrefix("53") || state.hasPrefix("08")
+            || state == "57P01" || state == "57P02" || state == "57P03"
+        {
+            return .transient
+        }
+        if state.hasPrefix("23") { return .constraint }
+        return .failure
+    }
+
+    /// DDL runs unprepared: it is run once and would only fill the cache.
+    static func isSchemaChange(_ sql: String) -> Bool {
+        let keyword = sql.drop(while: { $0.isWhitespace }).prefix(while: { $0.isLetter }).uppercased()
+        return ["CREATE", "ALTER", "DROP", "TRUNCATE", "COMMENT", "GRANT", "REVOKE"].contains(keyword)
+    }
+
+    /// Rewrites `?` placeholders to `$1…$n`, leaving alone any `?` inside
+    /// '…' literals (including E'…' escapes), "…" identifiers and comments.
+    /// Cached per SQL text.
+    static func rewritePlaceholders(_ sql: String) -> (sql: String, count: Int) {
+        if let cached = cache.value(for: sql) { return cached }
+        let rewritten = rewriteUncached(sql)
+        cache.store(rewritten, for: sql)
+        return rewritten
+    }
+
+    private static let cache = RewriteCache()
+
+    static func rewriteUncached(_ sql: String) -> (sql: String, count: Int) {
+        let bytes = Array(sql.utf8)
+        guard bytes.contains(UInt8(ascii: "?")) else { return (sql, 0) }
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count + 16)
+        var count = 0
+        var index = 0
+        let quote = UInt8(ascii: "'"), doubleQuote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        let dash = UInt8(ascii: "-"), slash = UInt8(ascii: "/"), star = UInt8(ascii: "*")
+        func isIdentifierByte(_ byte: UInt8) -> Bool {
+            byte == UInt8(ascii: "_") || byte == UInt8(ascii: "$") || byte >= 0x80
+                || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            let next: UInt8? = index + 1 < bytes.count ? bytes[index + 1] : nil
+            if byte == quote || byte == doubleQuote {
+                // E'…' allows backslash escapes; '' and "" are handled by leaving
+                // and re-entering the literal.
+                let escapes =
+                    byte == quote && index > 0 && (bytes[index - 1] | 0x20) == UInt8(ascii: "e")
+                    && (index < 2 || !isIdentifierByte(bytes[index - 2]))
+                output.append(byte)
+                index += 1
+                while index < bytes.count {
+                    let inner = bytes[index]
+                    output.append(inner)
+                    index += 1
+                    if escapes && inner == backslash && index < bytes.count {
+                        output.append(bytes[index])
+                        index += 1
+                    } else if inner == byte {
+                        break
+                    }
+                }
+            } else if byte == dash && next == dash {
+                while index < bytes.count && bytes[index] != UInt8(ascii: "\n") {
+                    output.append(bytes[index])
+                    index += 1
+                }
+            } else if byte == slash && next == star {
+                // Block comments nest in PostgreSQL.
+                var depth = 0
+                while index < bytes.count {
+                    let current = bytes[index]
+                    let following: UInt8? = index + 1 < bytes.count ? bytes[index + 1] : nil
+                    if current == slash && following == star {
+                        depth += 1
+                        output.append(contentsOf: [slash, star])
+                        index += 2
+                    } else if current == star && following == slash {
+                        depth -= 1
+                        output.append(contentsOf: [star, slash])
+                        index += 2
+                        if depth == 0 { break }
+                    } else {
+                        output.append(current)
+                        index += 1
+                    }
+                }
+            } else if byte == UInt8(ascii: "?") {
+                count += 1
+                output.append(UInt8(ascii: "$"))
+                output.append(contentsOf: String(count).utf8)
+                index += 1
+            } else {
+                output.append(byte)
+                index += 1
+            }
+        }
+        return (String(decoding: output, as: UTF8.self), count)
+    }
+}
+
+/// The placeholder rewrites, shared by every connection.
+private final class RewriteCache: @unchecked Sendable {
+    // @unchecked Sendable: `entries` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var entries: [String: (sql: String, count: Int)] = [:]
+    /// Dynamically built SQL must not grow the cache without bound.
+    private let limit = 1024
+
+    func value(for sql: String) -> (sql: String, count: Int)? {
+        lock.lock()
+        defer { lock.unlock() }
+        return entries[sql]
+    }
+
+    func store(_ value: (sql: String, count: Int), for sql: String) {
+        lock.lock()
+        defer { lock.unlock() }
+        if entries.count >= limit { entries.removeAll(keepingCapacity: true) }
+        entries[sql] = value
+    }
+}

@@ -1,0 +1,51 @@
+public import Foundation
+
+/// A request as the sync server sees it, whatever carried it (libmicrohttpd,
+/// or a simulated network in tests).
+public struct HTTPRequest: Sendable {
+    public var method: String
+    /// The path without the query string, e.g. `/v1/pull`.
+    public var path: String
+    /// Decoded query arguments.
+    public var query: [String: String]
+    /// Header names in lowercase.
+    public var headers: [String: String]
+    public var body: Data
+
+    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: Data = Data()) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+        self.body = body
+    }
+
+    /// Splits `/v1/pull?cursor=abc&limit=10` into path and decoded query.
+    public init(method: String, target: String, headers: [String: String] = [:], body: Data = Data()) {
+        let components = URLComponents(string: target)
+        var query: [String: String] = [:]
+        for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
+        self.init(
+            method: method, path: components?.percentEncodedPath ?? target, query: query, headers: headers, body: body)
+    }
+}
+
+/// The answer to a request.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: [UInt8]
+    /// The authenticated user, for the request log (never the token).
+    public var user: String?
+
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = [], user: String? = nil) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.user = user
+    }
+
+    static func json(_ status: Int, _ body: [UInt8], user: String? = nil) -> HTTPResponse {
+        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: body, user: user)
+    }
+}

@@ -1,0 +1,212 @@
+import CMicroHTTPD
+import Foundation
+import OutpostCore
+
+/// The sync server on a real socket: libmicrohttpd with its own epoll thread
+/// pool, a body-size limit, connection limits and timeouts. Each request is
+/// answered by the handler on one of libmicrohttpd's threads and logged as
+/// one JSON line (never bodies or tokens).
+///
+/// `@unchecked Sendable`: `daemon` is set once in `init` and cleared only in
+/// `stop()` under `lock`; libmicrohttpd's threads only read the immutable
+/// handler, limits and log through the context pointer.
+public final class HTTPServer: @unchecked Sendable {
+    public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+    public typealias Log = @Sendable (String) -> Void
+
+    let handler: Handler
+    let log: Log?
+    let maxBodyBytes: Int
+    private var daemon: OpaquePointer?
+    private let lock = NSLock()
+    private let requestCounter = Counter()
+    /// The port actually bound (useful with port 0).
+    public private(set) var port: UInt16 = 0
+
+    public init(
+        host: String = "127.0.0.1", port: UInt16, threads: Int = 8, maxBodyBytes: Int = 4 * 1024 * 1024,
+        log: Log? = nil, handler: @escaping Handler
+    ) throws {
+        self.handler = handler
+        self.log = log
+        self.maxBodyBytes = maxBodyBytes
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        guard
+            let daemon = outpost_mhd_start(
+                port, host, UInt32(max(1, threads)), 1024, 30, Self.accessHandler, context, Self.completedHandler, context)
+        else {
+            throw ServeError("could not listen on \(host):\(port) (is the port in use, or the address not local?)")
+        }
+        self.daemon = daemon
+        self.port = outpost_mhd_bound_port(daemon)
+    }
+
+    deinit { stop() }
+
+    /// Stops accepting connections, lets requests in progress finish, and
+    /// releases the socket. Safe to call more than once.
+    public func stop() {
+        lock.lock()
+        let daemon = self.daemon
+        self.daemon = nil
+        lock.unlock()
+        guard let daemon else { return }
+        _ = MHD_quiesce_daemon(daemon)
+        MHD_stop_daemon(daemon)
+    }
+
+    /// What one request accumulates between libmicrohttpd's calls.
+    final class RequestState {
+        var body = Data()
+        var tooLarge = false
+        let started = DispatchTime.now().uptimeNanoseconds
+    }
+
+    static let accessHandler: MHD_AccessHandlerCallback = {
+        context, connection, url, method, _, uploadData, uploadDataSize, requestContext in
+        guard let context, let connection, let requestContext, let uploadDataSize else { return outpost_mhd_no() }
+        let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+        if requestContext.pointee == nil {
+            // First call: headers only. Refuse an announced oversized body at once.
+            let state = RequestState()
+            if let length = MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "Content-Length"),
+                let bytes = Int(String(cString: length)), bytes > server.maxBodyBytes
+            {
+                state.tooLarge = true
+            }
+            requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
+            return outpost_mhd_yes()
+        }
+        let state = Unmanaged<RequestState>.fromOpaque(requestContext.pointee!).takeUnretainedValue()
+        if uploadDataSize.pointee > 0 {
+            let size = uploadDataSize.pointee
+            if !state.tooLarge, let uploadData {
+                if state.body.count + size > server.maxBodyBytes {
+                    state.tooLarge = true
+                    state.body = Data()
+                } else {
+                    uploadData.withMemoryRebound(to: UInt8.self, capacity: size) { state.body.append($0, count: size) }
+                }
+            }
+            uploadDataSize.pointee = 0
+            return outpost_mhd_yes()
+        }
+        let methodText = method.map { String(cString: $0) } ?? "GET"
+        let path = url.map { String(cString: $0) } ?? "/"
+        var response: HTTPResponse
+        if state.tooLarge {
+            response = SyncServer.errorResponse(
+                APIError(.payloadTooLarge, "The request body is larger than \(server.maxBodyBytes / 1_048_576) MiB."),
+                user: nil)
+        } else {
+            let request = HTTPRequest(
+                method: methodText, path: path, query: HTTPServer.arguments(connection),
+                headers: HTTPServer.headers(connection, ["Authorization", "Content-Type"]), body: state.body)
+            response = server.handler(request)
+        }
+        let requestID = server.requestCounter.next()
+        response.headers["X-Request-Id"] = requestID
+        let queued = server.send(response, on: connection)
+        if let log = server.log {
+            let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
+            log(RequestLogLine(id: requestID, method: methodText, path: path, status: response.status,
+                               milliseconds: millis, user: response.user).text)
+        }
+        return queued
+    }
+
+    static let completedHandler: MHD_RequestCompletedCallback = { _, _, requestContext, _ in
+        guard let requestContext, let pointer = requestContext.pointee else { return }
+        Unmanaged<RequestState>.fromOpaque(pointer).release()
+        requestContext.pointee = nil
+    }
+
+    private func send(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+        let mhdResponse = response.body.withUnsafeBytes { bytes in
+            outpost_mhd_copied_response(bytes.baseAddress, bytes.count)
+        }
+        guard let mhdResponse else { return outpost_mhd_no() }
+        defer { MHD_destroy_response(mhdResponse) }
+        for (name, value) in response.headers {
+            _ = MHD_add_response_header(mhdResponse, name, value)
+        }
+        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    }
+
+    /// The decoded query arguments of the request.
+    private static func arguments(_ connection: OpaquePointer) -> [String: String] {
+        final class Box { var values: [String: String] = [:] }
+        let box = Box()
+        let iterator: MHD_KeyValueIterator = { context, _, key, value in
+            guard let context, let key else { return outpost_mhd_yes() }
+            let box = Unmanaged<Box>.fromOpaque(context).takeUnretainedValue()
+            box.values[String(cString: key)] = value.map { String(cString: $0) } ?? ""
+            return outpost_mhd_yes()
+        }
+        withExtendedLifetime(box) {
+            _ = MHD_get_connection_values(
+                connection, outpost_mhd_argument_kind(), iterator, Unmanaged.passUnretained(box).toOpaque())
+        }
+        return box.values
+    }
+
+    private static func headers(_ connection: OpaquePointer, _ names: [String]) -> [String: String] {
+        var headers: [String: String] = [:]
+        for name in names {
+            if let value = MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), name) {
+                headers[name.lowercased()] = String(cString: value)
+            }
+        }
+        return headers
+    }
+}
+
+/// Request ids: a per-process prefix and a counter.
+final class Counter: @unchecked Sendable {
+    // @unchecked Sendable: `value` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var value: UInt64 = 0
+    private let prefix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+
+    func next() -> String {
+        lock.lock()
+        value += 1
+        let current = value
+        lock.unlock()
+        return "\(prefix)-\(current)"
+    }
+}
+
+/// One structured log line per request.
+struct RequestLogLine: Encodable {
+    var time = ServerTimestamp(Date()).rawValue
+    var id: String
+    var method: String
+    var path: String
+    var status: Int
+    var milliseconds: Double
+    var user: String?
+
+    enum CodingKeys: String, CodingKey {
+        case time, method, path, status, user
+        case id = "request_id"
+        case milliseconds = "duration_ms"
+    }
+
+    init(id: String, method: String, path: String, status: Int, milliseconds: Double, user: String?) {
+        self.id = id
+        self.method = method
+        self.path = path
+        self.status = status
+        self.milliseconds = (milliseconds * 1000).rounded() / 1000
+        self.user = user
+    }
+
+    var text: String { String(decoding: (try? WireCoding.encode(self)) ?? Data(), as: UTF8.self) }
+}
+
+/// `outpost serve` could not start.
+public struct ServeError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

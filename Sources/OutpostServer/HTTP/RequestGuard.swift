@@ -1,0 +1,39 @@
+import Foundation
+
+/// Cheap checks on a request body before JSON decoding: valid UTF-8 and a
+/// bounded nesting depth, so hostile input gets a 400, never a crash or a
+/// deep recursion in the decoder (SPEC S4).
+enum RequestGuard {
+    static let maxDepth = 32
+
+    static func check(_ body: Data) throws {
+        guard String(validating: body, as: UTF8.self) != nil else {
+            throw APIError(.invalidJSON, "The request body is not valid UTF-8.")
+        }
+        var depth = 0
+        var inString = false
+        var escaped = false
+        for byte in body {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                if depth > maxDepth {
+                    throw APIError(.invalidRequest, "The request body is nested more than \(maxDepth) levels deep.")
+                }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+            default: break
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import OutpostCore
+
+/// `POST /v1/records/{collection}/{uuid}/assign` (admin only, an Outpost
+/// addition): gives a record to another owner and team. Those who could see
+/// it before and cannot now get `removed` in their next pull.
+struct AssignService {
+    let database: any ServerDatabase
+    let config: ServerConfig
+    let clock: any WallClock
+
+    struct Assignment: Decodable {
+        var owner: String
+        var team: String
+    }
+
+    func assign(_ collection: String, _ uuidText: String, _ assignment: Assignment, as principal: Principal) throws
+        -> WireRecord
+    {
+        guard principal.role == .admin else {
+            throw APIError(.forbidden, "Only an administrator can reassign records.")
+        }
+        guard let schema = config.collections[collection], !schema.readOnly else {
+            throw APIError(.notFound, "There is no writable collection named '\(collection)'.")
+        }
+        guard let uuid = UUID.fromWire(uuidText) else {
+            throw APIError(.invalidRequest, "The record id is not a UUID.", fields: ["uuid": "must be a UUID"])
+        }
+        guard !assignment.owner.isEmpty, !assignment.team.isEmpty, assignment.owner.utf8.count <= 200,
+            assignment.team.utf8.count <= 200
+        else {
+            throw APIError(
+                .invalidRequest, "Give a new owner and team.", fields: ["owner": "is required", "team": "is required"])
+        }
+        let now = ServerTimestamp(clock.now())
+        return try database.write { sql in
+            guard
+                var record = try sql.first(
+                    "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?",
+                    [.text(collection), .text(uuid.wireText)]
+                ).map(ServerRecord.init)
+            else { throw APIError(.notFound, "No such record.") }
+            guard record.owner != assignment.owner || record.team != assignment.team else { return try record.wire() }
+            var version = try FeedVersion.current(sql)
+            // The exit gets its own feed version, before the record's new one.
+            version += 1
+            try sql.execute(
+                "INSERT INTO scope_exits (version, collection, uuid, old_owner, old_team, at) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    .integer(version), .text(collection), .text(uuid.wireText), .text(record.owner), .text(record.team),
+                    .text(now.rawValue),
+                ])
+            version += 1
+            try sql.execute(
+                "UPDATE records SET owner = ?, team = ?, version = ?, updated_at = ? WHERE id = ?",
+                [.text(assignment.owner), .text(assignment.team), .integer(version), .text(now.rawValue), .integer(record.id)])
+            try FeedVersion.save(version, sql)
+            record.owner = assignment.owner
+            record.team = assignment.team
+            record.version = version
+            record.updatedAt = now.rawValue
+            return try record.wire()
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+import OutpostCore
+
+/// Housekeeping: tombstones past the horizon and push results past their
+/// retention are removed. Cursors older than the newest purged version then
+/// get 410, because the deletions they would need are gone.
+struct Maintenance {
+    let database: any ServerDatabase
+    let config: ServerConfig
+    let clock: any WallClock
+
+    func run() throws {
+        let now = clock.now()
+        let horizon = ServerTimestamp(now - config.tombstoneHorizon).rawValue
+        let retention = ServerTimestamp(now - config.resultRetention).rawValue
+        try database.write { sql in
+            let newest = try sql.first(
+                "SELECT MAX(version) FROM records WHERE deleted = 1 AND updated_at < ?", [.text(horizon)])?.optionalInt(0)
+            let newestExit = try sql.first("SELECT MAX(version) FROM scope_exits WHERE at < ?", [.text(horizon)])?
+                .optionalInt(0)
+            if let purged = [newest, newestExit].compactMap({ $0 }).max() {
+                try sql.execute("DELETE FROM records WHERE deleted = 1 AND updated_at < ?", [.text(horizon)])
+                try sql.execute("DELETE FROM scope_exits WHERE at < ?", [.text(horizon)])
+                let previous = try sql.first("SELECT value FROM server_state WHERE key = 'purged_through'").flatMap {
+                    Int64($0.string(0))
+                } ?? 0
+                try sql.execute(
+                    "UPDATE server_state SET value = ? WHERE key = 'purged_through'",
+                    [.text(String(max(previous, purged)))])
+            }
+            try sql.execute("DELETE FROM mutation_results WHERE created_at < ?", [.text(retention)])
+        }
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import OutpostCore
+
+/// `GET /v1/pull`: the caller's scope as a change feed in commit order.
+///
+/// Gap-free because versions are assigned inside the serialised write
+/// transaction (see `ServerDatabase`): a snapshot always holds every version
+/// up to the highest it holds, so "everything after my cursor" never skips a
+/// write that committed late.
+struct PullService {
+    let database: any ServerDatabase
+    let config: ServerConfig
+    let clock: any WallClock
+
+    struct Request {
+        var collections: [String]?
+        var cursor: String?
+        var limit: Int?
+        var windowStart: String?
+    }
+
+    /// The answer body, built by hand so stored record data is spliced in
+    /// without being decoded and encoded again.
+    func pull(_ request: Request, as principal: Principal) throws -> [UInt8] {
+        let scope = Scope(principal: principal, config: config)
+        let collections = try collectionList(request.collections)
+        let limit = request.limit ?? config.defaultPullLimit
+        guard (1...config.maxPullLimit).contains(limit) else {
+            throw APIError(
+                .invalidRequest, "The limit must be between 1 and \(config.maxPullLimit).",
+                fields: ["limit": "must be between 1 and \(config.maxPullLimit)"])
+        }
+        var windowStart: String?
+        if let text = request.windowStart {
+            guard let date = ServerTimestamp(rawValue: text).date else {
+                throw APIError(
+                    .invalidRequest, "The window start is not a valid time.",
+                    fields: ["window_start": "must be an RFC 3339 time such as 2026-01-01T00:00:00Z"])
+            }
+            windowStart = ServerTimestamp(date).rawValue
+        }
+        let after = try request.cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag) } ?? 0
+
+        return try database.read { sql in
+            let purged = try sql.first("SELECT value FROM server_state WHERE key = 'purged_through'").flatMap {
+                Int64($0.string(0))
+            } ?? 0
+            if request.cursor != nil, after < purged {
+                throw APIError(
+                    .resyncRequired,
+                    "This device has been away longer than the server keeps deletions. It will download its data again; unsent changes are kept.")
+            }
+            // One more than the page, to know whether more follows.
+            var arguments: [SQLValue] = [.integer(after)]
+            var query = "SELECT \(ServerRecord.columns) FROM records WHERE version > ?"
+            query += " AND collection IN (\(collections.map { _ in "?" }.joined(separator: ", ")))"
+            arguments += collections.map { .text($0) }
+            query += " AND " + scope.readable(&arguments)
+            if let windowStart {
+                query += " AND (deleted = 1 OR window_at IS NULL OR window_at >= ?)"
+                arguments.append(.text(windowStart))
+            }
+            query += " ORDER BY version LIMIT ?"
+            arguments.append(.integer(Int64(limit + 1)))
+            let records = try sql.query(query, arguments).map(ServerRecord.init)
+
+            var exits: [(version: Int64, collection: String, uuid: String)] = []
+            var exitArguments: [SQLValue] = [.integer(after)]
+            let collectionList = collections.map { _ in "?" }.joined(separator: ", ")
+            exitArguments += collections.map { .text($0) }
+            if let condition = scope.exited(&exitArguments) {
+                exitArguments.append(.integer(Int64(limit + 1)))
+                exits = try sql.query(
+                    """
+                    SELECT version, collection, uuid FROM scope_exits
+                    WHERE version > ? AND collection IN (\(collectionList)) AND \(condition)
+                    ORDER BY version LIMIT ?
+                    """, exitArguments
+                ).map { ($0.int(0), $0.string(1), $0.string(2)) }
+            }
+
+            // Merge both streams by version and cut the page.
+            var out: [UInt8] = []
+            out.reserveCapacity(records.count * 400 + 128)
+            out.append(contentsOf: #"{"changes":["#.utf8)
+            var recordIndex = 0
+            var exitIndex = 0
+            var taken = 0
+            var lastVersion = after
+            while taken < limit, recordIndex < records.count || exitIndex < exits.count {
+                if taken > 0 { out.append(UInt8(ascii: ",")) }
+                let nextRecord = recordIndex < records.count ? records[recordIndex].version : Int64.max
+                let nextExit = exitIndex < exits.count ? exits[exitIndex].version : Int64.max
+                if nextRecord < nextExit {
+                    records[recordIndex].appendJSON(to: &out)
+                    lastVersion = nextRecord
+                    recordIndex += 1
+                } else {
+                    let exit = exits[exitIndex]
+                    out.append(contentsOf: #"{"collection":"#.utf8)
+                    JSONText.appendString(exit.collection, to: &out)
+                    out.append(contentsOf: #","uuid":""#.utf8)
+                    out.append(contentsOf: exit.uuid.utf8)
+                    out.append(contentsOf: #"","deleted":true,"removed":true}"#.utf8)
+                    lastVersion = exit.version
+                    exitIndex += 1
+                }
+                taken += 1
+            }
+            let hasMore = recordIndex < records.count || exitIndex < exits.count
+            // An empty page returns the cursor it was given.
+            let cursor = taken == 0 && request.cursor != nil
+                ? request.cursor! : PullCursorCodec.encode(lastVersion, scopeTag: scope.tag)
+            out.append(contentsOf: #"],"cursor":"#.utf8)
+            JSONText.appendString(cursor, to: &out)
+            out.append(contentsOf: #","has_more":"#.utf8)
+            out.append(contentsOf: (hasMore ? "true" : "false").utf8)
+            out.append(contentsOf: #","server_time":""#.utf8)
+            out.append(contentsOf: ServerTimestamp(clock.now()).rawValue.utf8)
+            out.append(contentsOf: #""}"#.utf8)
+            return out
+        }
+    }
+
+    private func collectionList(_ requested: [String]?) throws -> [String] {
+        guard let requested, !requested.isEmpty else { return config.collections.keys.sorted() }
+        var problems: [String: String] = [:]
+        for name in requested where config.collections[name] == nil {
+            problems[name] = "is not a collection of this server"
+        }
+        guard problems.isEmpty else {
+            throw APIError(
+                .invalidRequest, "Unknown collection: \(problems.keys.sorted().joined(separator: ", ")).",
+                fields: ["collections": "names unknown collections: \(problems.keys.sorted().joined(separator: ", "))"])
+        }
+        return Array(Set(requested)).sorted()
+    }
+}
+
+/// Pull cursors: opaque to clients, `v1.<version>.<scope tag>` in base64url
+/// to the server. The scope tag makes a cursor from another scope (a user
+/// moved to another team) answer 410 instead of silently missing records.
+enum PullCursorCodec {
+    static func encode(_ version: Int64, scopeTag: String) -> String {
+        Data("v1.\(version).\(scopeTag)".utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decode(_ cursor: String, scopeTag: String) throws -> Int64 {
+        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard cursor.utf8.count <= 128, let data = Data(base64Encoded: base64),
+            let text = String(data: data, encoding: .utf8)
+        else { throw invalid }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "v1", let version = Int64(parts[1]), version >= 0 else { throw invalid }
+        guard parts[2] == scopeTag else {
+            throw APIError(
+                .resyncRequired, "What this account can see has changed. The device will download its data again; unsent changes are kept.")
+        }
+        return version
+    }
+
+    static let invalid = APIError(
+        .invalidRequest, "The pull cursor is not one this server issued.", fields: ["cursor": "is not a valid cursor"])
+}

@@ -1,0 +1,215 @@
+import Foundation
+import OutpostCore
+
+/// `POST /v1/push` (PROTOCOL push rules 1-7).
+///
+/// A whole push runs in one write transaction: the dedupe check, each
+/// mutation's effect, its stored result and the advance of `last_seq` commit
+/// together. A transient failure rolls the push back entirely (503), so the
+/// client's resend with the same seqs applies it all, once.
+struct PushService {
+    let database: any ServerDatabase
+    let config: ServerConfig
+    let clock: any WallClock
+
+    func push(_ request: PushRequest, as principal: Principal) throws -> PushResponse {
+        guard request.mutations.count <= PushRequest.maximumMutations else {
+            throw APIError(.payloadTooLarge, "A push may carry at most \(PushRequest.maximumMutations) changes.")
+        }
+        let now = ServerTimestamp(clock.now())
+        let client = request.clientID.wireText
+        return try database.write { sql in
+            var session = PushSession(
+                sql: sql, config: config, principal: principal, client: client, now: now,
+                version: try FeedVersion.current(sql))
+            var lastSeq =
+                try sql.first(
+                    "SELECT last_seq FROM client_seqs WHERE user_id = ? AND client_id = ?",
+                    [.text(principal.user), .text(client)])?.int(0) ?? 0
+            let startVersion = session.version
+            var results: [MutationResult] = []
+            for mutation in request.mutations {
+                if mutation.seq <= lastSeq {
+                    results.append(try session.duplicate(of: mutation))
+                    continue
+                }
+                let result = try session.apply(mutation)
+                try sql.execute(
+                    """
+                    INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?)
+                    """,
+                    [
+                        .text(principal.user), .text(client), .integer(mutation.seq), .text(mutation.id.wireText),
+                        .text(String(decoding: try WireCoding.encode(result), as: UTF8.self)), .text(now.rawValue),
+                    ])
+                lastSeq = mutation.seq
+                results.append(result)
+            }
+            try sql.execute(
+                """
+                INSERT INTO client_seqs (user_id, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (user_id, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
+                """,
+                [.text(principal.user), .text(client), .integer(lastSeq), .text(now.rawValue)])
+            if session.version != startVersion { try FeedVersion.save(session.version, sql) }
+            return PushResponse(results: results, lastSeq: lastSeq, serverTime: now)
+        }
+    }
+}
+
+/// The change feed's version counter, advanced only inside write transactions.
+enum FeedVersion {
+    static func current(_ sql: any SQLExecutor) throws -> Int64 {
+        try sql.first("SELECT value FROM server_state WHERE key = 'version'").flatMap { Int64($0.string(0)) } ?? 0
+    }
+
+    static func save(_ version: Int64, _ sql: any SQLExecutor) throws {
+        try sql.execute("UPDATE server_state SET value = ? WHERE key = 'version'", [.text(String(version))])
+    }
+}
+
+/// One push's work inside its transaction.
+struct PushSession {
+    let sql: any SQLExecutor
+    let config: ServerConfig
+    let principal: Principal
+    let client: String
+    let now: ServerTimestamp
+    var version: Int64
+
+    var scope: Scope { Scope(principal: principal, config: config) }
+
+    /// A seq already processed: never applied again; the original result rides along.
+    func duplicate(of mutation: Mutation) throws -> MutationResult {
+        let stored = try sql.first(
+            "SELECT result FROM mutation_results WHERE user_id = ? AND client_id = ? AND seq = ?",
+            [.text(principal.user), .text(client), .integer(mutation.seq)])
+        guard let text = stored?.optionalString(0),
+            let original = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8))
+        else {
+            return MutationResult(seq: mutation.seq, id: mutation.id, status: .duplicate)
+        }
+        return MutationResult(
+            seq: mutation.seq, id: mutation.id, status: .duplicate, record: original.record,
+            originalStatus: original.status == .duplicate ? original.originalStatus : original.status,
+            code: original.code, errors: original.errors)
+    }
+
+    mutating func apply(_ mutation: Mutation) throws -> MutationResult {
+        func result(_ status: MutationStatus, _ record: ServerRecord? = nil, code: String? = nil, errors: [String: String]? = nil)
+            throws -> MutationResult
+        {
+            MutationResult(
+                seq: mutation.seq, id: mutation.id, status: status, record: try record.map { try $0.wire() }, code: code,
+                errors: errors)
+        }
+        guard let schema = config.collections[mutation.collection] else {
+            return try result(
+                .rejected, code: "unknown_collection",
+                errors: ["collection": "'\(mutation.collection)' is not a collection of this server"])
+        }
+        let existing = try load(mutation.collection, mutation.uuid.wireText)
+        if schema.readOnly {
+            return try result(
+                .forbidden, code: "read_only", errors: ["collection": "'\(schema.name)' is read-only"])
+        }
+        switch mutation.op {
+        case .create:
+            if let existing {
+                // The same client's create arriving again (its answer was lost):
+                // it already took effect. Anyone else's: a conflict.
+                if existing.createdByUser == principal.user && existing.createdByClient == client {
+                    return try result(.duplicate, existing)
+                }
+                return try result(.conflict, scope.canRead(existing) ? existing : nil)
+            }
+            let data = mutation.data ?? [:]
+            let problems = try validator(schema).problems(changed: data, merged: data)
+            guard problems.isEmpty else { return try result(.rejected, code: "invalid_field", errors: problems) }
+            return try result(.applied, try insert(schema, mutation, data))
+        case .update, .delete:
+            guard let existing, scope.owns(owner: existing.owner, team: existing.team) else {
+                return try result(.notFound, code: "not_found")
+            }
+            if existing.deleted {
+                // Deleting twice is done; editing a deleted record is a conflict
+                // that shows the tombstone, so the edit cannot resurrect it.
+                return try result(mutation.op == .delete ? .applied : .conflict, existing)
+            }
+            if let base = mutation.baseVersion, base != existing.version, schema.policy == .serverWins {
+                return try result(.conflict, existing)
+            }
+            if mutation.op == .delete {
+                return try result(.applied, try write(existing, data: nil, schema: schema))
+            }
+            let patch = mutation.data ?? [:]
+            let merged = (try existing.data() ?? [:]).applyingPatch(patch)
+            let problems = try validator(schema).problems(changed: patch, merged: merged)
+            guard problems.isEmpty else { return try result(.rejected, code: "invalid_field", errors: problems) }
+            return try result(.applied, try write(existing, data: merged, schema: schema))
+        }
+    }
+
+    private func validator(_ schema: CollectionSchema) -> Validator {
+        Validator(schema: schema) { collection, uuid in
+            guard let target = try load(collection, uuid), !target.deleted else { return false }
+            return scope.canRead(target)
+        }
+    }
+
+    func load(_ collection: String, _ uuid: String) throws -> ServerRecord? {
+        try sql.first(
+            "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?", [.text(collection), .text(uuid)]
+        ).map(ServerRecord.init)
+    }
+
+    private mutating func insert(_ schema: CollectionSchema, _ mutation: Mutation, _ data: JSONObject) throws -> ServerRecord {
+        var data = data
+        if let window = schema.windowField, data[window] == nil || data[window]?.isNull == true {
+            data[window] = .string(now.rawValue)
+        }
+        version += 1
+        try sql.execute(
+            """
+            INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
+                created_by_client, window_at, data)
+            VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(mutation.collection), .text(mutation.uuid.wireText), .integer(version), .text(now.rawValue),
+                .text(principal.user), .text(principal.team), .text(principal.user), .text(client),
+                .text(Self.windowValue(schema, data)), .text(try data.jsonText()),
+            ])
+        guard let stored = try load(mutation.collection, mutation.uuid.wireText) else {
+            throw DatabaseError(kind: .failure, message: "the record just inserted cannot be read back")
+        }
+        return stored
+    }
+
+    /// Writes new data (nil = tombstone) at the next feed version.
+    private mutating func write(_ existing: ServerRecord, data: JSONObject?, schema: CollectionSchema) throws -> ServerRecord {
+        version += 1
+        try sql.execute(
+            "UPDATE records SET version = ?, updated_at = ?, deleted = ?, window_at = ?, data = ? WHERE id = ?",
+            [
+                .integer(version), .text(now.rawValue), .bool(data == nil),
+                .text(data.flatMap { Self.windowValue(schema, $0) }), .text(try data?.jsonText()), .integer(existing.id),
+            ])
+        var updated = existing
+        updated.version = version
+        updated.updatedAt = now.rawValue
+        updated.deleted = data == nil
+        updated.dataText = try data?.jsonText()
+        return updated
+    }
+
+    /// The window field's value, normalised to the server's UTC format so
+    /// that text comparison orders it.
+    static func windowValue(_ schema: CollectionSchema, _ data: JSONObject) -> String? {
+        guard let field = schema.windowField, let text = data[field]?.stringValue,
+            let date = ServerTimestamp(rawValue: text).date
+        else { return nil }
+        return ServerTimestamp(date).rawValue
+    }
+}

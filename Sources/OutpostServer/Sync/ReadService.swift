@@ -1,0 +1,101 @@
+import Foundation
+import OutpostCore
+
+/// The read endpoints: scope, one record, search, a mutation's stored result.
+struct ReadService {
+    let database: any ServerDatabase
+    let config: ServerConfig
+
+    /// `GET /v1/scope`: what the caller can see, so the client picks its mode.
+    func scope(of principal: Principal) throws -> ScopeResponse {
+        let scope = Scope(principal: principal, config: config)
+        var arguments: [SQLValue] = []
+        let condition = scope.readable(&arguments)
+        let counts = try database.read { sql in
+            try sql.query(
+                "SELECT collection, COUNT(*) FROM records WHERE deleted = 0 AND \(condition) GROUP BY collection",
+                arguments)
+        }
+        var byName: [String: Int64] = [:]
+        for row in counts { byName[row.string(0)] = row.int(1) }
+        var collections: [String: CollectionScope] = [:]
+        for schema in config.collections.values {
+            collections[schema.name] = CollectionScope(
+                count: byName[schema.name] ?? 0, windowField: schema.windowField, readOnly: schema.readOnly)
+        }
+        return ScopeResponse(user: principal.user, role: principal.role, team: principal.team, collections: collections)
+    }
+
+    /// `GET /v1/records/{collection}/{uuid}`: 404 when absent or out of scope.
+    func record(_ collection: String, _ uuidText: String, as principal: Principal) throws -> WireRecord {
+        guard config.collections[collection] != nil else {
+            throw APIError(.notFound, "There is no collection named '\(collection)'.")
+        }
+        guard let uuid = UUID.fromWire(uuidText) else {
+            throw APIError(.invalidRequest, "The record id is not a UUID.", fields: ["uuid": "must be a UUID"])
+        }
+        let scope = Scope(principal: principal, config: config)
+        let record = try database.read { sql in
+            try sql.first(
+                "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?",
+                [.text(collection), .text(uuid.wireText)]
+            ).map(ServerRecord.init)
+        }
+        guard let record, scope.canRead(record) else {
+            throw APIError(.notFound, "No such record, or it is not visible to you.")
+        }
+        return try record.wire()
+    }
+
+    /// `GET /v1/search`: text search over the caller's scope.
+    func search(collection: String?, query: String?, limit: Int?, as principal: Principal) throws -> SearchResponse {
+        guard let collection, config.collections[collection] != nil else {
+            throw APIError(
+                .invalidRequest, "Name a known collection to search.", fields: ["collection": "must be a known collection"])
+        }
+        guard let query, !query.isEmpty, query.utf8.count <= 200 else {
+            throw APIError(.invalidRequest, "Give the text to search for (at most 200 bytes).", fields: ["q": "is required"])
+        }
+        let limit = limit ?? 50
+        guard (1...config.maxSearchLimit).contains(limit) else {
+            throw APIError(
+                .invalidRequest, "The limit must be between 1 and \(config.maxSearchLimit).",
+                fields: ["limit": "must be between 1 and \(config.maxSearchLimit)"])
+        }
+        let scope = Scope(principal: principal, config: config)
+        var arguments: [SQLValue] = [.text(collection)]
+        let condition = scope.readable(&arguments)
+        let escaped = query.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
+            .replacingOccurrences(of: "_", with: "\\_")
+        arguments.append(.text("%\(escaped)%"))
+        arguments.append(.integer(Int64(limit)))
+        let like = database.dialect == .postgres ? "ILIKE" : "LIKE"
+        let rows = try database.read { sql in
+            try sql.query(
+                """
+                SELECT \(ServerRecord.columns) FROM records
+                WHERE collection = ? AND deleted = 0 AND \(condition) AND data \(like) ? ESCAPE '\\'
+                ORDER BY version DESC LIMIT ?
+                """, arguments)
+        }
+        return SearchResponse(records: try rows.map { try ServerRecord($0).wire() })
+    }
+
+    /// `GET /v1/mutations/{id}`: the stored result, for a client resolving an unknown outcome.
+    func mutation(_ idText: String, as principal: Principal) throws -> MutationLookup {
+        guard let id = UUID.fromWire(idText) else {
+            throw APIError(.invalidRequest, "The mutation id is not a UUID.", fields: ["id": "must be a UUID"])
+        }
+        let stored = try database.read { sql in
+            try sql.first(
+                "SELECT result FROM mutation_results WHERE user_id = ? AND mutation_id = ? ORDER BY created_at DESC",
+                [.text(principal.user), .text(id.wireText)])
+        }
+        guard let text = stored?.optionalString(0),
+            let result = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8))
+        else {
+            throw APIError(.notFound, "The server never processed this change.")
+        }
+        return MutationLookup(status: result.status, record: result.record, code: result.code, errors: result.errors)
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import OutpostCore
+
+/// Row-level scope (PROTOCOL "Users, roles, scope"), as SQL conditions on the
+/// `records` table. Every read and every write goes through these.
+struct Scope {
+    let principal: Principal
+    let config: ServerConfig
+
+    /// Records the caller may read: their own (field), their team's
+    /// (coordinator), all (admin), plus every read-only collection.
+    func readable(_ arguments: inout [SQLValue]) -> String {
+        let readOnly = config.readOnlyCollections
+        var condition: String
+        switch principal.role {
+        case .admin: return "1 = 1"
+        case .field:
+            condition = "owner = ?"
+            arguments.append(.text(principal.user))
+        case .coordinator:
+            condition = "team = ?"
+            arguments.append(.text(principal.team))
+        }
+        if !readOnly.isEmpty {
+            condition = "(\(condition) OR collection IN (\(readOnly.map { _ in "?" }.joined(separator: ", "))))"
+            arguments.append(contentsOf: readOnly.map { .text($0) })
+        }
+        return condition
+    }
+
+    /// Whether the caller may read this record.
+    func canRead(_ record: ServerRecord) -> Bool {
+        if config.collections[record.collection]?.readOnly == true { return true }
+        return owns(owner: record.owner, team: record.team)
+    }
+
+    /// Whether the record is in the caller's own scope (not counting read-only data).
+    func owns(owner: String, team: String) -> Bool {
+        switch principal.role {
+        case .admin: return true
+        case .field: return owner == principal.user
+        case .coordinator: return team == principal.team
+        }
+    }
+
+    /// Records that left the caller's scope: exits from the old owner or team.
+    func exited(_ arguments: inout [SQLValue]) -> String? {
+        switch principal.role {
+        case .admin: return nil
+        case .field:
+            arguments.append(.text(principal.user))
+            return "old_owner = ?"
+        case .coordinator:
+            arguments.append(.text(principal.team))
+            return "old_team = ?"
+        }
+    }
+
+    /// A short tag of what the caller can see, carried in pull cursors: a
+    /// cursor made for another scope (a new team) must re-download.
+    var tag: String {
+        String(SHA256.hex("\(principal.role.rawValue)|\(principal.team)|\(principal.user)").prefix(12))
+    }
+}

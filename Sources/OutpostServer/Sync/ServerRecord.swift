@@ -1,0 +1,95 @@
+import Foundation
+import OutpostCore
+
+/// A row of the server's `records` table.
+struct ServerRecord {
+    var id: Int64
+    var collection: String
+    var uuid: String
+    var version: Int64
+    var updatedAt: String
+    var deleted: Bool
+    var owner: String
+    var team: String
+    var createdByUser: String
+    var createdByClient: String
+    /// The fields as stored: canonical JSON text, spliced into answers as is.
+    var dataText: String?
+
+    static let columns =
+        "id, collection, uuid, version, updated_at, deleted, owner, team, created_by_user, created_by_client, data"
+
+    init(_ row: SQLRow) {
+        id = row.int(0)
+        collection = row.string(1)
+        uuid = row.string(2)
+        version = row.int(3)
+        updatedAt = row.string(4)
+        deleted = row.bool(5)
+        owner = row.string(6)
+        team = row.string(7)
+        createdByUser = row.string(8)
+        createdByClient = row.string(9)
+        dataText = row.optionalString(10)
+    }
+
+    func data() throws -> JSONObject? {
+        try dataText.map { try JSONObject.parseObject($0) }
+    }
+
+    func wire() throws -> WireRecord {
+        WireRecord(
+            collection: collection, uuid: UUID.fromWire(uuid) ?? UUID(), id: id, version: version,
+            updatedAt: ServerTimestamp(rawValue: updatedAt), deleted: deleted, owner: owner, team: team,
+            data: deleted ? nil : try data())
+    }
+
+    /// The record as JSON, with the stored data text spliced in without
+    /// decoding it (the hot path of pull: FACTS.md shows JSON coding, not
+    /// SQLite or HTTP, is what costs).
+    func appendJSON(to out: inout [UInt8]) {
+        out.append(contentsOf: #"{"collection":"#.utf8)
+        JSONText.appendString(collection, to: &out)
+        out.append(contentsOf: #","uuid":""#.utf8)
+        out.append(contentsOf: uuid.utf8)
+        out.append(contentsOf: #"","id":"#.utf8)
+        out.append(contentsOf: String(id).utf8)
+        out.append(contentsOf: #","version":"#.utf8)
+        out.append(contentsOf: String(version).utf8)
+        out.append(contentsOf: #","updated_at":""#.utf8)
+        out.append(contentsOf: updatedAt.utf8)
+        out.append(contentsOf: #"","deleted":"#.utf8)
+        out.append(contentsOf: (deleted ? "true" : "false").utf8)
+        out.append(contentsOf: #","owner":"#.utf8)
+        JSONText.appendString(owner, to: &out)
+        out.append(contentsOf: #","team":"#.utf8)
+        JSONText.appendString(team, to: &out)
+        out.append(contentsOf: #","data":"#.utf8)
+        if !deleted, let dataText {
+            out.append(contentsOf: dataText.utf8)
+        } else {
+            out.append(contentsOf: "null".utf8)
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+}
+
+/// Writing JSON text by hand for the few bodies built on the hot path.
+enum JSONText {
+    static func appendString(_ text: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
+            case 0x0A: out.append(contentsOf: [92, 110])
+            case 0x0D: out.append(contentsOf: [92, 114])
+            case 0x09: out.append(contentsOf: [92, 116])
+            case 0..<0x20:
+                out.append(contentsOf: Array(String(format: "\\u%04x", byte).utf8))
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+public import OutpostCore
+
+/// The sync server's request handling, independent of how requests arrive:
+/// `HTTPServer` feeds it from libmicrohttpd, tests and the simulation call
+/// `handle` directly.
+public final class SyncServer: Sendable {
+    public let database: any ServerDatabase
+    public let config: ServerConfig
+    public let tokens: TokenStore
+    let clock: any WallClock
+
+    /// Opens the server over a database: migrates it, seeds the catalogs and
+    /// runs housekeeping once.
+    public init(database: any ServerDatabase, config: ServerConfig, clock: any WallClock = SystemWallClock()) throws {
+        self.database = database
+        self.config = config
+        self.clock = clock
+        self.tokens = TokenStore(database: database, clock: clock)
+        try ServerSchema.migrate(database)
+        try CatalogSeed.seedIfEmpty(database, config: config, clock: clock)
+        try runMaintenance()
+    }
+
+    /// Removes tombstones past the horizon and old push results.
+    public func runMaintenance() throws {
+        try Maintenance(database: database, config: config, clock: clock).run()
+    }
+
+    /// Answers one request. Never throws: every failure becomes the JSON error body.
+    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        var user: String?
+        do {
+            return try route(request, user: &user)
+        } catch let error as APIError {
+            return Self.errorResponse(error, user: user)
+        } catch let error as DatabaseError where error.kind == .transient {
+            return Self.errorResponse(.unavailable, user: user)
+        } catch let error as TokenStore.Failure {
+            return Self.errorResponse(Self.authError(error), user: user)
+        } catch {
+            // A bug or a broken database, never bad input: say so without details.
+            return Self.errorResponse(
+                APIError(.unavailable, "The server could not finish this request. Please try again shortly.", retryAfter: 5),
+                user: user)
+        }
+    }
+
+    static func errorResponse(_ error: APIError, user: String?) -> HTTPResponse {
+        var response = HTTPResponse.json(error.status, Array((try? WireCoding.encode(error.body)) ?? Data()), user: user)
+        if let retryAfter = error.retryAfter { response.headers["Retry-After"] = String(retryAfter) }
+        return response
+    }
+
+    static func authError(_ failure: TokenStore.Failure) -> APIError {
+        switch failure {
+        case .missing: return APIError(.unauthenticated, "Sign in to continue: this request carries no token.")
+        case .unknown: return APIError(.unauthenticated, "Sign in again: this token is not known.")
+        case .expired: return APIError(.tokenExpired, "Your session has expired. Sign in again; nothing on the device is lost.")
+        case .revoked: return APIError(.tokenRevoked, "This device's access was withdrawn. Ask your coordinator.")
+        }
+    }
+
+    private func route(_ request: HTTPRequest, user: inout String?) throws -> HTTPResponse {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count >= 3, parts[0] == "", parts[1] == "v1" else {
+            throw APIError(.notFound, "There is no such endpoint.")
+        }
+        let route = Array(parts.dropFirst(2))
+
+        func require(_ method: String) throws {
+            guard request.method == method else {
+                throw APIError(.methodNotAllowed, "This endpoint only answers \(method).")
+            }
+        }
+        func authenticate() throws -> Principal {
+            let header = request.headers["authorization"]
+            var token: String?
+            if let header {
+                guard header.hasPrefix("Bearer ") else {
+                    throw APIError(.unauthenticated, "Sign in to continue: the Authorization header must be 'Bearer <token>'.")
+                }
+                token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+            }
+            let principal = try tokens.authenticate(token)
+            user = principal.user
+            return principal
+        }
+        func json<T: Encodable>(_ value: T) throws -> HTTPResponse {
+            .json(200, Array(try WireCoding.encode(value)), user: user)
+        }
+        func decodeBody<T: Decodable>(_ type: T.Type) throws -> T {
+            if let contentType = request.headers["content-type"], !contentType.lowercased().hasPrefix("application/json") {
+                throw APIError(.invalidRequest, "Send the body as application/json.")
+            }
+            guard request.body.count <= config.maxBodyBytes else {
+                throw APIError(.payloadTooLarge, "The request body is larger than \(config.maxBodyBytes / 1_048_576) MiB.")
+            }
+            try RequestGuard.check(request.body)
+            do {
+                return try WireCoding.decode(type, from: request.body)
+            } catch let error as WireError {
+                throw APIError.invalid(error)
+            }
+        }
+
+        switch route {
+        case ["health"]:
+            try require("GET")
+            return try json(HealthResponse(serverTime: ServerTimestamp(clock.now())))
+        case ["push"]:
+            try require("POST")
+            let principal = try authenticate()
+            let body = try decodeBody(PushRequest.self)
+            return try json(try PushService(database: database, config: config, clock: clock).push(body, as: principal))
+        case ["pull"]:
+            try require("GET")
+            let principal = try authenticate()
+            var limit: Int?
+            if let text = request.query["limit"] {
+                guard let value = Int(text) else {
+                    throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
+                }
+                limit = value
+            }
+            let pull = PullService.Request(
+                collections: request.query["collections"].map { $0.split(separator: ",").map(String.init) },
+                cursor: request.query["cursor"], limit: limit, windowStart: request.query["window_start"])
+            let body = try PullService(database: database, config: config, clock: clock).pull(pull, as: principal)
+            return .json(200, body, user: user)
+        case ["scope"]:
+            try require("GET")
+            let principal = try authenticate()
+            return try json(try ReadService(database: database, config: config).scope(of: principal))
+        case ["search"]:
+            try require("GET")
+            let principal = try authenticate()
+            var limit: Int?
+            if let text = request.query["limit"] {
+                guard let value = Int(text) else {
+                    throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
+                }
+                limit = value
+            }
+            return try json(
+                try ReadService(database: database, config: config).search(
+                    collection: request.query["collection"], query: request.query["q"], limit: limit, as: principal))
+        case let path where path.count == 2 && path[0] == "mutations":
+            try require("GET")
+            let principal = try authenticate()
+            return try json(try ReadService(database: database, config: config).mutation(path[1], as: principal))
+        case let path where path.count == 3 && path[0] == "records":
+            try require("GET")
+            let principal = try authenticate()
+            return try json(try ReadService(database: database, config: config).record(path[1], path[2], as: principal))
+        case let path where path.count == 4 && path[0] == "records" && path[3] == "assign":
+            try require("POST")
+            let principal = try authenticate()
+            let assignment = try decodeBody(AssignService.Assignment.self)
+            return try json(
+                try AssignService(database: database, config: config, clock: clock).assign(
+                    path[1], path[2], assignment, as: principal))
+        default:
+            throw APIError(.notFound, "There is no such endpoint.")
+        }
+    }
+}

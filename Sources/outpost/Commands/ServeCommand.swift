@@ -1,0 +1,101 @@
+import Dispatch
+import Foundation
+import OutpostServer
+
+/// `outpost serve`: the sync server on a socket until SIGTERM or SIGINT.
+enum ServeCommand {
+    static let help = """
+        Usage: outpost serve [--database PATH|URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N] [--quiet]
+
+        Runs the Outpost sync server. With no options it keeps its data in the SQLite file
+        \(DatabaseLocation.defaultSQLitePath) in the current folder and needs no set-up.
+
+          --database PATH|URL  a SQLite file, or postgres://user@host:port/db for PostgreSQL
+          --port N             the port to listen on (default 8787; 0 picks a free one)
+          --host ADDRESS       the IPv4 address to listen on (default 127.0.0.1)
+          --config FILE        a JSON collections configuration (default: people, visits, catalogs)
+          --threads N          request threads (default 8)
+          --quiet              no request log on stderr
+
+        Stops gracefully on SIGTERM or SIGINT: requests in progress finish first.
+        """
+
+    static func run(_ words: [String]) async throws {
+        var arguments = try Arguments(words, flagNames: ["quiet"])
+        let location = arguments.option("database") ?? DatabaseLocation.defaultSQLitePath
+        let port = try arguments.integer("port", in: 0...65_535) ?? 8787
+        let host = arguments.option("host") ?? "127.0.0.1"
+        let configPath = arguments.option("config")
+        let threads = try arguments.integer("threads", in: 1...256) ?? 8
+        let quiet = arguments.flag("quiet")
+        try arguments.checkAllUsed()
+        guard arguments.positional.isEmpty else { throw UsageError("serve takes no words, only options.") }
+
+        let config: ServerConfig
+        do {
+            config = try configPath.map(ServerConfig.load(path:)) ?? ServerConfig()
+        } catch let error as ConfigError {
+            throw UsageError(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
+        }
+        let database = try openDatabase(location, poolSize: threads)
+        let server = try SyncServer(database: database, config: config)
+        let log: HTTPServer.Log? = quiet ? nil : { @Sendable line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
+        let http: HTTPServer
+        do {
+            http = try HTTPServer(host: host, port: UInt16(port), threads: threads, log: log) { server.handle($0) }
+        } catch let error as ServeError {
+            throw CommandFailure(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
+        }
+        let shown = DatabaseLocation.isPostgres(location) ? "PostgreSQL" : location
+        Terminal.note("Outpost server listening on http://\(host):\(http.port) (database: \(shown))")
+        // Scripts and tests read the port from this line.
+        FileHandle.standardOutput.write(Data("listening on port \(http.port)\n".utf8))
+
+        await waitForTermination()
+        Terminal.note("Stopping: finishing requests in progress.")
+        http.stop()
+        database.close()
+        Terminal.note("Stopped.")
+    }
+
+    static func openDatabase(_ location: String, poolSize: Int = 8) throws -> any ServerDatabase {
+        do {
+            return try DatabaseLocation.open(location, poolSize: poolSize)
+        } catch let error as DatabaseError {
+            throw CommandFailure(error.message.prefix(1).uppercased() + error.message.dropFirst())
+        }
+    }
+
+    /// Suspends until SIGTERM or SIGINT arrives.
+    static func waitForTermination() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            SignalWatcher.shared.onTermination { continuation.resume() }
+        }
+    }
+}
+
+/// Turns SIGTERM and SIGINT into one callback, on a dispatch queue (never in
+/// a signal handler).
+final class SignalWatcher: @unchecked Sendable {
+    // @unchecked Sendable: `sources` and `fired` are only touched on `queue`.
+    static let shared = SignalWatcher()
+    private let queue = DispatchQueue(label: "outpost.signals")
+    private var sources: [any DispatchSourceSignal] = []
+    private var fired = false
+
+    func onTermination(_ action: @escaping @Sendable () -> Void) {
+        queue.sync {
+            for signalNumber in [SIGTERM, SIGINT] {
+                signal(signalNumber, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: queue)
+                source.setEventHandler { [weak self] in
+                    guard let self, !self.fired else { return }
+                    self.fired = true
+                    action()
+                }
+                source.resume()
+                sources.append(source)
+            }
+        }
+    }
+}
