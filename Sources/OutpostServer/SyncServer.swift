@@ -9,6 +9,8 @@ public final class SyncServer: Sendable {
     public let config: ServerConfig
     public let tokens: TokenStore
     let clock: any WallClock
+    /// Fault and delay injection for tests.
+    let hooks = ServerHooks()
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -112,7 +114,7 @@ public final class SyncServer: Sendable {
             try require("POST")
             let principal = try authenticate()
             let body = try decodeBody(PushRequest.self)
-            return try json(try PushService(database: database, config: config, clock: clock).push(body, as: principal))
+            return try json(try PushService(database: database, config: config, clock: clock, hooks: hooks).push(body, as: principal))
         case ["pull"]:
             try require("GET")
             let principal = try authenticate()

@@ -15,7 +15,7 @@ struct PostgresDatabaseTests {
     /// A fresh, uniquely named table (by default `k TEXT PRIMARY KEY, v BIGINT`); drop it with `drop`.
     func makeTable(_ database: PostgresDatabase, columns: String = "k TEXT PRIMARY KEY, v BIGINT") throws -> String {
         let table = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-        try database.write { try $0.execute("CREATE TABLE \(table) (\(columns))", []) }
+        _ = try database.write { try $0.execute("CREATE TABLE \(table) (\(columns))", []) }
         return table
     }
 
@@ -106,7 +106,7 @@ struct PostgresDatabaseTests {
         defer { database.close() }
         let table = try makeTable(database)
         defer { drop(table, database) }
-        try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES (?, ?)", [.text("a"), .integer(1)]) }
+        _ = try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES (?, ?)", [.text("a"), .integer(1)]) }
         struct Abort: Error {}
         #expect(throws: Abort.self) {
             try database.write { sql in
@@ -133,7 +133,7 @@ struct PostgresDatabaseTests {
         defer { database.close() }
         let table = try makeTable(database)
         defer { drop(table, database) }
-        try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('a', 1)", []) }
+        _ = try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('a', 1)", []) }
 
         let unique = #expect(throws: DatabaseError.self) {
             try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES (?, ?)", [.text("a"), .integer(2)]) }
@@ -220,7 +220,7 @@ struct PostgresDatabaseTests {
         defer { database.close() }
         let table = try makeTable(database)
         defer { drop(table, database) }
-        try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('counter', 0)", []) }
+        _ = try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('counter', 0)", []) }
         let errors = EventLog()
         DispatchQueue.concurrentPerform(iterations: 40) { _ in
             do {
@@ -242,7 +242,7 @@ struct PostgresDatabaseTests {
         defer { database.close() }
         let table = try makeTable(database)
         defer { drop(table, database) }
-        try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('a', 1)", []) }
+        _ = try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('a', 1)", []) }
 
         let counts = try database.read { sql -> [Int64] in
             let before = try sql.first("SELECT count(*) FROM \(table)")?.int(0) ?? -1
@@ -251,7 +251,7 @@ struct PostgresDatabaseTests {
             let errors = EventLog()
             DispatchQueue.global().async {
                 do {
-                    try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('b', 2)", []) }
+                    _ = try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('b', 2)", []) }
                 } catch {
                     errors.add("\(error)")
                 }

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A wire body that does not match the protocol: which field, and what is wrong
 /// with it, in words a developer can act on.

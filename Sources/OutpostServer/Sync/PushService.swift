@@ -11,6 +11,7 @@ struct PushService {
     let database: any ServerDatabase
     let config: ServerConfig
     let clock: any WallClock
+    var hooks: ServerHooks?
 
     func push(_ request: PushRequest, as principal: Principal) throws -> PushResponse {
         guard request.mutations.count <= PushRequest.maximumMutations else {
@@ -53,6 +54,7 @@ struct PushService {
                 """,
                 [.text(principal.user), .text(client), .integer(lastSeq), .text(now.rawValue)])
             if session.version != startVersion { try FeedVersion.save(session.version, sql) }
+            try hooks?.beforePushCommit?(principal.user)
             return PushResponse(results: results, lastSeq: lastSeq, serverTime: now)
         }
     }

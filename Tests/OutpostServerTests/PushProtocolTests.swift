@@ -1,0 +1,234 @@
+import Foundation
+import OutpostCore
+@testable import OutpostServer
+import OutpostTesting
+import Testing
+
+/// PROTOCOL push rules 1-7, against a live server over a real socket, once per backend.
+@Suite("Push protocol")
+struct PushProtocolTests {
+    @Test(arguments: Backend.available)
+    func createIsAppliedAndAResendIsADuplicateWithTheOriginalResult(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let create = device.mutation(.create, data: ["name": "Ana", "section": 3])
+        let first = try await live.push(device.request(create), token: token)
+        #expect(first.lastSeq == 1)
+        let applied = try #require(first.results.first)
+        #expect(applied.status == .applied)
+        let record = try #require(applied.record)
+        #expect(record.owner == "u-1" && record.team == "t-1", "owner and team are set by the server")
+        #expect(record.data?["name"] == "Ana")
+        #expect(record.data?["created_at"] != nil, "the window field is filled with server time")
+
+        // The response was lost; the device resends the same seq.
+        let again = try await live.push(device.request(create), token: token)
+        #expect(again.results[0].status == .duplicate)
+        #expect(again.results[0].originalStatus == .applied)
+        #expect(again.results[0].record == record)
+        let all = try await live.pullAll(token: token, query: "&collections=people")
+        #expect(all.changes.count == 1, "no duplicate effect")
+    }
+
+    @Test(arguments: Backend.available)
+    func lastSeqIsPerUserAndClient(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let ana = try live.token("u-1")
+        let bea = try live.token("u-2")
+        let device = TestDevice()
+        _ = try await live.push(device.request(device.mutation(.create, data: ["name": "Ana"])), token: ana)
+        // Another user using the same client id (and seq) is not a duplicate of the first.
+        let other = TestDevice()
+        let sameSeq = Mutation(seq: 1, id: UUID(), op: .create, collection: "people", uuid: UUID(), data: ["name": "Bea"])
+        let answer = try await live.push(PushRequest(clientID: device.clientID, mutations: [sameSeq]), token: bea)
+        #expect(answer.results[0].status == .applied)
+        _ = other
+    }
+
+    @Test(arguments: Backend.available)
+    func createOnAnExistingUUID(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let ana = try live.token("u-1")
+        let bea = try live.token("u-2")
+        let device = TestDevice()
+        let uuid = UUID()
+        _ = try await live.push(device.request(device.mutation(.create, uuid: uuid, data: ["name": "Ana"])), token: ana)
+        // Same client, new seq (e.g. queued twice): duplicate.
+        let same = try await live.push(device.request(device.mutation(.create, uuid: uuid, data: ["name": "Ana"])), token: ana)
+        #expect(same.results[0].status == .duplicate)
+        // Anyone else: conflict, and no copy of a record they cannot see.
+        let other = TestDevice()
+        let clash = try await live.push(other.request(other.mutation(.create, uuid: uuid, data: ["name": "X"])), token: bea)
+        #expect(clash.results[0].status == .conflict)
+        #expect(clash.results[0].record == nil)
+    }
+
+    @Test(arguments: Backend.available)
+    func updateIsAPartialPatchConditionalOnBaseVersion(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let uuid = UUID()
+        let created = try await live.push(
+            device.request(device.mutation(.create, uuid: uuid, data: ["name": "Ana", "phone": "1", "notes": "n"])),
+            token: token)
+        let v1 = try #require(created.results[0].record?.version)
+
+        let patch = try await live.push(
+            device.request(device.mutation(.update, uuid: uuid, base: v1, data: ["phone": "555", "notes": .null])),
+            token: token)
+        #expect(patch.results[0].status == .applied)
+        let v2 = try #require(patch.results[0].record?.version)
+        #expect(v2 > v1)
+        #expect(patch.results[0].record?.data?["phone"] == "555")
+        #expect(patch.results[0].record?.data?["notes"] == nil, "a key set to null clears the field")
+        #expect(patch.results[0].record?.data?["name"] == "Ana", "fields not in the patch stay")
+
+        // A second device edits from the old version: server_wins answers conflict with the current copy.
+        let stale = try await live.push(
+            device.request(device.mutation(.update, uuid: uuid, base: v1, data: ["phone": "999"])), token: token)
+        #expect(stale.results[0].status == .conflict)
+        #expect(stale.results[0].record?.version == v2)
+        #expect(stale.results[0].record?.data?["phone"] == "555")
+
+        // Without base_version the write is unconditional.
+        let blind = try await live.push(device.request(device.mutation(.update, uuid: uuid, data: ["phone": "7"])), token: token)
+        #expect(blind.results[0].status == .applied)
+    }
+
+    @Test(arguments: Backend.available)
+    func lastWriteWinsCollectionsApplyStalePatches(_ backend: Backend) async throws {
+        var notes = CollectionSchema(name: "notes", fields: ["text": FieldSchema(.text, required: true)])
+        notes.policy = .lastWriteWins
+        let live = try LiveServer(backend, config: try ServerConfig(collections: DefaultCollections.all + [notes]))
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let uuid = UUID()
+        let created = try await live.push(device.request(device.mutation(.create, "notes", uuid: uuid, data: ["text": "a"])), token: token)
+        let v1 = try #require(created.results[0].record?.version)
+        _ = try await live.push(device.request(device.mutation(.update, "notes", uuid: uuid, base: v1, data: ["text": "b"])), token: token)
+        let stale = try await live.push(
+            device.request(device.mutation(.update, "notes", uuid: uuid, base: v1, data: ["text": "c"])), token: token)
+        #expect(stale.results[0].status == .applied)
+        #expect(stale.results[0].record?.data?["text"] == "c")
+    }
+
+    @Test(arguments: Backend.available)
+    func deleteLeavesATombstoneAndIsIdempotent(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let uuid = UUID()
+        let created = try await live.push(device.request(device.mutation(.create, uuid: uuid, data: ["name": "Ana"])), token: token)
+        let v1 = try #require(created.results[0].record?.version)
+        let deleted = try await live.push(device.request(device.mutation(.delete, uuid: uuid, base: v1)), token: token)
+        #expect(deleted.results[0].status == .applied)
+        #expect(deleted.results[0].record?.deleted == true)
+        #expect(deleted.results[0].record?.data == nil)
+        let twice = try await live.push(device.request(device.mutation(.delete, uuid: uuid, base: v1)), token: token)
+        #expect(twice.results[0].status == .applied, "deleting a deleted record is applied")
+        // An edit cannot resurrect it.
+        let edit = try await live.push(device.request(device.mutation(.update, uuid: uuid, data: ["name": "Back"])), token: token)
+        #expect(edit.results[0].status == .conflict)
+        #expect(edit.results[0].record?.deleted == true)
+        let record = try await live.get("/v1/records/people/\(uuid.wireText)", token: token)
+        #expect(try record.decode(WireRecord.self).deleted)
+    }
+
+    @Test(arguments: Backend.available)
+    func staleDeleteIsAConflict(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let uuid = UUID()
+        let created = try await live.push(device.request(device.mutation(.create, uuid: uuid, data: ["name": "Ana"])), token: token)
+        let v1 = try #require(created.results[0].record?.version)
+        _ = try await live.push(device.request(device.mutation(.update, uuid: uuid, base: v1, data: ["phone": "1"])), token: token)
+        let stale = try await live.push(device.request(device.mutation(.delete, uuid: uuid, base: v1)), token: token)
+        #expect(stale.results[0].status == .conflict)
+        #expect(stale.results[0].record?.deleted == false)
+    }
+
+    @Test(arguments: Backend.available)
+    func validationRejectsAndTheBatchGoesOn(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let person = UUID()
+        let answer = try await live.push(
+            device.request(
+                device.mutation(.create, data: ["phone": "1"]),
+                device.mutation(.create, data: ["name": 7, "section": "three", "colour": "red"]),
+                device.mutation(.create, "visits", data: ["person": .string(UUID().wireText), "visited_at": "2026-11-29T09:00:00Z"]),
+                device.mutation(.create, uuid: person, data: ["name": "Ana"]),
+                device.mutation(.create, "visits", data: ["person": .string(person.wireText), "visited_at": "yesterday"]),
+                device.mutation(.create, "visits", data: ["person": .string(person.wireText), "visited_at": "2026-11-29T09:00:00Z"]),
+                device.mutation(.create, "invoices", data: ["x": 1]),
+                device.mutation(.create, "catalogs", data: ["catalog": "x", "code": "y", "name": "z"])
+            ), token: token)
+        #expect(answer.results.map(\.status) == [.rejected, .rejected, .rejected, .applied, .rejected, .applied, .rejected, .forbidden])
+        #expect(answer.results[0].errors == ["name": "is required"])
+        #expect(answer.results[0].code == "invalid_field")
+        #expect(answer.results[1].errors?["name"] == "must be text")
+        #expect(answer.results[1].errors?["section"] == "must be a whole number")
+        #expect(answer.results[1].errors?["colour"] == "is not a field of people")
+        #expect(answer.results[2].errors?["person"] == "refers to a people record that does not exist")
+        #expect(answer.results[4].errors?["visited_at"]?.contains("RFC 3339") == true)
+        #expect(answer.results[6].code == "unknown_collection")
+        #expect(answer.results[7].code == "read_only")
+        #expect(answer.lastSeq == 8, "permanent failures count as processed")
+    }
+
+    @Test(arguments: Backend.available)
+    func referencesMustBeVisibleToTheCaller(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let ana = try live.token("u-1")
+        let bea = try live.token("u-2")
+        let device = TestDevice()
+        let person = UUID()
+        _ = try await live.push(device.request(device.mutation(.create, uuid: person, data: ["name": "Ana"])), token: ana)
+        let other = TestDevice()
+        let visit = try await live.push(
+            other.request(other.mutation(.create, "visits", data: ["person": .string(person.wireText), "visited_at": "2026-11-29T09:00:00Z"])),
+            token: bea)
+        #expect(visit.results[0].status == .rejected)
+    }
+
+    @Test(arguments: Backend.available)
+    func mutationLookupAnswersTheStoredResult(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let stranger = try live.token("u-2")
+        let device = TestDevice()
+        let create = device.mutation(.create, data: ["name": "Ana"])
+        _ = try await live.push(device.request(create), token: token)
+        let lookup = try await live.get("/v1/mutations/\(create.id.wireText)", token: token)
+        #expect(lookup.status == 200)
+        let result = try lookup.decode(MutationLookup.self)
+        #expect(result.status == .applied)
+        #expect(result.record?.uuid == create.uuid)
+        #expect(try await live.get("/v1/mutations/\(UUID().wireText)", token: token).error?.code == .notFound)
+        #expect(try await live.get("/v1/mutations/\(create.id.wireText)", token: stranger).status == 404)
+        #expect(try await live.get("/v1/mutations/not-a-uuid", token: token).status == 400)
+    }
+
+    @Test(arguments: Backend.available)
+    func aTransientFailureAppliesNothingAndTheResendAppliesAll(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let request = device.request(
+            device.mutation(.create, data: ["name": "Ana"]), device.mutation(.create, data: ["name": "Bea"]))
+        live.server.hooks.beforePushCommit = { _ in throw DatabaseError(kind: .transient, message: "injected") }
+        let failed = try await live.send("POST", "/v1/push", token: token, body: try WireCoding.encode(request))
+        #expect(failed.status == 503)
+        #expect(failed.error?.code == .unavailable)
+        #expect(failed.headers["retry-after"] != nil, "Retry-After is always set on 503")
+        live.server.hooks.beforePushCommit = nil
+        #expect(try await live.pullAll(token: token, query: "&collections=people").changes.isEmpty)
+        let retried = try await live.push(request, token: token)
+        #expect(retried.results.map(\.status) == [.applied, .applied])
+        #expect(try await live.pullAll(token: token, query: "&collections=people").changes.count == 2)
+    }
+}

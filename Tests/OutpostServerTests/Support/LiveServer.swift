@@ -1,0 +1,159 @@
+import Foundation
+import OutpostCore
+@testable import OutpostServer
+import OutpostTesting
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The storage backends every protocol test runs against.
+enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
+    case sqlite
+    case postgres
+
+    var testDescription: String { rawValue }
+
+    static let postgresURL = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"]
+
+    /// SQLite always; PostgreSQL when `scripts/with-postgres` started one
+    /// (the README's test command always does).
+    static var available: [Backend] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
+
+    /// A fresh, empty database: a new SQLite file, or a new schema of the
+    /// test PostgreSQL so parallel tests never see each other's rows.
+    func makeDatabase(in directory: TemporaryDirectory) throws -> (database: any ServerDatabase, location: String) {
+        switch self {
+        case .sqlite:
+            let path = directory.path("server.sqlite")
+            return (try SQLiteServerDatabase(path: path), path)
+        case .postgres:
+            let base = try #require(Self.postgresURL)
+            let schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+            let admin = try PostgresDatabase(url: base, poolSize: 1)
+            _ = try admin.write { try $0.execute("CREATE SCHEMA \(schema)", []) }
+            admin.close()
+            let separator = base.contains("?") ? "&" : "?"
+            let location = "\(base)\(separator)options=-csearch_path%3D\(schema)"
+            return (try PostgresDatabase(url: location, poolSize: 4), location)
+        }
+    }
+}
+
+/// A sync server on a real loopback socket (libmicrohttpd), over a fresh
+/// database of the chosen backend, with a clock the test controls.
+final class LiveServer: @unchecked Sendable {
+    // @unchecked Sendable: all stored properties are set once in init.
+    let directory: TemporaryDirectory
+    let database: any ServerDatabase
+    let location: String
+    let server: SyncServer
+    let http: HTTPServer
+    let clock: ManualWallClock
+    let base: URL
+
+    init(_ backend: Backend, config: ServerConfig? = nil, clock: ManualWallClock = ManualWallClock(Date())) throws {
+        directory = try TemporaryDirectory(prefix: "outpost-server")
+        (database, location) = try backend.makeDatabase(in: directory)
+        self.clock = clock
+        server = try SyncServer(database: database, config: config ?? ServerConfig(), clock: clock)
+        let server = self.server
+        http = try HTTPServer(port: 0, threads: 4) { server.handle($0) }
+        base = URL(string: "http://127.0.0.1:\(http.port)")!
+    }
+
+    deinit {
+        http.stop()
+        database.close()
+    }
+
+    func token(_ user: String, _ role: Role = .field, team: String = "t-1", ttl: TimeInterval? = nil) throws -> String {
+        try server.tokens.issue(user: user, role: role, team: team, ttl: ttl)
+    }
+
+    struct Response {
+        var status: Int
+        var body: Data
+        var headers: [String: String]
+
+        func decode<T: Decodable>(_ type: T.Type) throws -> T { try WireCoding.decode(type, from: body) }
+        var error: ErrorBody? { try? decode(ErrorBody.self) }
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    /// Sends one request over the socket.
+    func send(
+        _ method: String, _ target: String, token: String? = nil, body: Data? = nil,
+        contentType: String? = "application/json"
+    ) async throws -> Response {
+        var request = URLRequest(url: URL(string: target, relativeTo: base)!)
+        request.httpMethod = method
+        request.timeoutInterval = 30
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.httpBody = body
+            if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as! HTTPURLResponse
+        var headers: [String: String] = [:]
+        for (key, value) in http.allHeaderFields {
+            if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
+        }
+        return Response(status: http.statusCode, body: data, headers: headers)
+    }
+
+    func get(_ target: String, token: String?) async throws -> Response {
+        try await send("GET", target, token: token)
+    }
+
+    func push(_ request: PushRequest, token: String) async throws -> PushResponse {
+        let response = try await send("POST", "/v1/push", token: token, body: try WireCoding.encode(request))
+        guard response.status == 200 else {
+            Issue.record("push answered \(response.status): \(response.text)")
+            throw CancellationError()
+        }
+        return try response.decode(PushResponse.self)
+    }
+
+    /// Pulls until `has_more` is false; returns every change and the last cursor.
+    func pullAll(token: String, cursor: PullCursor? = nil, limit: Int = 1000, query extra: String = "") async throws
+        -> (changes: [PullChange], cursor: PullCursor?)
+    {
+        var cursor = cursor
+        var changes: [PullChange] = []
+        while true {
+            var target = "/v1/pull?limit=\(limit)\(extra)"
+            if let cursor { target += "&cursor=\(cursor.rawValue)" }
+            let response = try await get(target, token: token)
+            guard response.status == 200 else {
+                Issue.record("pull answered \(response.status): \(response.text)")
+                throw CancellationError()
+            }
+            let page = try response.decode(PullResponse.self)
+            changes += page.changes
+            cursor = page.cursor
+            if !page.hasMore { return (changes, cursor) }
+        }
+    }
+}
+
+/// Builds pushes for one simulated device.
+final class TestDevice: @unchecked Sendable {
+    // @unchecked Sendable: used from one test task at a time.
+    let clientID = UUID()
+    var seq: Int64 = 0
+
+    func mutation(
+        _ op: MutationOp, _ collection: String = "people", uuid: UUID = UUID(), base: Int64? = nil,
+        data: JSONObject? = nil
+    ) -> Mutation {
+        seq += 1
+        return Mutation(seq: seq, id: UUID(), op: op, collection: collection, uuid: uuid, baseVersion: base, data: data)
+    }
+
+    func request(_ mutations: Mutation...) -> PushRequest {
+        PushRequest(clientID: clientID, mutations: mutations)
+    }
+}
