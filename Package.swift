@@ -60,7 +60,7 @@ var package = Package(
         .executableTarget(name: "OutpostCrashWriter", dependencies: ["Outpost", "OutpostCore"]),
 
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTesting"]),
-        .testTarget(name: "OutpostServerTests", dependencies: ["OutpostServer", "OutpostCore", "OutpostTesting"]),
+        .testTarget(name: "OutpostServerTests", dependencies: ["OutpostServer", "OutpostCore", "OutpostTesting", "outpost"]),
         .testTarget(
             name: "OutpostTests",
             dependencies: ["Outpost", "OutpostCore", "OutpostTesting", "OutpostCrashWriter"]

@@ -1,0 +1,93 @@
+import Foundation
+import OutpostCore
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The `outpost` executable, run as a child process.
+enum OutpostProcess {
+    static var executable: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("outpost")
+    }
+
+    /// Runs a command to completion; returns stdout, throws with stderr on failure.
+    static func run(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ProcessFailure(status: process.terminationStatus, stderr: String(decoding: errorData, as: UTF8.self))
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    struct ProcessFailure: Error, CustomStringConvertible {
+        var status: Int32
+        var stderr: String
+        var description: String { "exit \(status): \(stderr)" }
+    }
+
+    /// Starts `outpost serve` on a free port and waits until it listens.
+    static func serve(_ location: String) throws -> RunningServer {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = ["serve", "--database", location, "--port", "0", "--quiet"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var buffer = Data()
+        while !buffer.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { throw ProcessFailure(status: -1, stderr: "outpost serve exited before listening") }
+            buffer += chunk
+        }
+        let line = String(decoding: buffer, as: UTF8.self)
+        guard let port = line.split(separator: " ").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+        else { throw ProcessFailure(status: -1, stderr: "unexpected first line: \(line)") }
+        return RunningServer(process: process, base: URL(string: "http://127.0.0.1:\(port)")!)
+    }
+}
+
+/// A live `outpost serve` child process.
+struct RunningServer {
+    let process: Process
+    let base: URL
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    func push(_ request: PushRequest, token: String) async throws -> PushResponse {
+        var urlRequest = URLRequest(url: base.appendingPathComponent("v1/push"))
+        urlRequest.httpMethod = "POST"
+        urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        urlRequest.httpBody = try WireCoding.encode(request)
+        let (data, _) = try await URLSession.shared.data(for: urlRequest)
+        return try WireCoding.decode(PushResponse.self, from: data)
+    }
+
+    func pull(cursor: String?, token: String) async throws -> PullResponse {
+        var target = "/v1/pull?collections=people&limit=1"
+        if let cursor { target += "&cursor=\(cursor)" }
+        var urlRequest = URLRequest(url: URL(string: target, relativeTo: base)!)
+        urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        let (data, _) = try await URLSession.shared.data(for: urlRequest)
+        return try WireCoding.decode(PullResponse.self, from: data)
+    }
+}
