@@ -133,7 +133,8 @@ public final class SyncServer: Sendable {
         case ["scope"]:
             try require("GET")
             let principal = try authenticate()
-            return try json(try ReadService(database: database, config: config).scope(of: principal))
+            return try json(try ReadService(database: database, config: config).scope(
+                    of: principal, windowStart: request.query["window_start"]))
         case ["search"]:
             try require("GET")
             let principal = try authenticate()

@@ -22,6 +22,7 @@ public actor LocalStore {
     let clock: any WallClock
     let ids: any IDGenerator
     var observers: [UUID: QueryObserver] = [:]
+    var localChangeContinuations: [UUID: AsyncStream<Void>.Continuation] = [:]
     var isClosed = false
 
     /// The device's client id, made once and kept for the life of the database.
@@ -64,10 +65,12 @@ public actor LocalStore {
         isClosed = true
         for observer in observers.values { observer.finish() }
         observers.removeAll()
+        localChangeContinuations.values.forEach { $0.finish() }
+        localChangeContinuations.removeAll()
         connection.close()
     }
 
-    private func checkOpen() throws {
+    func checkOpen() throws {
         if isClosed { throw StoreError.closed }
     }
 
@@ -81,6 +84,7 @@ public actor LocalStore {
             connection: connection, outbox: outbox, registry: registry, clock: clock, ids: ids)
         let result = try connection.transaction { try body(transaction) }
         notify(transaction.touched)
+        if !transaction.touched.isEmpty { localChangeContinuations.values.forEach { $0.yield() } }
         return result
     }
 

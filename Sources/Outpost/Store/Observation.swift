@@ -62,6 +62,27 @@ extension LocalStore {
         return stream
     }
 
+    /// One element after each committed local write (coalesced): the sync
+    /// engine listens to send new changes soon.
+    public func localChanges() -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        if isClosed {
+            continuation.finish()
+            return stream
+        }
+        let id = UUID()
+        localChangeContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            Task { await self.removeLocalChangeListener(id) }
+        }
+        return stream
+    }
+
+    private func removeLocalChangeListener(_ id: UUID) {
+        localChangeContinuations.removeValue(forKey: id)
+    }
+
     private func removeObserver(_ id: UUID) {
         observers.removeValue(forKey: id)
     }

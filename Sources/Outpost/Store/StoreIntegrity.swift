@@ -10,7 +10,7 @@ extension LocalStore {
     ///
     /// Used after crash tests and simulations (invariants I1, I6).
     public func integrityProblems() throws -> [String] {
-        try checkOpenForIntegrity()
+        try checkOpen()
         var problems: [String] = []
         let check = try connection.query("PRAGMA integrity_check") { $0.string(0) }
         if check != ["ok"] { problems.append("SQLite integrity_check: \(check.joined(separator: "; "))") }
@@ -54,9 +54,5 @@ extension LocalStore {
             }
         }
         return problems.sorted()
-    }
-
-    private func checkOpenForIntegrity() throws {
-        if isClosed { throw StoreError.closed }
     }
 }

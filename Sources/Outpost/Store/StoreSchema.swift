@@ -58,6 +58,14 @@ enum StoreSchema {
             server_record TEXT,
             detected_at   TEXT NOT NULL
         );
+
+        -- Records seen during a full re-download (after 410): synced rows
+        -- not seen by the end are gone from the server or the scope.
+        CREATE TABLE resync_seen (
+            collection TEXT NOT NULL,
+            uuid       TEXT NOT NULL,
+            PRIMARY KEY (collection, uuid)
+        ) WITHOUT ROWID;
         """
     ]
 
@@ -92,5 +100,5 @@ enum StoreSchema {
     }
 
     /// Names the store uses itself; a collection may not take them.
-    static let reservedNames: Set<String> = ["kv", "catalogs", "outbox", "conflicts"]
+    static let reservedNames: Set<String> = ["kv", "catalogs", "outbox", "conflicts", "resync_seen"]
 }

@@ -6,11 +6,22 @@ struct ReadService {
     let database: any ServerDatabase
     let config: ServerConfig
 
-    /// `GET /v1/scope`: what the caller can see, so the client picks its mode.
-    func scope(of principal: Principal) throws -> ScopeResponse {
+    /// `GET /v1/scope`: what the caller can see, so the client picks its
+    /// mode. With `window_start`, counts only records a capped download of
+    /// that window would fetch (exact progress for it).
+    func scope(of principal: Principal, windowStart: String? = nil) throws -> ScopeResponse {
         let scope = Scope(principal: principal, config: config)
         var arguments: [SQLValue] = []
-        let condition = scope.readable(&arguments)
+        var condition = scope.readable(&arguments)
+        if let windowStart {
+            guard let date = ServerTimestamp(rawValue: windowStart).date else {
+                throw APIError(
+                    .invalidRequest, "The window start is not a valid time.",
+                    fields: ["window_start": "must be an RFC 3339 time such as 2026-01-01T00:00:00Z"])
+            }
+            condition += " AND (window_at IS NULL OR window_at >= ?)"
+            arguments.append(.text(ServerTimestamp(date).rawValue))
+        }
         let counts = try database.read { sql in
             try sql.query(
                 "SELECT collection, COUNT(*) FROM records WHERE deleted = 0 AND \(condition) GROUP BY collection",

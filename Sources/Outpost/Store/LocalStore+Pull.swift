@@ -1,0 +1,231 @@
+import Foundation
+public import OutpostCore
+import OutpostSQLite
+
+/// Where the device stands in the server's change feed.
+public struct PullState: Sendable, Equatable {
+    /// The server's cursor; nil before the first page (or during a full re-download from scratch).
+    public var cursor: PullCursor?
+    /// Set while a full re-download after 410 is under way.
+    public var isResyncing: Bool
+    /// Each collection's last complete pull, in server time.
+    public var lastSyncedAt: [String: ServerTimestamp]
+}
+
+/// What applying one pull page did.
+public struct PullPageResult: Sendable, Equatable {
+    public var applied = 0
+    public var deleted = 0
+    public var removed = 0
+    /// Changes not applied because the record has local changes waiting;
+    /// they are settled by the push (conflict or success), never overwritten.
+    public var keptLocal = 0
+}
+
+extension LocalStore {
+    static let cursorKey = "pull.cursor"
+    static let collectionsKey = "pull.collections"
+    static let resyncKey = "pull.resync"
+    static let lastSyncPrefix = "pull.last_synced."
+
+    /// Every collection the device can hold: the registered ones, plus catalogs.
+    public nonisolated var syncedCollections: [String] {
+        (registry.all.map(\.name) + ["catalogs"]).sorted()
+    }
+
+    /// The stored cursor and sync times. A cursor made for another set of
+    /// collections (an app update registered a new one, or the scope mode
+    /// changed) is not reused.
+    public func pullState(collections: [String]) throws -> PullState {
+        try checkOpen()
+        let values = try kvValues(prefix: "pull.")
+        let sameCollections = values[Self.collectionsKey] == collections.sorted().joined(separator: ",")
+        var last: [String: ServerTimestamp] = [:]
+        for (key, value) in values where key.hasPrefix(Self.lastSyncPrefix) {
+            last[String(key.dropFirst(Self.lastSyncPrefix.count))] = ServerTimestamp(rawValue: value)
+        }
+        return PullState(
+            cursor: sameCollections ? values[Self.cursorKey].map(PullCursor.init(rawValue:)) : nil,
+            isResyncing: values[Self.resyncKey] == "1", lastSyncedAt: last)
+    }
+
+    /// Starts a full re-download (the server answered 410): the cursor is
+    /// dropped; the outbox and every record with pending changes are kept;
+    /// synced records not downloaded again are removed when it completes.
+    public func beginResync() throws {
+        try checkOpen()
+        try connection.transaction {
+            try connection.run("DELETE FROM kv WHERE key = ?", [.text(Self.cursorKey)])
+            try connection.run("DELETE FROM resync_seen")
+            try setKV(Self.resyncKey, "1")
+        }
+    }
+
+    /// Applies one page of `GET /v1/pull` and stores its cursor, in one
+    /// transaction: the cursor never runs ahead of the data (I6).
+    ///
+    /// Records with local changes waiting (pending, sending or rejected) are
+    /// never overwritten: the local edit stays visible and the push settles
+    /// it. Tombstones delete, `removed` drops the local copy.
+    @discardableResult
+    public func applyPull(_ page: PullResponse, collections: [String]) throws -> PullPageResult {
+        try checkOpen()
+        var result = PullPageResult()
+        var touched: Set<String> = []
+        let registered = Set(registry.all.map(\.name))
+        try connection.transaction {
+            let resyncing = try kvValue(Self.resyncKey) == "1"
+            for change in page.changes {
+                if change.collection == "catalogs" {
+                    try applyCatalog(change)
+                    touched.insert("catalogs")
+                    continue
+                }
+                guard registered.contains(change.collection) else { continue }
+                touched.insert(change.collection)
+                if resyncing {
+                    try connection.run(
+                        "INSERT OR IGNORE INTO resync_seen (collection, uuid) VALUES (?, ?)",
+                        [.text(change.collection), .text(change.uuid.wireText)])
+                }
+                let existing = try outbox.tables.load(change.collection, change.uuid)
+                let hasLocalChanges = existing.map { $0.syncState != .synced } ?? false
+                switch change {
+                case .removed(let collection, let uuid):
+                    guard existing != nil else { continue }
+                    if hasLocalChanges {
+                        result.keptLocal += 1
+                    } else {
+                        try outbox.tables.remove(collection, uuid)
+                        result.removed += 1
+                    }
+                case .record(let record):
+                    if hasLocalChanges {
+                        result.keptLocal += 1
+                        continue
+                    }
+                    if record.deleted {
+                        if existing != nil {
+                            try outbox.tables.remove(record.collection, record.uuid)
+                            result.deleted += 1
+                        }
+                        continue
+                    }
+                    if let existing, let version = existing.serverVersion, version > record.version { continue }
+                    try outbox.tables.upsertSynced(record)
+                    result.applied += 1
+                }
+            }
+            try setKV(Self.cursorKey, page.cursor.rawValue)
+            try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
+            if !page.hasMore {
+                if resyncing { try finishResync() }
+                for collection in collections {
+                    try setKV(Self.lastSyncPrefix + collection, page.serverTime.rawValue)
+                }
+            }
+        }
+        notify(touched)
+        return result
+    }
+
+    /// After a full re-download: synced rows the server did not send again go.
+    private func finishResync() throws {
+        for descriptor in registry.all {
+            try connection.run(
+                """
+                DELETE FROM "\(descriptor.name)" WHERE sync_state = 'synced'
+                AND uuid NOT IN (SELECT uuid FROM resync_seen WHERE collection = ?)
+                """, [.text(descriptor.name)])
+        }
+        try connection.run("DELETE FROM resync_seen")
+        try connection.run("DELETE FROM kv WHERE key = ?", [.text(Self.resyncKey)])
+    }
+
+    private func applyCatalog(_ change: PullChange) throws {
+        guard case .record(let record) = change, !record.deleted, let data = record.data else {
+            try connection.run("DELETE FROM catalogs WHERE uuid = ?", [.text(change.uuid.wireText)])
+            return
+        }
+        try connection.run(
+            """
+            INSERT INTO catalogs (uuid, catalog, code, name, data, server_id, server_version, server_updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (uuid) DO UPDATE SET catalog = excluded.catalog, code = excluded.code, name = excluded.name,
+                data = excluded.data, server_id = excluded.server_id, server_version = excluded.server_version,
+                server_updated_at = excluded.server_updated_at
+            """,
+            [
+                .text(record.uuid.wireText), .text(data["catalog"]?.stringValue ?? ""), .text(data["code"]?.stringValue ?? ""),
+                .text(data["name"]?.stringValue ?? ""), .text(try data.jsonText()), .integer(record.id),
+                .integer(record.version), .text(record.updatedAt.rawValue),
+            ])
+    }
+
+    // MARK: kv
+
+    /// A value the sync engine keeps with the data (scope mode, window start).
+    public func metadata(_ key: String) throws -> String? {
+        try checkOpen()
+        return try kvValue("meta." + key)
+    }
+
+    public func setMetadata(_ key: String, _ value: String?) throws {
+        try checkOpen()
+        if let value {
+            try setKV("meta." + key, value)
+        } else {
+            try connection.run("DELETE FROM kv WHERE key = ?", [.text("meta." + key)])
+        }
+    }
+
+    func kvValue(_ key: String) throws -> String? {
+        try connection.first("SELECT value FROM kv WHERE key = ?", [.text(key)]) { $0.string(0) }
+    }
+
+    func kvValues(prefix: String) throws -> [String: String] {
+        var values: [String: String] = [:]
+        try connection.forEach("SELECT key, value FROM kv WHERE key >= ? AND key < ?", [.text(prefix), .text(prefix + "\u{FFFF}")]) {
+            values[$0.string(0)] = $0.string(1)
+        }
+        return values
+    }
+
+    func setKV(_ key: String, _ value: String) throws {
+        try connection.run(
+            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [.text(key), .text(value)])
+    }
+
+    /// Counts of local records per collection (coverage in the status).
+    public func localCounts() throws -> [String: Int] {
+        try checkOpen()
+        var counts: [String: Int] = [:]
+        for descriptor in registry.all {
+            counts[descriptor.name] =
+                try connection.first("SELECT count(*) FROM \"\(descriptor.name)\" WHERE deleted = 0") { Int($0.int64(0)) } ?? 0
+        }
+        counts["catalogs"] = try connection.first("SELECT count(*) FROM catalogs") { Int($0.int64(0)) } ?? 0
+        return counts
+    }
+}
+
+extension RecordTables {
+    /// Writes a server copy into a row with nothing pending.
+    func upsertSynced(_ record: WireRecord) throws {
+        try connection.run(
+            """
+            INSERT INTO "\(record.collection)" (uuid, server_id, sync_state, server_updated_at, local_updated_at,
+                rejection_json, base_version, server_version, on_server, deleted, owner, team, data)
+            VALUES (?, ?, 'synced', ?, NULL, NULL, NULL, ?, 1, 0, ?, ?, ?)
+            ON CONFLICT (uuid) DO UPDATE SET server_id = excluded.server_id, sync_state = 'synced',
+                server_updated_at = excluded.server_updated_at, rejection_json = NULL, base_version = NULL,
+                server_version = excluded.server_version, on_server = 1, deleted = 0, owner = excluded.owner,
+                team = excluded.team, data = excluded.data
+            """,
+            [
+                .text(record.uuid.wireText), .integer(record.id), .text(record.updatedAt.rawValue), .integer(record.version),
+                .text(record.owner), .text(record.team), .text(try (record.data ?? [:]).jsonText()),
+            ])
+    }
+}

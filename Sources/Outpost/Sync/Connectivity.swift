@@ -1,0 +1,152 @@
+import Foundation
+
+/// What the device can do with the network right now (SPEC C13).
+public enum ConnectivityState: String, Sendable, Equatable, Codable {
+    /// At start, before any signal: never shown as an error.
+    case unknown
+    /// Recent requests to the server succeeded in good time.
+    case online
+    /// Connected, but requests are slow or failing (Wi-Fi with no internet,
+    /// a captive portal, an overloaded server).
+    case degraded
+    /// No usable network path.
+    case offline
+}
+
+/// What the operating system says about the network path. A hint only: both
+/// values may be unknown (nil), as NetInfo's are, and the real outcome of
+/// requests decides.
+public struct PathHint: Sendable, Equatable {
+    public var isConnected: Bool?
+    public var isInternetReachable: Bool?
+    /// A metered path (mobile data); informational.
+    public var isExpensive: Bool
+
+    public init(isConnected: Bool?, isInternetReachable: Bool? = nil, isExpensive: Bool = false) {
+        self.isConnected = isConnected
+        self.isInternetReachable = isInternetReachable
+        self.isExpensive = isExpensive
+    }
+}
+
+/// A source of path hints: `NWPathMonitor` on Apple platforms, a hint source
+/// the app or a test drives elsewhere.
+public protocol PathMonitor: Sendable {
+    func hints() -> AsyncStream<PathHint>
+}
+
+/// A path monitor driven by hand: on Linux (no OS monitor) and in tests.
+public final class ManualPathMonitor: PathMonitor, @unchecked Sendable {
+    // @unchecked Sendable: `continuations` and `latest` are only touched while `lock` is held.
+    private let lock = NSLock()
+    private var continuations: [UUID: AsyncStream<PathHint>.Continuation] = [:]
+    private var latest: PathHint?
+
+    public init(initial: PathHint? = nil) { latest = initial }
+
+    public func hints() -> AsyncStream<PathHint> {
+        let (stream, continuation) = AsyncStream.makeStream(of: PathHint.self, bufferingPolicy: .bufferingNewest(8))
+        let id = UUID()
+        lock.lock()
+        continuations[id] = continuation
+        if let latest { continuation.yield(latest) }
+        lock.unlock()
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            self.lock.lock()
+            self.continuations.removeValue(forKey: id)
+            self.lock.unlock()
+        }
+        return stream
+    }
+
+    /// Reports a new path, as the OS would on a network change.
+    public func send(_ hint: PathHint) {
+        lock.lock()
+        latest = hint
+        let targets = Array(continuations.values)
+        lock.unlock()
+        for continuation in targets { continuation.yield(hint) }
+    }
+}
+
+#if canImport(Network)
+import Network
+
+/// `NWPathMonitor` as a hint source.
+public final class SystemPathMonitor: PathMonitor, @unchecked Sendable {
+    // @unchecked Sendable: NWPathMonitor delivers on its own serial queue; we only start it once per stream.
+    public init() {}
+
+    public func hints() -> AsyncStream<PathHint> {
+        AsyncStream { continuation in
+            let monitor = NWPathMonitor()
+            monitor.pathUpdateHandler = { path in
+                continuation.yield(
+                    PathHint(
+                        isConnected: path.status != .unsatisfied, isInternetReachable: path.status == .satisfied ? nil : false,
+                        isExpensive: path.isExpensive))
+            }
+            continuation.onTermination = { _ in monitor.cancel() }
+            monitor.start(queue: DispatchQueue(label: "outpost.path-monitor"))
+        }
+    }
+}
+#endif
+
+/// Turns hints and request outcomes into a `ConnectivityState`.
+///
+/// The OS hint can only make things look worse (no path = offline); only a
+/// real answer from the server makes the state `online`. A request that
+/// could not be sent while the OS claims a connection means "connected but
+/// no internet": degraded, not offline.
+public struct ConnectivityModel: Sendable, Equatable {
+    public private(set) var state: ConnectivityState = .unknown
+    public private(set) var hint: PathHint?
+    /// Requests slower than this make the state degraded.
+    public var slowThreshold: Duration
+
+    public init(slowThreshold: Duration = .seconds(3)) {
+        self.slowThreshold = slowThreshold
+    }
+
+    /// How a request ended, as far as connectivity is concerned.
+    public enum Outcome: Sendable, Equatable {
+        case answered(latency: Duration)
+        /// 5xx or 429: the network works, the service is struggling.
+        case serverStruggling
+        case notSent
+        case noAnswer
+    }
+
+    /// A new OS hint. Returns true when it means the network came back.
+    @discardableResult
+    public mutating func receive(_ hint: PathHint) -> Bool {
+        let wasOff = state == .offline
+        self.hint = hint
+        if hint.isConnected == false {
+            state = .offline
+        } else if hint.isConnected == true, hint.isInternetReachable == false {
+            state = .degraded
+        } else if wasOff {
+            // A path is back; only a request will say whether it works.
+            state = .unknown
+        }
+        return wasOff && hint.isConnected != false
+    }
+
+    /// A request's outcome. Returns true when it means the network came back.
+    @discardableResult
+    public mutating func record(_ outcome: Outcome) -> Bool {
+        let wasDown = state == .offline || state == .degraded
+        switch outcome {
+        case .answered(let latency):
+            state = latency > slowThreshold ? .degraded : .online
+        case .serverStruggling, .noAnswer:
+            state = hint?.isConnected == false ? .offline : .degraded
+        case .notSent:
+            state = hint?.isConnected == true ? .degraded : .offline
+        }
+        return wasDown && state == .online
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import OutpostCore
+
+/// The protocol's endpoints as typed calls over a `SyncTransport`. Every
+/// answer is either the decoded body or a `SyncFailure`.
+struct ServerClient: Sendable {
+    let transport: any SyncTransport
+    let token: String?
+    let timeout: TimeInterval
+    let clock: any MonotonicClock
+
+    /// A decoded answer and how long it took (connectivity uses the latency).
+    struct Answer<Body: Sendable>: Sendable {
+        var body: Body
+        var latency: Duration
+    }
+
+    /// A failure with the time it took to fail.
+    struct Failure: Error {
+        var failure: SyncFailure
+        var latency: Duration
+    }
+
+    func push(_ request: PushRequest) async throws -> Answer<PushResponse> {
+        try await call("POST", "/v1/push", body: try WireCoding.encode(request))
+    }
+
+    func pull(collections: [String], cursor: PullCursor?, limit: Int, windowStart: ServerTimestamp?) async throws
+        -> Answer<PullResponse>
+    {
+        var target = "/v1/pull?collections=\(collections.joined(separator: ","))&limit=\(limit)"
+        if let cursor { target += "&cursor=\(Self.escape(cursor.rawValue))" }
+        if let windowStart { target += "&window_start=\(Self.escape(windowStart.rawValue))" }
+        return try await call("GET", target)
+    }
+
+    func scope(windowStart: ServerTimestamp? = nil) async throws -> Answer<ScopeResponse> {
+        try await call("GET", "/v1/scope" + (windowStart.map { "?window_start=\(Self.escape($0.rawValue))" } ?? ""))
+    }
+
+    func health() async throws -> Answer<HealthResponse> {
+        try await call("GET", "/v1/health")
+    }
+
+    func mutation(_ id: UUID) async throws -> Answer<MutationLookup> {
+        try await call("GET", "/v1/mutations/\(id.wireText)")
+    }
+
+    func search(collection: String, query: String, limit: Int) async throws -> Answer<SearchResponse> {
+        try await call("GET", "/v1/search?collection=\(collection)&q=\(Self.escape(query))&limit=\(limit)")
+    }
+
+    func record(collection: String, uuid: UUID) async throws -> Answer<WireRecord> {
+        try await call("GET", "/v1/records/\(collection)/\(uuid.wireText)")
+    }
+
+    private func call<Body: Decodable & Sendable>(_ method: String, _ target: String, body: Data? = nil) async throws
+        -> Answer<Body>
+    {
+        var headers = ["Accept": "application/json"]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        if body != nil { headers["Content-Type"] = "application/json" }
+        let started = clock.now()
+        let response: TransportResponse
+        do {
+            response = try await transport.send(
+                TransportRequest(method: method, target: target, headers: headers, body: body, timeout: timeout))
+        } catch let error as TransportError {
+            let latency = clock.now() - started
+            switch error {
+            case .notSent: throw Failure(failure: .offline, latency: latency)
+            case .noAnswer, .cancelled: throw Failure(failure: .noAnswer, latency: latency)
+            }
+        }
+        let latency = clock.now() - started
+        guard response.status == 200 else { throw Failure(failure: Self.failure(for: response), latency: latency) }
+        do {
+            return Answer(body: try WireCoding.decode(Body.self, from: response.body), latency: latency)
+        } catch {
+            throw Failure(failure: .invalidAnswer("\(error)"), latency: latency)
+        }
+    }
+
+    static func failure(for response: TransportResponse) -> SyncFailure {
+        let body = try? WireCoding.decode(ErrorBody.self, from: response.body)
+        let retryAfter = response.headers["retry-after"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        switch (response.status, body?.code) {
+        case (401, _): return .signInRequired
+        case (403, .tokenRevoked?): return .accessRevoked
+        case (429, _), (500...599, _): return .serverBusy(retryAfter: retryAfter)
+        case (410, _): return .refused(body ?? ErrorBody(code: .resyncRequired, message: "Resync required."))
+        default:
+            return .refused(body ?? ErrorBody(code: ErrorCode("http_\(response.status)"), message: "The server answered \(response.status)."))
+        }
+    }
+
+    static func escape(_ text: String) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: "&+=?#")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}

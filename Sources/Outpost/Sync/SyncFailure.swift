@@ -1,0 +1,30 @@
+public import OutpostCore
+
+/// Why sync could not finish, typed so that no app ever matches error text.
+public enum SyncFailure: Error, Sendable, Equatable {
+    /// The request could not be sent: no network or server unreachable.
+    case offline
+    /// Sent, but no answer in time: changes are "checking result" and will
+    /// be resent with the same seq.
+    case noAnswer
+    /// The server said "not now" (429, 503, 5xx).
+    case serverBusy(retryAfter: Int?)
+    /// The session expired or is unknown: capture goes on offline; sign in to send.
+    case signInRequired
+    /// This device's access was withdrawn.
+    case accessRevoked
+    /// The server refused the request itself (a bug or a version mismatch).
+    case refused(ErrorBody)
+    /// The answer could not be read.
+    case invalidAnswer(String)
+    /// `sync(timeout:)` gave up waiting; sync goes on in the background.
+    case timedOut
+
+    /// "Not now" failures, retried with backoff without using the budget.
+    public var isTransient: Bool {
+        switch self {
+        case .offline, .noAnswer, .serverBusy, .timedOut: return true
+        default: return false
+        }
+    }
+}

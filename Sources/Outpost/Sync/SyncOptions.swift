@@ -1,0 +1,52 @@
+public import Foundation
+
+/// How much of the scope a device keeps offline (SPEC C16, seed 001).
+public enum ScopeMode: String, Sendable, Equatable, Codable {
+    /// Everything in scope is downloaded (field users).
+    case full
+    /// Above the cap, only the last months by the window field are
+    /// downloaded; the rest is searched online (coordinators).
+    case capped
+    /// Nothing is downloaded in bulk: opened records are cached, search runs
+    /// on the server (administrators). Capture works offline all the same.
+    case onlineWithCache = "online_with_cache"
+}
+
+/// How the sync engine behaves. Every field has a documented default.
+public struct SyncOptions: Sendable {
+    /// Past this, a request's outcome is unknown. Default 20 s.
+    public var requestTimeout: TimeInterval = 20
+    /// Mutations per push (the server takes at most 500). Default 200.
+    public var pushBatchSize = 200
+    /// Records per pull page. Default 1000.
+    public var pullPageSize = 1000
+    /// Backoff and retry budget.
+    public var retry = RetryPolicy()
+    /// A sync every so often while the app runs; nil for none. Default 5 minutes.
+    public var periodicInterval: Duration? = .seconds(300)
+    /// Refreshes after a reconnection start at a random moment within this
+    /// window, so a thousand devices do not call at once. Default 5 s.
+    public var reconnectJitter: Duration = .seconds(5)
+    /// nil chooses by role: field → full, coordinator → capped, admin → online with cache.
+    public var scopeMode: ScopeMode?
+    /// Rows above which a capped device downloads only the window. Default 5,000.
+    public var capRows: Int64 = 5000
+    /// How far back a capped download reaches. Default 365 days.
+    public var capWindow: TimeInterval = 365 * 86_400
+
+    public init() {}
+}
+
+/// What started a sync cycle (SPEC C10).
+public enum SyncTrigger: String, Sendable, Equatable {
+    case launch
+    case connectivityRegained = "connectivity_regained"
+    case foreground
+    /// Pull-to-refresh: skips backoff waits, never in-flight exclusion.
+    case manual
+    case periodic
+    /// A retry after a backoff wait.
+    case retry
+    /// New local changes to send.
+    case localChange = "local_change"
+}

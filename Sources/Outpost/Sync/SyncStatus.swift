@@ -1,0 +1,61 @@
+import Foundation
+public import OutpostCore
+
+/// Exact progress of a download: rows done out of rows the server said it would send.
+public struct SyncProgress: Sendable, Equatable {
+    public var done: Int64
+    public var total: Int64
+
+    public var fraction: Double { total > 0 ? min(1, Double(done) / Double(total)) : 0 }
+}
+
+/// What is on the device for one collection, and what is not (SPEC C14, C16).
+public struct CollectionCoverage: Sendable, Equatable {
+    public var mode: ScopeMode
+    /// Records on the device.
+    public var onDevice: Int
+    /// Records the server holds for this person, when known.
+    public var inScope: Int64?
+    /// For a capped download: records older than this are searched online.
+    public var windowStart: ServerTimestamp?
+
+    /// Whether everything in scope is on the device.
+    public var isComplete: Bool { mode == .full || (mode == .capped && windowStart == nil) }
+}
+
+/// A snapshot of sync for the UI (SPEC C14). `Sendable` and `Equatable`, so
+/// a view can diff it; ``SyncEngine/statusUpdates()`` streams it.
+public struct SyncStatus: Sendable, Equatable {
+    public var connectivity: ConnectivityState = .unknown
+    /// Changes never sent yet.
+    public var pending = 0
+    /// Changes in the request on its way now.
+    public var sending = 0
+    /// Changes sent before whose outcome is being checked.
+    public var awaitingConfirmation = 0
+    /// Records the server refused; each shows its field errors.
+    public var rejected = 0
+    /// Children waiting because their parent was refused.
+    public var held = 0
+    /// Edits that lost to a newer server copy, kept for the person.
+    public var conflicts = 0
+    /// Each collection's last complete sync, in server time (never the device clock).
+    public var lastSyncedAt: [String: ServerTimestamp] = [:]
+    /// Whether a first sync has completed; nil while that is not known yet.
+    public var hasSynced: Bool?
+    public var isSyncing = false
+    /// Download progress of a full download, when one is under way.
+    public var progress: SyncProgress?
+    public var coverage: [String: CollectionCoverage] = [:]
+    public var lastError: SyncFailure?
+    /// The session expired: server calls wait for a new token; capture goes on.
+    public var signInRequired = false
+
+    public init() {}
+
+    /// Changes not yet confirmed by the server.
+    public var unsent: Int { pending + sending + awaitingConfirmation }
+
+    /// The oldest of the collections' last syncs: how current the data shown is.
+    public var dataUpdatedAt: ServerTimestamp? { lastSyncedAt.values.min() }
+}

@@ -1,0 +1,54 @@
+public import Foundation
+
+/// One HTTP request the sync engine sends.
+public struct TransportRequest: Sendable, Equatable {
+    public var method: String
+    /// Path and query, e.g. `/v1/pull?cursor=abc`.
+    public var target: String
+    public var headers: [String: String]
+    public var body: Data?
+    /// Per-request timeout: past it the outcome is unknown.
+    public var timeout: TimeInterval
+
+    public init(method: String, target: String, headers: [String: String] = [:], body: Data? = nil, timeout: TimeInterval) {
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
+
+/// The answer to a request.
+public struct TransportResponse: Sendable, Equatable {
+    public var status: Int
+    /// Header names in lowercase.
+    public var headers: [String: String]
+    public var body: Data
+
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
+        self.status = status
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+        self.body = body
+    }
+}
+
+/// Why a request produced no answer. What matters to sync is whether the
+/// server may have received it.
+public enum TransportError: Error, Sendable, Equatable {
+    /// The request surely did not reach the server: no network, host not
+    /// found, connection refused.
+    case notSent(String)
+    /// The request may have reached the server but no answer came: timeout,
+    /// connection lost mid-way. A push must be resent with the same seq.
+    case noAnswer(String)
+    /// The caller gave up (the coordinator moved on to a new cycle).
+    case cancelled
+}
+
+/// How the sync engine talks to the server: a live implementation over
+/// URLSession, and test implementations that call the server in process or
+/// inject faults.
+public protocol SyncTransport: Sendable {
+    func send(_ request: TransportRequest) async throws -> TransportResponse
+}

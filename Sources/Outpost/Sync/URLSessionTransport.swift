@@ -1,0 +1,68 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The live transport: URLSession (FoundationNetworking on Linux), with the
+/// per-request timeout and cancellation the sync engine asks for.
+public final class URLSessionTransport: SyncTransport {
+    public let baseURL: URL
+    private let session: URLSession
+
+    public init(baseURL: URL) {
+        self.baseURL = baseURL
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+        configuration.httpMaximumConnectionsPerHost = 4
+        #if canImport(Darwin)
+        // A device that lost its network should fail fast, not wait for it.
+        configuration.waitsForConnectivity = false
+        #endif
+        self.session = URLSession(configuration: configuration)
+    }
+
+    deinit { session.finishTasksAndInvalidate() }
+
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        guard let url = URL(string: request.target, relativeTo: baseURL) else {
+            throw TransportError.notSent("the address \(request.target) is not valid")
+        }
+        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout)
+        urlRequest.httpMethod = request.method
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        urlRequest.httpBody = request.body
+        do {
+            let (data, response) = try await session.data(for: urlRequest)
+            guard let http = response as? HTTPURLResponse else { throw TransportError.noAnswer("not an HTTP answer") }
+            var headers: [String: String] = [:]
+            for (key, value) in http.allHeaderFields {
+                if let key = key as? String, let value = value as? String { headers[key] = value }
+            }
+            return TransportResponse(status: http.statusCode, headers: headers, body: data)
+        } catch let error as TransportError {
+            throw error
+        } catch is CancellationError {
+            throw TransportError.cancelled
+        } catch let error as URLError {
+            throw Self.classify(error)
+        } catch {
+            throw TransportError.noAnswer(String(describing: error))
+        }
+    }
+
+    /// Whether the request may have reached the server decides everything:
+    /// only failures before a connection existed are "not sent".
+    static func classify(_ error: URLError) -> TransportError {
+        switch error.code {
+        case .cancelled:
+            return .cancelled
+        case .notConnectedToInternet, .cannotFindHost, .cannotConnectToHost, .dnsLookupFailed,
+            .internationalRoamingOff, .callIsActive, .dataNotAllowed, .secureConnectionFailed,
+            .appTransportSecurityRequiresSecureConnection:
+            return .notSent(error.localizedDescription)
+        default:
+            return .noAnswer(error.localizedDescription)
+        }
+    }
+}
