@@ -63,7 +63,7 @@ var package = Package(
         .testTarget(name: "OutpostServerTests", dependencies: ["OutpostServer", "OutpostCore", "OutpostTesting", "outpost"]),
         .testTarget(
             name: "OutpostTests",
-            dependencies: ["Outpost", "OutpostCore", "OutpostTesting", "OutpostCrashWriter"]
+            dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "OutpostCrashWriter"]
         ),
     ]
 )

@@ -146,7 +146,8 @@ final class Outbox {
     func summary() throws -> OutboxSummary {
         let inFlightEntries = Set(inFlight?.entries.map(\.entry) ?? [])
         var summary = OutboxSummary(pending: 0, sending: 0, awaitingConfirmation: 0, held: 0, rejected: 0)
-        try connection.forEach("SELECT entry, seq IS NOT NULL FROM outbox") { row in
+        // An entry whose last send surely did not arrive is pending, not "checking".
+        try connection.forEach("SELECT entry, unknown_outcome FROM outbox") { row in
             if inFlightEntries.contains(row.int64(0)) {
                 summary.sending += 1
             } else if row.int64(1) != 0 {

@@ -64,7 +64,7 @@ public struct HeldEntry: Sendable, Equatable {
 
 /// Counts of the outbox for the status line.
 public struct OutboxSummary: Sendable, Equatable {
-    /// Entries never sent.
+    /// Entries waiting to be sent (never sent, or sent without reaching the server).
     public var pending: Int
     /// Entries in the request this process is waiting on.
     public var sending: Int

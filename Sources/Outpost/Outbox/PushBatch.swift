@@ -31,6 +31,12 @@ public enum PushFailure: Sendable, Equatable {
         return false
     }
 
+    /// Whether the server may have acted on the request.
+    var outcomeUnknown: Bool {
+        if case .unknownOutcome = self { return true }
+        return false
+    }
+
     var message: String {
         switch self {
         case .notSent(let text), .unknownOutcome(let text), .transient(let text), .permanent(let text): return text
@@ -129,8 +135,15 @@ extension Outbox {
         try connection.transaction {
             for entry in batch.entries {
                 try connection.run(
-                    "UPDATE outbox SET attempts = attempts + 1, failures = failures + ?, last_error = ? WHERE entry = ?",
-                    [.integer(failure.consumesBudget ? 1 : 0), .text(failure.message), .integer(entry.entry)])
+                    """
+                    UPDATE outbox SET attempts = attempts + 1, failures = failures + ?, last_error = ?,
+                        unknown_outcome = CASE WHEN ? THEN 1 ELSE unknown_outcome END
+                    WHERE entry = ?
+                    """,
+                    [
+                        .integer(failure.consumesBudget ? 1 : 0), .text(failure.message),
+                        .integer(failure.outcomeUnknown ? 1 : 0), .integer(entry.entry),
+                    ])
                 try connection.run(
                     "UPDATE \"\(entry.record.collection)\" SET sync_state = 'pending' WHERE uuid = ? AND sync_state = 'sending'",
                     [.text(entry.record.uuid.wireText)])

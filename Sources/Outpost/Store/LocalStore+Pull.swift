@@ -77,7 +77,7 @@ extension LocalStore {
             let resyncing = try kvValue(Self.resyncKey) == "1"
             for change in page.changes {
                 if change.collection == "catalogs" {
-                    try applyCatalog(change)
+                    if try applyCatalog(change) { result.applied += 1 } else { result.deleted += 1 }
                     touched.insert("catalogs")
                     continue
                 }
@@ -142,10 +142,11 @@ extension LocalStore {
         try connection.run("DELETE FROM kv WHERE key = ?", [.text(Self.resyncKey)])
     }
 
-    private func applyCatalog(_ change: PullChange) throws {
+    /// Stores a catalog entry; false when the change removed one.
+    private func applyCatalog(_ change: PullChange) throws -> Bool {
         guard case .record(let record) = change, !record.deleted, let data = record.data else {
             try connection.run("DELETE FROM catalogs WHERE uuid = ?", [.text(change.uuid.wireText)])
-            return
+            return false
         }
         try connection.run(
             """
@@ -160,6 +161,7 @@ extension LocalStore {
                 .text(data["name"]?.stringValue ?? ""), .text(try data.jsonText()), .integer(record.id),
                 .integer(record.version), .text(record.updatedAt.rawValue),
             ])
+        return true
     }
 
     // MARK: kv
@@ -227,5 +229,25 @@ extension RecordTables {
                 .text(record.uuid.wireText), .integer(record.id), .text(record.updatedAt.rawValue), .integer(record.version),
                 .text(record.owner), .text(record.team), .text(try (record.data ?? [:]).jsonText()),
             ])
+    }
+}
+
+extension LocalStore {
+    /// Caches records fetched online (search, opened records): stored as
+    /// synced copies, never over a record with local changes waiting.
+    public func cacheRemote(_ records: [WireRecord]) throws {
+        try checkOpen()
+        let registered = Set(registry.all.map(\.name))
+        var touched: Set<String> = []
+        try connection.transaction {
+            for record in records where registered.contains(record.collection) && !record.deleted {
+                if let existing = try outbox.tables.load(record.collection, record.uuid), existing.syncState != .synced {
+                    continue
+                }
+                try outbox.tables.upsertSynced(record)
+                touched.insert(record.collection)
+            }
+        }
+        notify(touched)
     }
 }

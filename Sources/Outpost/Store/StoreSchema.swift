@@ -41,6 +41,9 @@ enum StoreSchema {
             seq         INTEGER UNIQUE,
             attempts    INTEGER NOT NULL DEFAULT 0,
             failures    INTEGER NOT NULL DEFAULT 0,
+            -- 1 when the last send got no answer: the server may hold it
+            -- ("checking result"); 0 when it surely did not.
+            unknown_outcome INTEGER NOT NULL DEFAULT 0,
             last_error  TEXT,
             queued_at   TEXT NOT NULL
         );

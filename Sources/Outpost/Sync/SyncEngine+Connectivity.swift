@@ -1,0 +1,83 @@
+import Foundation
+import OutpostCore
+
+extension SyncEngine {
+    /// An OS path hint (also usable directly on platforms without a monitor).
+    public func receive(_ hint: PathHint) async {
+        let previous = connectivity.state
+        let cameBack = connectivity.receive(hint)
+        if connectivity.state != previous { await publishStatus() }
+        if cameBack { await reconnected(abandonCycle: true) }
+    }
+
+    /// Asks `GET /v1/health` whether the server answers: the probe used
+    /// where the OS gives no path hints.
+    @discardableResult
+    public func checkConnectivity() async -> ConnectivityState {
+        do {
+            _ = try await fetch { try await $0.health() }
+        } catch {}
+        await publishStatus()
+        return connectivity.state
+    }
+
+    /// The app came back to the foreground.
+    public func enteredForeground() {
+        trigger(.foreground)
+    }
+
+    func record(_ outcome: ConnectivityModel.Outcome) {
+        let previous = connectivity.state
+        if connectivity.record(outcome) {
+            Task { await self.reconnected(abandonCycle: false) }
+        }
+        if connectivity.state != previous {
+            status.connectivity = connectivity.state
+        }
+    }
+
+    func record(_ failure: ServerClient.Failure) {
+        switch failure.failure {
+        case .offline: record(.notSent)
+        case .noAnswer, .timedOut: record(.noAnswer)
+        case .serverBusy: record(.serverStruggling)
+        default: record(.answered(latency: failure.latency))
+        }
+    }
+
+    /// After a real disconnection: a fresh session. Requests made before it
+    /// are abandoned (their answers will be ignored), features refresh with
+    /// jitter, and a sync starts with jitter too, so a thousand devices
+    /// coming back at once do not call at once (SPEC C11, C12).
+    func reconnected(abandonCycle: Bool) async {
+        emit(.freshSessionNeeded)
+        if abandonCycle, let cycle = cycleTask {
+            generation += 1
+            cycle.cancel()
+            cycleTask = nil
+        }
+        transientFailures = 0
+        backoffUntil = nil
+        retryTask?.cancel()
+        let clock = self.clock
+        for handler in refreshHandlers.values {
+            let delay = jitter()
+            Task {
+                try? await clock.sleep(for: delay)
+                await handler()
+            }
+        }
+        let delay = jitter()
+        retryTask = Task { [weak self] in
+            do { try await clock.sleep(for: delay) } catch { return }
+            await self?.trigger(.connectivityRegained)
+        }
+    }
+
+    func jitter() -> Duration {
+        let window = options.reconnectJitter
+        let nanoseconds = window.components.seconds * 1_000_000_000 + window.components.attoseconds / 1_000_000_000
+        guard nanoseconds > 0 else { return .zero }
+        return .nanoseconds(Int64.random(in: 0...nanoseconds, using: &random))
+    }
+}

@@ -1,0 +1,248 @@
+public import Foundation
+import OutpostCore
+
+/// A cycle that a newer generation replaced: its answers are dropped.
+struct StaleGeneration: Error {}
+
+extension SyncEngine {
+    var client: ServerClient {
+        ServerClient(transport: transport, token: token, timeout: options.requestTimeout, clock: clock)
+    }
+
+    /// One sync cycle: push everything that can go, then pull until up to date.
+    func runCycle(_ trigger: SyncTrigger, generation: UInt64) async -> SyncReport {
+        var report = SyncReport(trigger: trigger)
+        status.isSyncing = true
+        await publishStatus()
+        defer { status.isSyncing = false }
+        if status.signInRequired || status.lastError == .accessRevoked {
+            // An expired token never authorises a server call (SPEC C17).
+            report.failure = status.signInRequired ? .signInRequired : .accessRevoked
+            return report
+        }
+        do {
+            try await pushPhase(generation, &report)
+            try await pullPhase(generation, &report)
+            report.held = try await store.heldEntries()
+            transientFailures = 0
+            backoffUntil = nil
+            status.lastError = nil
+        } catch is StaleGeneration {
+            report.failure = .noAnswer
+        } catch let failure as SyncFailure {
+            report.failure = failure
+            await handle(failure)
+        } catch {
+            // The local database failed: nothing to retry against the server.
+            report.failure = .invalidAnswer("\(error)")
+            status.lastError = report.failure
+        }
+        progress = nil
+        return report
+    }
+
+    private func handle(_ failure: SyncFailure) async {
+        status.lastError = failure
+        switch failure {
+        case .signInRequired:
+            status.signInRequired = true
+            emit(.signInRequired)
+        case .accessRevoked:
+            emit(.accessRevoked)
+        case let failure where failure.isTransient:
+            scheduleRetry(after: failure)
+        default:
+            break
+        }
+    }
+
+    // MARK: Push
+
+    private func pushPhase(_ generation: UInt64, _ report: inout SyncReport) async throws {
+        while true {
+            guard generation == self.generation else { throw StaleGeneration() }
+            guard let batch = try await store.takePushBatch(limit: options.pushBatchSize) else { return }
+            if let spent = batch.entries.first(where: { $0.failures >= options.retry.budget }) {
+                // The server refused this change's request again and again:
+                // stop retrying it on our own and say so.
+                try await store.release(batch, failure: .notSent("retry budget spent"))
+                throw SyncFailure.refused(
+                    ErrorBody(
+                        code: ErrorCode("retry_budget_spent"),
+                        message: "A change to \(spent.record.collection) was refused \(spent.failures) times: \(spent.lastError ?? "")"))
+            }
+            report.sent += batch.entries.count
+            await publishStatus()
+            let response: PushResponse
+            do {
+                let answer = try await client.push(batch.request)
+                response = answer.body
+                record(.answered(latency: answer.latency))
+            } catch let failure as ServerClient.Failure {
+                try await store.release(batch, failure: Self.pushFailure(failure.failure))
+                record(failure)
+                throw failure.failure
+            }
+            guard generation == self.generation else {
+                // An answer for an abandoned cycle: resent later with the same seqs.
+                try await store.release(batch, failure: .unknownOutcome("answer arrived for an older cycle"))
+                throw StaleGeneration()
+            }
+            let settlement = try await store.settle(batch, with: response)
+            report.add(settlement)
+            if !settlement.unanswered.isEmpty { return }
+        }
+    }
+
+    static func pushFailure(_ failure: SyncFailure) -> PushFailure {
+        switch failure {
+        case .offline: return .notSent("offline")
+        case .noAnswer, .invalidAnswer, .timedOut: return .unknownOutcome("no answer")
+        case .serverBusy: return .transient("server busy")
+        case .signInRequired: return .notSent("sign-in required")
+        case .accessRevoked: return .notSent("access revoked")
+        case .refused(let body): return .permanent("\(body.code): \(body.message)")
+        }
+    }
+
+    // MARK: Pull
+
+    private func pullPhase(_ generation: UInt64, _ report: inout SyncReport) async throws {
+        var resyncs = 0
+        while true {
+            do {
+                try await pullPages(generation, &report)
+                return
+            } catch SyncFailure.refused(let body) where body.code == .resyncRequired && resyncs == 0 {
+                // Too long away (or the scope changed): download again, keeping the outbox.
+                resyncs += 1
+                try await store.beginResync()
+            }
+        }
+    }
+
+    private func pullPages(_ generation: UInt64, _ report: inout SyncReport) async throws {
+        let plan = try await scopePlan(generation)
+        var cursor = try await store.pullState(collections: plan.collections).cursor
+        if cursor == nil {
+            progress = SyncProgress(done: 0, total: plan.total)
+            await publishStatus()
+        }
+        while true {
+            guard generation == self.generation else { throw StaleGeneration() }
+            let page: PullResponse
+            do {
+                let answer = try await client.pull(
+                    collections: plan.collections, cursor: cursor, limit: options.pullPageSize, windowStart: plan.windowStart)
+                page = answer.body
+                record(.answered(latency: answer.latency))
+            } catch let failure as ServerClient.Failure {
+                record(failure)
+                throw failure.failure
+            }
+            // A slow answer from before a newer cycle never overwrites fresher data.
+            guard generation == self.generation else { throw StaleGeneration() }
+            let result = try await store.applyPull(page, collections: plan.collections)
+            report.add(result)
+            if var current = progress {
+                current.done = min(current.total, current.done + Int64(result.applied + result.keptLocal))
+                progress = current
+            }
+            cursor = page.cursor
+            if !page.hasMore {
+                if var current = progress {
+                    current.done = current.total
+                    progress = current
+                }
+                return
+            }
+            await publishStatus()
+        }
+    }
+
+    /// What to download: collections, window and the exact total. Decided
+    /// once per account from the role and the scope's size, then kept.
+    struct ScopePlan {
+        var mode: ScopeMode
+        var collections: [String]
+        var windowStart: ServerTimestamp?
+        var total: Int64
+    }
+
+    private func scopePlan(_ generation: UInt64) async throws -> ScopePlan {
+        let all = store.syncedCollections
+        var mode = try await store.metadata("scope.mode").flatMap(ScopeMode.init(rawValue:))
+        var windowStart = try await store.metadata("scope.window_start").map(ServerTimestamp.init(rawValue:))
+        let needsTotals = try await store.pullState(collections: all).cursor == nil || mode == nil
+        var total: Int64 = 0
+        if needsTotals {
+            var scope = try await fetch { try await $0.scope() }
+            if mode == nil {
+                let rows = scope.collections.filter { !$0.value.readOnly }.reduce(0) { $0 + $1.value.count }
+                switch options.scopeMode ?? Self.defaultMode(for: scope.role) {
+                case .full: mode = .full
+                case .onlineWithCache: mode = .onlineWithCache
+                case .capped:
+                    mode = .capped
+                    if rows > options.capRows {
+                        // The window is reckoned on the server's clock, never the device's.
+                        let now = try await fetch { try await $0.health() }.serverTime.date ?? Date()
+                        windowStart = ServerTimestamp(now - options.capWindow)
+                        scope = try await fetch { [windowStart] in try await $0.scope(windowStart: windowStart) }
+                    }
+                }
+                try await store.setMetadata("scope.mode", mode?.rawValue)
+                try await store.setMetadata("scope.window_start", windowStart?.rawValue)
+            }
+            scopeTotals = scope.collections.mapValues(\.count)
+            guard generation == self.generation else { throw StaleGeneration() }
+        }
+        let collections = mode == .onlineWithCache ? ["catalogs"] : all
+        total = collections.reduce(0) { $0 + (scopeTotals[$1] ?? 0) }
+        return ScopePlan(mode: mode ?? .full, collections: collections, windowStart: windowStart, total: total)
+    }
+
+    static func defaultMode(for role: Role) -> ScopeMode {
+        switch role {
+        case .field: return .full
+        case .coordinator: return .capped
+        case .admin: return .onlineWithCache
+        }
+    }
+
+    /// One server call whose failure also updates connectivity.
+    func fetch<Body: Sendable>(_ call: @Sendable (ServerClient) async throws -> ServerClient.Answer<Body>) async throws -> Body {
+        do {
+            let answer = try await call(client)
+            record(.answered(latency: answer.latency))
+            return answer.body
+        } catch let failure as ServerClient.Failure {
+            record(failure)
+            throw failure.failure
+        }
+    }
+
+    // MARK: Online with cache
+
+    /// Searches the server (records outside what is downloaded) and caches
+    /// what it returns, so opened records stay readable offline.
+    public func searchRemote(_ collection: String, _ text: String, limit: Int = 50) async throws -> [JSONRecord] {
+        guard !status.signInRequired else { throw SyncFailure.signInRequired }
+        let found = try await fetch { try await $0.search(collection: collection, query: text, limit: limit) }
+        try await store.cacheRemote(found.records)
+        var records: [JSONRecord] = []
+        for record in found.records {
+            if let cached = try await store.get(in: record.collection, record.uuid) { records.append(cached) }
+        }
+        return records
+    }
+
+    /// Fetches one record from the server and caches it.
+    public func fetchRemote(_ collection: String, _ uuid: UUID) async throws -> JSONRecord? {
+        guard !status.signInRequired else { throw SyncFailure.signInRequired }
+        let record = try await fetch { try await $0.record(collection: collection, uuid: uuid) }
+        try await store.cacheRemote([record])
+        return try await store.get(in: collection, uuid)
+    }
+}
+

@@ -1,0 +1,285 @@
+import Foundation
+import OutpostCore
+
+/// The one sync coordinator of an account (SPEC C6-C15).
+///
+/// Open the ``LocalStore`` first (it works offline from the first line),
+/// then connect:
+///
+/// ```swift
+/// let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: server), token: token)
+/// await engine.start()                         // launch trigger, periodic sync, path monitor
+/// try await engine.sync(timeout: .seconds(30)) // pull-to-refresh
+/// for await status in await engine.statusUpdates() { show(StatusMessage.text(for: status)) }
+/// ```
+///
+/// Single flight: at most one cycle runs; triggers during a cycle coalesce
+/// into one follow-up. Each cycle has a generation; an answer that arrives
+/// for an older generation is ignored. Waits between retries use a
+/// monotonic clock; a manual sync skips them, never the in-flight exclusion.
+public actor SyncEngine {
+    public let store: LocalStore
+    let transport: any SyncTransport
+    let options: SyncOptions
+    let clock: any MonotonicClock
+    let pathMonitor: (any PathMonitor)?
+    var random: SeededGenerator
+
+    var token: String?
+    var connectivity = ConnectivityModel()
+    /// Bumped by every cycle and by a reconnection; answers for an older one are dropped.
+    var generation: UInt64 = 0
+    var cycleTask: Task<Void, Never>?
+    var cycleGeneration: UInt64 = 0
+    var followUp: SyncTrigger?
+    var startedCycles = 0
+    var completedCycles = 0
+    var waiters: [(target: Int, continuation: CheckedContinuation<SyncReport, Never>)] = []
+    var lastReport: SyncReport?
+    /// While set (monotonic time), automatic triggers wait; manual ones do not.
+    var backoffUntil: Duration?
+    var transientFailures = 0
+    var retryTask: Task<Void, Never>?
+    var backgroundTasks: [Task<Void, Never>] = []
+    var status = SyncStatus()
+    var progress: SyncProgress?
+    var scopeTotals: [String: Int64] = [:]
+    var statusContinuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
+    var eventContinuations: [UUID: AsyncStream<SyncEvent>.Continuation] = [:]
+    var refreshHandlers: [String: @Sendable () async -> Void] = [:]
+    var isStopped = false
+
+    /// - Parameters:
+    ///   - token: the bearer token; nil until the person signs in (capture works regardless).
+    ///   - seed: seeds the jitter, so a test or simulation replays exactly.
+    public init(
+        store: LocalStore, transport: any SyncTransport, token: String?, options: SyncOptions = SyncOptions(),
+        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = nil,
+        seed: UInt64 = UInt64.random(in: 0...UInt64.max)
+    ) {
+        self.store = store
+        self.transport = transport
+        self.token = token
+        self.options = options
+        self.clock = clock
+        self.pathMonitor = pathMonitor
+        self.random = SeededGenerator(seed: seed)
+        self.status.signInRequired = token == nil
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts the engine: a launch sync, the periodic timer, the path
+    /// monitor and local-change listening.
+    public func start() async {
+        isStopped = false
+        await publishStatus()
+        if let pathMonitor {
+            let hints = pathMonitor.hints()
+            backgroundTasks.append(Task { [weak self] in
+                for await hint in hints { await self?.receive(hint) }
+            })
+        }
+        let changes = await store.localChanges()
+        backgroundTasks.append(Task { [weak self] in
+            for await _ in changes { await self?.trigger(.localChange) }
+        })
+        if let interval = options.periodicInterval {
+            let clock = self.clock
+            backgroundTasks.append(Task { [weak self] in
+                while !Task.isCancelled {
+                    do { try await clock.sleep(for: interval) } catch { return }
+                    await self?.trigger(.periodic)
+                }
+            })
+        }
+        trigger(.launch)
+    }
+
+    /// Stops every background activity; a cycle in progress is cancelled.
+    public func stop() {
+        isStopped = true
+        backgroundTasks.forEach { $0.cancel() }
+        backgroundTasks.removeAll()
+        retryTask?.cancel()
+        retryTask = nil
+        cycleTask?.cancel()
+        statusContinuations.values.forEach { $0.finish() }
+        statusContinuations.removeAll()
+        eventContinuations.values.forEach { $0.finish() }
+        eventContinuations.removeAll()
+    }
+
+    /// A new token after the person signed in again: server calls resume.
+    public func updateToken(_ token: String) async {
+        self.token = token
+        status.signInRequired = false
+        if status.lastError == .signInRequired || status.lastError == .accessRevoked { status.lastError = nil }
+        await publishStatus()
+        trigger(.manual)
+    }
+
+    // MARK: Triggers
+
+    /// Asks for a sync. Coalesces with a cycle in progress; automatic
+    /// triggers respect a backoff wait, a manual one skips it.
+    public func trigger(_ trigger: SyncTrigger) {
+        guard !isStopped else { return }
+        if cycleTask != nil {
+            // One follow-up, whatever number of triggers arrive meanwhile.
+            if followUp != .manual { followUp = trigger }
+            return
+        }
+        if trigger != .manual, let until = backoffUntil, clock.now() < until {
+            return  // The retry timer runs the next cycle.
+        }
+        if trigger == .manual {
+            retryTask?.cancel()
+            retryTask = nil
+            backoffUntil = nil
+        }
+        startCycle(trigger)
+    }
+
+    /// Pull-to-refresh: syncs now and returns what the cycle did.
+    ///
+    /// Throws ``SyncFailure/timedOut`` when no cycle finishes in time (sync
+    /// goes on in the background), or the cycle's failure, e.g.
+    /// ``SyncFailure/offline``.
+    @discardableResult
+    public func sync(timeout: Duration = .seconds(60)) async throws -> SyncReport {
+        let target = cycleTask == nil ? startedCycles + 1 : startedCycles + 1
+        trigger(.manual)
+        let report = try await waitForCycle(target, timeout: timeout)
+        if let failure = report.failure { throw failure }
+        return report
+    }
+
+    private func waitForCycle(_ target: Int, timeout: Duration) async throws -> SyncReport {
+        if completedCycles >= target, let lastReport { return lastReport }
+        let clock = self.clock
+        let timer = Task { [weak self] in
+            try? await clock.sleep(for: timeout)
+            await self?.expireWaiters(target)
+        }
+        defer { timer.cancel() }
+        let report = await withCheckedContinuation { continuation in
+            waiters.append((target, continuation))
+        }
+        if report.failure == .timedOut && completedCycles < target { throw SyncFailure.timedOut }
+        return report
+    }
+
+    private func expireWaiters(_ target: Int) {
+        var timedOut = SyncReport(trigger: .manual)
+        timedOut.failure = .timedOut
+        waiters.removeAll { waiter in
+            guard waiter.target == target else { return false }
+            waiter.continuation.resume(returning: timedOut)
+            return true
+        }
+    }
+
+    private func startCycle(_ trigger: SyncTrigger) {
+        generation += 1
+        let generation = self.generation
+        cycleGeneration = generation
+        startedCycles += 1
+        let number = startedCycles
+        cycleTask = Task { [weak self] in
+            guard let self else { return }
+            let report = await self.runCycle(trigger, generation: generation)
+            await self.cycleFinished(number, generation: generation, report: report)
+        }
+    }
+
+    private func cycleFinished(_ number: Int, generation: UInt64, report: SyncReport) async {
+        if cycleGeneration == generation { cycleTask = nil }
+        completedCycles = max(completedCycles, number)
+        lastReport = report
+        waiters.removeAll { waiter in
+            guard waiter.target <= number else { return false }
+            waiter.continuation.resume(returning: report)
+            return true
+        }
+        emit(.cycleCompleted(report))
+        if !report.conflicts.isEmpty { emit(.conflicts(report.conflicts)) }
+        if !report.rejected.isEmpty { emit(.rejected(report.rejected)) }
+        await publishStatus()
+        if cycleTask == nil, let next = followUp {
+            followUp = nil
+            trigger(next)
+        }
+    }
+
+    // MARK: Failures and backoff
+
+    /// Schedules the next attempt after a "not now" failure.
+    func scheduleRetry(after failure: SyncFailure) {
+        transientFailures += 1
+        let delay: Duration
+        if case .serverBusy(let retryAfter?) = failure {
+            delay = options.retry.delay(retryAfter: retryAfter, random: &random)
+        } else {
+            delay = options.retry.delay(afterAttempt: transientFailures - 1, random: &random)
+        }
+        backoffUntil = clock.now() + delay
+        retryTask?.cancel()
+        let clock = self.clock
+        retryTask = Task { [weak self] in
+            do { try await clock.sleep(for: delay) } catch { return }
+            await self?.retryDue()
+        }
+    }
+
+    private func retryDue() {
+        retryTask = nil
+        backoffUntil = nil
+        trigger(.retry)
+    }
+
+    /// The monotonic time before which automatic syncs wait, if any.
+    public var nextRetryAt: Duration? { backoffUntil }
+
+    // MARK: Events
+
+    /// Events one at a time: fresh session needed, sign-in required, conflicts, refusals.
+    public func events() -> AsyncStream<SyncEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .bufferingNewest(64))
+        let id = UUID()
+        eventContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.removeEventListener(id) }
+        }
+        return stream
+    }
+
+    private func removeEventListener(_ id: UUID) { eventContinuations.removeValue(forKey: id) }
+
+    func emit(_ event: SyncEvent) {
+        for continuation in eventContinuations.values { continuation.yield(event) }
+    }
+
+    /// Registers a feature's refresh, run after each reconnection with its
+    /// own random delay within `reconnectJitter` (SPEC C12).
+    public func registerRefresh(_ name: String, _ handler: @escaping @Sendable () async -> Void) {
+        refreshHandlers[name] = handler
+    }
+
+    public func unregisterRefresh(_ name: String) {
+        refreshHandlers.removeValue(forKey: name)
+    }
+}
+
+/// SplitMix64 inside the engine, so its jitter follows from a seed.
+struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
