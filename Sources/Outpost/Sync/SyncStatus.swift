@@ -6,6 +6,11 @@ public struct SyncProgress: Sendable, Equatable {
     public var done: Int64
     public var total: Int64
 
+    public init(done: Int64, total: Int64) {
+        self.done = done
+        self.total = total
+    }
+
     public var fraction: Double { total > 0 ? min(1, Double(done) / Double(total)) : 0 }
 }
 

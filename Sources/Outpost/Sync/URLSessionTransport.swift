@@ -33,7 +33,9 @@ public final class URLSessionTransport: SyncTransport {
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         urlRequest.httpBody = request.body
         do {
-            let (data, response) = try await session.data(for: urlRequest)
+            let (data, response) = try await withDeadline(request.timeout) { [session, urlRequest] in
+                try await session.data(for: urlRequest)
+            }
             guard let http = response as? HTTPURLResponse else { throw TransportError.noAnswer("not an HTTP answer") }
             var headers: [String: String] = [:]
             for (key, value) in http.allHeaderFields {
@@ -48,6 +50,23 @@ public final class URLSessionTransport: SyncTransport {
             throw Self.classify(error)
         } catch {
             throw TransportError.noAnswer(String(describing: error))
+        }
+    }
+
+    /// URLSession's timeout counts idle time; a socket that accepted the
+    /// request and then went silent must still end at the deadline.
+    private func withDeadline<T: Sendable>(_ seconds: TimeInterval, _ body: @escaping @Sendable () async throws -> T)
+        async throws -> T
+    {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                throw TransportError.noAnswer("no answer within \(seconds) seconds")
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw TransportError.cancelled }
+            return first
         }
     }
 

@@ -1,5 +1,8 @@
 import CMicroHTTPD
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import OutpostCore
 
 /// The sync server on a real socket: libmicrohttpd with its own epoll thread
@@ -51,8 +54,11 @@ public final class HTTPServer: @unchecked Sendable {
         self.daemon = nil
         lock.unlock()
         guard let daemon else { return }
-        _ = MHD_quiesce_daemon(daemon)
+        // Quiescing hands the listening socket back to us: close it, or the
+        // kernel keeps accepting connections nobody will ever answer.
+        let listener = MHD_quiesce_daemon(daemon)
         MHD_stop_daemon(daemon)
+        if listener >= 0 { close(listener) }
     }
 
     /// What one request accumulates between libmicrohttpd's calls.
