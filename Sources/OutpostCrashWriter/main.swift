@@ -28,7 +28,7 @@ guard arguments.count == 3, let seed = UInt64(arguments[2]) else {
     exit(2)
 }
 
-var random = SplitMix(seed)
+var random = SeededRandom(seed: seed)
 let store = try LocalStore(path: arguments[1], collections: [Counter.descriptor])
 var live = try await store.query(Counter.self).map { ($0.uuid, $0.value.n) }
 var version: Int64 = Int64(Date().timeIntervalSince1970 * 1000)
@@ -76,15 +76,3 @@ while true {
     }
 }
 
-/// SplitMix64, so a run's choices follow from its seed.
-struct SplitMix {
-    var state: UInt64
-    init(_ seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

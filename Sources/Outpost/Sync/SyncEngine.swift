@@ -23,7 +23,7 @@ public actor SyncEngine {
     let options: SyncOptions
     let clock: any MonotonicClock
     let pathMonitor: (any PathMonitor)?
-    var random: SeededGenerator
+    var random: SeededRandom
 
     var token: String?
     var connectivity = ConnectivityModel()
@@ -63,7 +63,7 @@ public actor SyncEngine {
         self.options = options
         self.clock = clock
         self.pathMonitor = pathMonitor
-        self.random = SeededGenerator(seed: seed)
+        self.random = SeededRandom(seed: seed)
         self.status.signInRequired = token == nil
     }
 
@@ -271,15 +271,3 @@ public actor SyncEngine {
     }
 }
 
-/// SplitMix64 inside the engine, so its jitter follows from a seed.
-struct SeededGenerator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -1,6 +1,3 @@
-import Foundation
-public import OutpostCore
-
 /// SplitMix64: a tiny, fast generator whose whole stream follows from one
 /// seed, so a failing run can be replayed exactly.
 public struct SeededRandom: RandomNumberGenerator, Sendable {
@@ -17,9 +14,3 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
     }
 }
 
-extension UUIDv7Generator {
-    /// Ids that follow from a seed and a (usually manual) clock.
-    public static func seeded(_ seed: UInt64, clock: any WallClock) -> UUIDv7Generator {
-        UUIDv7Generator(clock: clock, random: SeededRandom(seed: seed))
-    }
-}
