@@ -15,6 +15,7 @@ var package = Package(
         .library(name: "Outpost", targets: ["Outpost"]),
         .library(name: "OutpostServer", targets: ["OutpostServer"]),
         .library(name: "OutpostTesting", targets: ["OutpostTesting"]),
+        .library(name: "OutpostSimulation", targets: ["OutpostSimulation"]),
         .executable(name: "outpost", targets: ["outpost"]),
     ],
     targets: [
@@ -54,11 +55,22 @@ var package = Package(
         // Test support shipped as a product: controllable clock, ids, temp stores.
         .target(name: "OutpostTesting", dependencies: ["OutpostCore", "Outpost"]),
 
-        .executableTarget(name: "outpost", dependencies: ["Outpost", "OutpostCore", "OutpostServer"]),
+        // The deterministic multi-device simulation, the invariant checker and
+        // the chaos proxy: the real client and the real server together.
+        .target(name: "OutpostSimulation", dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting"]),
+
+        .executableTarget(
+            name: "outpost",
+            dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "OutpostSimulation"]
+        ),
 
         // A child process for the crash tests: writes through the store until killed.
         .executableTarget(name: "OutpostCrashWriter", dependencies: ["Outpost", "OutpostCore"]),
 
+        .testTarget(
+            name: "OutpostSimulationTests",
+            dependencies: ["OutpostSimulation", "Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "outpost"]
+        ),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTesting"]),
         .testTarget(name: "OutpostServerTests", dependencies: ["OutpostServer", "OutpostCore", "OutpostTesting", "outpost"]),
         .testTarget(

@@ -1,0 +1,189 @@
+import Foundation
+public import Outpost
+import OutpostCore
+public import OutpostServer
+
+/// One broken invariant, with the records involved.
+public struct Violation: Sendable, Equatable, CustomStringConvertible {
+    /// `I1` … `I7` (SPEC "Invariants").
+    public var invariant: String
+    public var detail: String
+
+    public var description: String { "\(invariant): \(detail)" }
+}
+
+/// A device as the checker sees it.
+public struct CheckedDevice: Sendable {
+    public var name: String
+    public var store: LocalStore
+    public var principal: Principal
+    public var ledger: WriteLedger
+
+    public init(name: String, store: LocalStore, principal: Principal, ledger: WriteLedger) {
+        self.name = name
+        self.store = store
+        self.principal = principal
+        self.ledger = ledger
+    }
+}
+
+/// The result of a check: what was checked and what broke.
+public struct InvariantReport: Sendable {
+    public var violations: [Violation] = []
+    /// How many facts each invariant was checked against.
+    public var checks: [String: Int] = [:]
+
+    public var isClean: Bool { violations.isEmpty }
+}
+
+/// Checks SPEC's invariants I1-I7 against the server's database and every
+/// device's database, after quiescence (network healed, outboxes drained,
+/// every device pulled last).
+public enum InvariantChecker {
+    public static func check(server: SyncServer, devices: [CheckedDevice], collections: [String] = ["people", "visits"])
+        async throws -> InvariantReport
+    {
+        var report = InvariantReport()
+        let serverRows = try server.database.read { sql in
+            try sql.query("SELECT collection, uuid, deleted, owner, team, data FROM records", [])
+        }
+        struct ServerRow {
+            var collection: String
+            var deleted: Bool
+            var owner: String
+            var team: String
+            var data: String?
+        }
+        var byUUID: [String: ServerRow] = [:]
+        for row in serverRows {
+            byUUID[row.string(1)] = ServerRow(
+                collection: row.string(0), deleted: row.bool(2), owner: row.string(3), team: row.string(4),
+                data: row.optionalString(5))
+        }
+        let results = try server.database.read { sql in
+            try sql.query("SELECT user_id, client_id, mutation_id, result FROM mutation_results", [])
+        }
+        // I2: no mutation takes effect twice.
+        var appliedIDs: [String: Int] = [:]
+        var appliedTexts: [String] = []
+        for row in results {
+            let text = row.string(3)
+            if text.contains(#""status":"applied""#) {
+                appliedIDs[row.string(2), default: 0] += 1
+                appliedTexts.append(text)
+            }
+        }
+        report.checks["I2", default: 0] += appliedIDs.count
+        for (id, count) in appliedIDs where count > 1 {
+            report.violations.append(Violation(invariant: "I2", detail: "mutation \(id) took effect \(count) times"))
+        }
+
+        for device in devices {
+            let store = device.store
+            var rejected: Set<UUID> = []
+            for record in try await store.rejectedRecords() { rejected.insert(record.uuid) }
+            let conflictReports = try await store.conflicts()
+            let conflictText = conflictReports.map { String(describing: $0.localChange ?? [:]) }.joined(separator: "\n")
+            let held = Set(try await store.heldEntries().map(\.entry.record.uuid))
+
+            // I6: the outbox drains (held children of a refused parent are visible, not stuck).
+            let stuck = try await store.outboxEntries().filter { !held.contains($0.record.uuid) }
+            report.checks["I6", default: 0] += 1
+            if !stuck.isEmpty {
+                report.violations.append(
+                    Violation(
+                        invariant: "I6",
+                        detail: "\(device.name): \(stuck.count) outbox entries never drained, e.g. \(stuck[0].record) (\(stuck[0].op.rawValue), seq \(stuck[0].seq.map(String.init) ?? "none"))"))
+            }
+
+            // I1: every write is on the server or visibly refused.
+            for uuid in device.ledger.created where !device.ledger.deleted.contains(uuid) {
+                report.checks["I1", default: 0] += 1
+                let onServer = byUUID[uuid.wireText].map { !$0.deleted } ?? false
+                let deletedByOthers = byUUID[uuid.wireText]?.deleted == true
+                if !onServer && !deletedByOthers && !rejected.contains(uuid) && !held.contains(uuid) {
+                    report.violations.append(
+                        Violation(invariant: "I1", detail: "\(device.name): record \(uuid.wireText) was created but is not on the server"))
+                }
+            }
+
+            // I3: nothing deleted comes back, on the server or any device.
+            for uuid in device.ledger.deleted {
+                report.checks["I3", default: 0] += 1
+                if let row = byUUID[uuid.wireText], !row.deleted {
+                    report.violations.append(
+                        Violation(invariant: "I3", detail: "\(device.name) deleted \(uuid.wireText) but it is live on the server"))
+                }
+                for other in devices {
+                    for collection in collections where other.store.syncedCollections.contains(collection) {
+                        guard try await other.store.get(in: collection, uuid) != nil else { continue }
+                        report.violations.append(
+                            Violation(invariant: "I3", detail: "\(device.name) deleted \(uuid.wireText) but it is back on \(other.name)"))
+                    }
+                }
+            }
+
+            // I4: an edit that did not take effect is reported.
+            for (uuid, mark) in device.ledger.updateMarks {
+                report.checks["I4", default: 0] += 1
+                let applied = appliedTexts.contains { $0.contains(mark) }
+                let reported = conflictText.contains(mark) || rejected.contains(uuid) || held.contains(uuid)
+                let recordGone = device.ledger.deleted.contains(uuid) || byUUID[uuid.wireText]?.deleted == true
+                if !applied && !reported && !recordGone {
+                    report.violations.append(
+                        Violation(
+                            invariant: "I4", detail: "\(device.name): the edit \(mark) of \(uuid.wireText) was lost without a conflict report"))
+                }
+            }
+
+            // I5 and I7: the device shows exactly the server's state for its scope, and nothing outside it.
+            let scope = { (row: ServerRow) -> Bool in
+                switch device.principal.role {
+                case .admin: return true
+                case .field: return row.owner == device.principal.user
+                case .coordinator: return row.team == device.principal.team
+                }
+            }
+            let mode = try await store.metadata("scope.mode")
+            let window = try await store.metadata("scope.window_start")
+            for collection in collections where store.syncedCollections.contains(collection) {
+                let local = try await store.query(RecordQuery(collection))
+                var localByUUID: [String: JSONRecord] = [:]
+                for record in local { localByUUID[record.uuid.wireText] = record }
+                for record in local {
+                    report.checks["I7", default: 0] += 1
+                    guard let row = byUUID[record.uuid.wireText] else {
+                        if record.syncState == .synced {
+                            report.violations.append(
+                                Violation(invariant: "I5", detail: "\(device.name) holds \(record.uuid.wireText), which the server does not have"))
+                        }
+                        continue
+                    }
+                    if !scope(row) {
+                        report.violations.append(
+                            Violation(invariant: "I7", detail: "\(device.name) (\(device.principal.user)) holds \(record.uuid.wireText) of \(row.owner)/\(row.team)"))
+                    }
+                    if record.syncState == .synced, row.deleted {
+                        report.violations.append(
+                            Violation(invariant: "I5", detail: "\(device.name) shows \(record.uuid.wireText), deleted on the server"))
+                    } else if record.syncState == .synced, let text = row.data,
+                        let serverData = try? JSONObject.parseObject(text), serverData != record.value
+                    {
+                        report.violations.append(
+                            Violation(invariant: "I5", detail: "\(device.name) shows another version of \(record.uuid.wireText) than the server"))
+                    }
+                }
+                // Everything in scope is on a full-mode device.
+                guard mode == nil || mode == ScopeMode.full.rawValue, window == nil else { continue }
+                for (uuid, row) in byUUID where row.collection == collection && !row.deleted && scope(row) {
+                    report.checks["I5", default: 0] += 1
+                    if localByUUID[uuid] == nil {
+                        report.violations.append(
+                            Violation(invariant: "I5", detail: "\(device.name) is missing \(uuid) that is in its scope on the server"))
+                    }
+                }
+            }
+        }
+        return report
+    }
+}
