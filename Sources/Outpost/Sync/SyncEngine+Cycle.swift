@@ -20,6 +20,7 @@ extension SyncEngine {
             report.failure = status.signInRequired ? .signInRequired : .accessRevoked
             return report
         }
+        let tokenAtStart = token
         do {
             try await pushPhase(generation, &report)
             try await pullPhase(generation, &report)
@@ -31,7 +32,12 @@ extension SyncEngine {
             report.failure = .noAnswer
         } catch let failure as SyncFailure {
             report.failure = failure
-            await handle(failure)
+            if failure == .signInRequired && token != tokenAtStart {
+                // Refused with a token replaced meanwhile: the new one has not been tried.
+                followUp = .manual
+            } else {
+                await handle(failure)
+            }
         } catch {
             // The local database failed: nothing to retry against the server.
             report.failure = .invalidAnswer("\(error)")

@@ -141,6 +141,12 @@ public actor SyncEngine {
         startCycle(trigger)
     }
 
+    /// Returns once no cycle runs and none is about to follow (tests and the
+    /// simulation use it to take one step at a time).
+    public func waitForIdle() async {
+        while let task = cycleTask { await task.value }
+    }
+
     /// Pull-to-refresh: syncs now and returns what the cycle did.
     ///
     /// Throws ``SyncFailure/timedOut`` when no cycle finishes in time (sync

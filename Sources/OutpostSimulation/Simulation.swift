@@ -1,0 +1,215 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostTesting
+
+/// How one simulation run is set up. Everything else follows from `seed`.
+public struct SimulationConfig: Sendable {
+    public var seed: UInt64
+    public var devices: Int
+    public var operations: Int
+    /// Percent of requests that meet a fault.
+    public var faultRate: Int
+
+    public init(seed: UInt64, devices: Int = 4, operations: Int = 60, faultRate: Int = 15) {
+        self.seed = seed
+        self.devices = max(1, devices)
+        self.operations = operations
+        self.faultRate = faultRate
+    }
+
+    /// The one-line command that replays this run.
+    public var replayCommand: String {
+        "outpost simulate --from \(seed) --seeds 1 --devices \(devices) --ops \(operations)"
+    }
+}
+
+/// What one run did and found.
+public struct SimulationResult: Sendable {
+    public var config: SimulationConfig
+    public var writes = 0
+    public var syncs = 0
+    public var faults: [FaultKind: Int] = [:]
+    public var conflicts = 0
+    public var rejected = 0
+    public var violations: [Violation] = []
+    public var checks: [String: Int] = [:]
+}
+
+/// The deterministic multi-device simulation: real stores and engines on a
+/// simulated network, the real server's request handling on SQLite, one
+/// seed for the workload, the faults and the clocks. Devices take turns, one
+/// awaited step at a time, so a seed replays exactly. After the workload the
+/// network heals, every device syncs until quiet, and I1-I7 are checked.
+public enum Simulation {
+    public static func run(_ config: SimulationConfig) async throws -> SimulationResult {
+        var random = SeededRandom(seed: config.seed)
+        var result = SimulationResult(config: config)
+        let directory = try TemporaryDirectory(prefix: "outpost-sim")
+        let serverClock = ManualWallClock(Date(timeIntervalSince1970: 1_796_000_000))
+        let server = try SyncServer(
+            database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig(),
+            clock: serverClock)
+        let transport = ServerTransport(server: server)
+        let monotonic = ManualMonotonicClock()
+
+        var devices: [SimulatedDevice] = []
+        for index in 0..<config.devices {
+            let principal = Self.principal(for: index)
+            let token = try server.tokens.issue(user: principal.user, role: principal.role, team: principal.team, ttl: nil)
+            let skew = random.next() % 3 == 0 ? TimeInterval(Int64(random.next() % 345_600) - 172_800) : 0
+            if skew != 0 { result.faults[.clockSkew, default: 0] += 1 }
+            let network = SimulatedNetwork(server: transport, seed: random.next(), faultRate: config.faultRate)
+            devices.append(
+                try SimulatedDevice(
+                    name: "device-\(index)-\(principal.user)", principal: principal, path: directory.path("device-\(index).sqlite"),
+                    token: token, network: network, now: serverClock.now(), skew: skew, seed: random.next(),
+                    monotonic: monotonic))
+        }
+        var cursors: [Int: Int64] = [:]
+        var mark = 0
+
+        for _ in 0..<config.operations {
+            let index = Int(random.next() % UInt64(devices.count))
+            let device = devices[index]
+            serverClock.advance(by: Double(random.next() % 30))
+            device.skewClock(by: Double(random.next() % 30))
+            let roll = random.next() % 100
+            do {
+                switch roll {
+                case 0..<24:
+                    let uuid = try await device.store.create(
+                        in: "people", ["name": .string("Person \(random.next() % 1000)"), "section": .int(Int64(random.next() % 9))])
+                    device.ledger.recordCreate(uuid)
+                    result.writes += 1
+                case 24..<34:
+                    let people = try await device.store.query(RecordQuery("people"))
+                    guard !people.isEmpty else { continue }
+                    let parent = people[Int(random.next() % UInt64(people.count))]
+                    let uuid = try await device.store.create(
+                        in: "visits", ["person": .string(parent.uuid.wireText), "visited_at": "2026-11-29T10:00:00Z"])
+                    device.ledger.recordCreate(uuid)
+                    result.writes += 1
+                case 34..<54:
+                    let collection = random.next() % 3 == 0 ? "visits" : "people"
+                    let records = try await device.store.query(RecordQuery(collection))
+                    guard !records.isEmpty else { continue }
+                    let target = records[Int(random.next() % UInt64(records.count))]
+                    mark += 1
+                    let text = "mark-\(config.seed)-\(index)-\(mark)"
+                    try await device.store.update(in: collection, target.uuid, patch: ["notes": .string(text)])
+                    device.ledger.recordUpdate(target.uuid, mark: text)
+                    result.writes += 1
+                case 54..<61:
+                    let collection = random.next() % 3 == 0 ? "visits" : "people"
+                    let records = try await device.store.query(RecordQuery(collection))
+                    guard !records.isEmpty else { continue }
+                    let target = records[Int(random.next() % UInt64(records.count))]
+                    try await device.store.delete(in: collection, target.uuid)
+                    device.ledger.recordDelete(target.uuid)
+                    result.writes += 1
+                case 61..<85:
+                    result.syncs += 1
+                    _ = try? await device.engine.sync(timeout: .seconds(30))
+                    if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
+                    if device.network.crashRequested { try await device.crashAndRestart() }
+                case 85..<90:
+                    device.network.isPartitioned.toggle()
+                    if device.network.isPartitioned { result.faults[.partition, default: 0] += 1 }
+                case 90..<93:
+                    result.faults[.crash, default: 0] += 1
+                    try await device.crashAndRestart()
+                case 93..<95:
+                    // The session expires on the server while the device works on.
+                    let short = try server.tokens.issue(
+                        user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: 30)
+                    await device.signIn(short)
+                    serverClock.advance(by: 60)
+                    result.faults[.tokenExpiry, default: 0] += 1
+                case 95..<98:
+                    // Requests held back earlier finally reach the server.
+                    await device.network.deliverHeld()
+                default:
+                    if await device.engine.currentStatus.signInRequired {
+                        let fresh = try server.tokens.issue(
+                            user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: nil)
+                        await device.signIn(fresh)
+                    }
+                }
+            } catch let error as StoreError {
+                // A record deleted by a pull between the query and the write: a person would see it gone.
+                if case .recordNotFound = error { continue }
+                throw error
+            }
+        }
+
+        // Quiescence: the network heals, everyone signs in, syncs until quiet.
+        for device in devices {
+            device.network.faultRate = 0
+            device.network.isPartitioned = false
+            await device.network.deliverHeld()
+            let fresh = try server.tokens.issue(
+                user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: nil)
+            await device.signIn(fresh)
+        }
+        for _ in 0..<3 {
+            for (index, device) in devices.enumerated() {
+                do {
+                    try await device.engine.sync(timeout: .seconds(60))
+                } catch {
+                    result.violations.append(Violation(invariant: "I6", detail: "\(device.name) could not sync after healing: \(error)"))
+                }
+                if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
+            }
+        }
+        for device in devices {
+            let faults = device.network.faults
+            for (kind, count) in faults { result.faults[kind, default: 0] += count }
+            result.conflicts += try await device.store.conflicts().count
+            result.rejected += try await device.store.rejectedRecords().count
+        }
+        let report = try await InvariantChecker.check(server: server, devices: devices.map(\.checked))
+        result.violations += report.violations
+        result.checks = report.checks
+        for device in devices {
+            await device.engine.stop()
+            await device.store.close()
+        }
+        server.database.close()
+        return result
+    }
+
+    /// Device roles: field users of two teams, a coordinator, and a second
+    /// device of the first user (same person, another phone).
+    static func principal(for index: Int) -> Principal {
+        switch index {
+        case 0: return Principal(user: "f-1", role: .field, team: "t-1")
+        case 1: return Principal(user: "c-1", role: .coordinator, team: "t-1")
+        case 2: return Principal(user: "f-2", role: .field, team: "t-1")
+        case 3: return Principal(user: "f-1", role: .field, team: "t-1")
+        default: return Principal(user: "f-\(index)", role: .field, team: "t-\(index % 2 + 1)")
+        }
+    }
+
+    /// I6: a device's cursor never goes backwards.
+    static func checkCursor(_ device: SimulatedDevice, _ index: Int, _ cursors: inout [Int: Int64]) async throws -> Violation? {
+        guard let cursor = try await device.store.pullState(collections: device.store.syncedCollections).cursor,
+            let version = decodeCursorVersion(cursor.rawValue)
+        else { return nil }
+        defer { cursors[index] = max(cursors[index] ?? 0, version) }
+        if let previous = cursors[index], version < previous {
+            return Violation(invariant: "I6", detail: "\(device.name)'s cursor went back from \(previous) to \(version)")
+        }
+        return nil
+    }
+
+    /// The test reads the server's cursor format (clients never do).
+    static func decodeCursorVersion(_ cursor: String) -> Int64? {
+        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else { return nil }
+        let parts = text.split(separator: ".")
+        return parts.count == 3 ? Int64(parts[1]) : nil
+    }
+}
