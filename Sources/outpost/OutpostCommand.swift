@@ -5,6 +5,7 @@ enum OutpostCommand {
     static let commands: [(name: String, summary: String)] = [
         ("serve", "Run the sync server (SQLite by default, or PostgreSQL)."),
         ("token", "Issue or revoke an access token."),
+        ("simulate", "Run the fault-injecting multi-device simulation and check invariants."),
         ("help", "Show this help, or a command's help."),
     ]
 
@@ -23,6 +24,8 @@ enum OutpostCommand {
                 try await ServeCommand.run(words)
             case "token":
                 try TokenCommand.run(words)
+            case "simulate":
+                try await SimulateCommand.run(words)
             default:
                 throw UsageError("'\(name)' is not an outpost command. Run 'outpost help' to see them.")
             }
@@ -50,6 +53,7 @@ enum OutpostCommand {
         switch name {
         case "serve": return ServeCommand.help
         case "token": return TokenCommand.help
+        case "simulate": return SimulateCommand.help
         case "help": return overview
         default: throw UsageError("'\(name)' is not an outpost command. Run 'outpost help' to see them.")
         }
