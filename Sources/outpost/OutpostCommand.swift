@@ -3,6 +3,7 @@ import Foundation
 /// Dispatches `outpost <command>` and turns errors into one plain sentence.
 enum OutpostCommand {
     static let commands: [(name: String, summary: String)] = [
+        ("demo", "Play a day in the field through a flaky network, then check the invariants."),
         ("serve", "Run the sync server (SQLite by default, or PostgreSQL)."),
         ("token", "Issue or revoke an access token."),
         ("simulate", "Run the fault-injecting multi-device simulation and check invariants."),
@@ -22,6 +23,8 @@ enum OutpostCommand {
                 print(try words.first.map(help(for:)) ?? overview)
             case "serve":
                 try await ServeCommand.run(words)
+            case "demo":
+                try await DemoCommand.run(words)
             case "token":
                 try TokenCommand.run(words)
             case "simulate":
@@ -52,6 +55,7 @@ enum OutpostCommand {
     static func help(for name: String) throws -> String {
         switch name {
         case "serve": return ServeCommand.help
+        case "demo": return DemoCommand.help
         case "token": return TokenCommand.help
         case "simulate": return SimulateCommand.help
         case "help": return overview

@@ -200,6 +200,8 @@ public actor SyncEngine {
     }
 
     private func cycleFinished(_ number: Int, generation: UInt64, report: SyncReport) async {
+        // The status is current before anyone waiting on this cycle resumes.
+        await publishStatus()
         if cycleGeneration == generation { cycleTask = nil }
         completedCycles = max(completedCycles, number)
         lastReport = report
@@ -211,7 +213,6 @@ public actor SyncEngine {
         emit(.cycleCompleted(report))
         if !report.conflicts.isEmpty { emit(.conflicts(report.conflicts)) }
         if !report.rejected.isEmpty { emit(.rejected(report.rejected)) }
-        await publishStatus()
         if cycleTask == nil, let next = followUp {
             followUp = nil
             trigger(next)

@@ -1,0 +1,278 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostSimulation
+import OutpostTesting
+
+/// `outpost demo`: a scripted day in the field through a flaky network,
+/// narrated, ending with the invariants checked. The README's first command.
+enum DemoCommand {
+    static let help = """
+        Usage: outpost demo [--quiet]
+
+        Starts a sync server on SQLite in a temporary folder and several devices (field
+        workers, a coordinator, an administrator) and plays a day in the field through a
+        network that lies: captures made offline, a lost answer, a slow network, two people
+        editing one record, a delete while its create is in flight, a parent and children
+        created offline, and twenty devices reconnecting at once. It ends with a table of
+        what was written and what the server holds, and checks invariants I1-I7.
+        Takes well under a minute; leaves nothing behind.
+        """
+
+    /// A person's phone in the demo.
+    final class Device: @unchecked Sendable {
+        // @unchecked Sendable: the demo drives every device from one task.
+        let name: String
+        let principal: Principal
+        let store: LocalStore
+        let engine: SyncEngine
+        let network: FaultInjectingTransport
+        var ledger = WriteLedger()
+
+        init(name: String, principal: Principal, store: LocalStore, engine: SyncEngine, network: FaultInjectingTransport) {
+            self.name = name
+            self.principal = principal
+            self.store = store
+            self.engine = engine
+            self.network = network
+        }
+
+        func create(_ collection: String, _ data: JSONObject) async throws -> UUID {
+            let uuid = try await store.create(in: collection, data)
+            ledger.recordCreate(uuid)
+            return uuid
+        }
+
+        func edit(_ collection: String, _ uuid: UUID, notes: String) async throws {
+            try await store.update(in: collection, uuid, patch: ["notes": .string(notes)])
+            ledger.recordUpdate(uuid, mark: notes)
+        }
+
+        func delete(_ collection: String, _ uuid: UUID) async throws {
+            try await store.delete(in: collection, uuid)
+            ledger.recordDelete(uuid)
+        }
+
+        var checked: CheckedDevice { CheckedDevice(name: name, store: store, principal: principal, ledger: ledger) }
+    }
+
+    static func run(_ words: [String]) async throws {
+        var arguments = try Arguments(words, flagNames: ["quiet"])
+        let quiet = arguments.flag("quiet")
+        try arguments.checkAllUsed()
+        guard arguments.positional.isEmpty else { throw UsageError("demo takes no words, only options.") }
+        let narrator = Narrator(quiet: quiet)
+        let started = Date()
+
+        let directory = try TemporaryDirectory(prefix: "outpost-demo")
+        let database = try SQLiteServerDatabase(path: directory.path("server.sqlite"))
+        let server = try SyncServer(database: database, config: ServerConfig())
+        let http = try HTTPServer(port: 0, threads: 4) { server.handle($0) }
+        defer {
+            http.stop()
+            database.close()
+        }
+        let base = URL(string: "http://127.0.0.1:\(http.port)")!
+        narrator.heading("Morning")
+        narrator.say("A sync server starts on SQLite at \(base.absoluteString) (a temporary folder, no set-up).")
+
+        func device(_ name: String, _ user: String, _ role: Role, _ team: String, jitter: Duration = .zero) throws -> Device {
+            let store = try LocalStore(
+                path: directory.path("\(user)-\(name).sqlite"),
+                collections: [
+                    CollectionDescriptor(name: "people", indexedFields: ["name"]),
+                    CollectionDescriptor(name: "visits", references: ["person": "people"]),
+                ])
+            let network = FaultInjectingTransport(wrapping: URLSessionTransport(baseURL: base))
+            var options = SyncOptions()
+            options.periodicInterval = nil
+            options.requestTimeout = 5
+            options.reconnectJitter = jitter
+            let token = try server.tokens.issue(user: user, role: role, team: team, ttl: nil)
+            let engine = SyncEngine(store: store, transport: network, token: token, options: options)
+            return Device(
+                name: name, principal: Principal(user: user, role: role, team: team), store: store, engine: engine,
+                network: network)
+        }
+        let ana = try device("Ana", "ana", .field, "north")
+        let bruno = try device("Bruno", "bruno", .field, "north")
+        let carla = try device("Carla", "carla", .coordinator, "north")
+        let dora = try device("Dora", "dora", .admin, "hq")
+        let team = [ana, bruno, carla, dora]
+        for person in team {
+            let report = try await person.engine.sync()
+            let mode = try await person.store.metadata("scope.mode").flatMap(ScopeMode.init(rawValue:)) ?? .full
+            let window = try await person.store.metadata("scope.window_start")
+            let described: String
+            switch mode {
+            case .full: described = "keeps everything offline"
+            case .capped: described = window == nil ? "keeps the team's data offline (under the 5,000-row cap)" : "keeps the last 12 months offline"
+            case .onlineWithCache: described = "searches online and caches what she opens"
+            }
+            narrator.say("\(person.name) (\(person.principal.role.rawValue)) signs in and \(described): \(report.received) catalog entries downloaded.")
+        }
+
+        narrator.heading("A street with no signal")
+        ana.network.isOffline = true
+        var families: [UUID] = []
+        for (name, phone) in [("Lucía Romero", "555-0101"), ("Marco Bianchi", "555-0102"), ("Olga Petrova", "555-0103")] {
+            let person = try await ana.create("people", ["name": .string(name), "phone": .string(phone), "section": 4])
+            _ = try await ana.create(
+                "visits", ["person": .string(person.wireText), "visited_at": .string(ServerTimestamp(Date()).rawValue), "notes": "first visit"])
+            families.append(person)
+        }
+        _ = try? await ana.engine.sync()
+        narrator.say("Ana captures 3 people and 3 visits with no network. Her phone says:")
+        narrator.quote(StatusMessage.text(for: await ana.engine.currentStatus))
+
+        narrator.heading("Signal again, but the answer is lost")
+        ana.network.isOffline = false
+        ana.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
+        _ = try? await ana.engine.sync()
+        let checking = try await ana.store.outboxSummary().awaitingConfirmation
+        narrator.say("Her upload reaches the server, but the answer never reaches her: \(checking) changes are \"checking result\".")
+        let resend = try await ana.engine.sync()
+        narrator.say("The next sync resends them with the same sequence numbers: the server answers duplicate for \(resend.duplicates), stores nothing twice.")
+
+        narrator.heading("A slow network")
+        bruno.network.inject(.delay(.milliseconds(3500))) { $0.target.hasPrefix("/v1/pull") }
+        _ = try await bruno.create("people", ["name": "Tomás Silva", "section": 2])
+        _ = try await bruno.engine.sync()
+        narrator.say("Bruno's capture is confirmed, but the server's answers take 3.5 s. His phone says:")
+        narrator.quote(StatusMessage.text(for: await bruno.engine.currentStatus))
+        _ = try await bruno.engine.sync()
+
+        narrator.heading("Two people edit one record")
+        _ = try await carla.engine.sync()
+        let shared = families[0]
+        ana.network.isOffline = true
+        carla.network.isOffline = true
+        try await ana.edit("people", shared, notes: "Ana: moved to the second floor")
+        try await carla.edit("people", shared, notes: "Carla: call before visiting")
+        ana.network.isOffline = false
+        carla.network.isOffline = false
+        _ = try await ana.engine.sync()
+        let lost = try await carla.engine.sync()
+        narrator.say("Ana and Carla edited Lucía's record from the same version, both offline. Ana synced first.")
+        if let conflict = lost.conflicts.first {
+            let kept = (try? conflict.localChange?.jsonText()) ?? "{}"
+            narrator.say("Carla is told; her edit is kept so she can apply it again: \(kept)")
+        }
+
+        narrator.heading("A delete while the create is in flight")
+        let gate = FaultInjectingTransport.Gate()
+        bruno.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
+        let mistake = try await bruno.create("people", ["name": "Duplicate entry", "section": 2])
+        let upload = Task { try await bruno.engine.sync() }
+        await gate.waitForArrivals()
+        try await bruno.delete("people", mistake)
+        gate.open()
+        _ = try await upload.value
+        _ = try await bruno.engine.sync()
+        let tombstone = try server.database.read {
+            try $0.first("SELECT deleted FROM records WHERE uuid = ?", [.text(mistake.wireText)])?.bool(0)
+        }
+        narrator.say("Bruno deletes a record while its upload is on the way. The server stored it, then deleted it: tombstone \(tombstone == true ? "present" : "missing"); it does not come back.")
+
+        narrator.heading("A family, offline")
+        bruno.network.isOffline = true
+        let parent = try await bruno.create("people", ["name": "Família Costa", "section": 7])
+        for child in 0..<2 {
+            _ = try await bruno.create(
+                "visits", ["person": .string(parent.wireText), "visited_at": .string(ServerTimestamp(Date()).rawValue), "notes": .string("child \(child + 1)")])
+        }
+        bruno.network.isOffline = false
+        let family = try await bruno.engine.sync()
+        narrator.say("A person and two visits created offline arrive in order: \(family.confirmed) confirmed, \(family.rejected.count) refused.")
+
+        narrator.heading("Twenty phones come back at once")
+        let storm = try (0..<20).map { try device("Phone \($0)", "worker-\($0)", .field, "south", jitter: .seconds(2)) }
+        let startTimes = StartTimes()
+        let stormStart = Date()
+        for phone in storm {
+            await phone.engine.registerRefresh("home screen") { startTimes.add(Date().timeIntervalSince(stormStart)) }
+            await phone.engine.receive(PathHint(isConnected: false))
+        }
+        for phone in storm { await phone.engine.receive(PathHint(isConnected: true)) }
+        let deadline = Date() + 10
+        while startTimes.count < storm.count && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        let times = startTimes.all
+        narrator.say(String(format: "Their refreshes start spread over %.1f s (first at %.2f s, last at %.2f s), not in a storm.", (times.max() ?? 0) - (times.min() ?? 0), times.min() ?? 0, times.max() ?? 0))
+        for phone in storm { await phone.engine.waitForIdle() }
+
+        narrator.heading("Evening")
+        narrator.say("Everyone syncs; the checker compares the server's database with every phone's.")
+        for _ in 0..<2 {
+            for person in team { _ = try? await person.engine.sync() }
+        }
+        let everyone = team + storm
+        let report = try await InvariantChecker.check(server: server, devices: everyone.map(\.checked))
+        let written = everyone.reduce(0) { $0 + $1.ledger.writeCount }
+        let onServer = try server.database.read {
+            try $0.first("SELECT COUNT(*) FROM records WHERE collection != 'catalogs'")?.int(0) ?? 0
+        }
+        let applied = try server.database.read {
+            try $0.first("SELECT COUNT(*) FROM mutation_results WHERE result LIKE '%\"status\":\"applied\"%'")?.int(0) ?? 0
+        }
+        let duplicates = report.violations.filter { $0.invariant == "I2" }.count
+        let resurrected = report.violations.filter { $0.invariant == "I3" }.count
+        var conflicts = 0
+        for person in everyone { conflicts += try await person.store.conflicts().count }
+        for person in everyone { await person.engine.stop() }
+
+        narrator.table([
+            ("writes made on phones", "\(written)"),
+            ("changes applied by the server", "\(applied)"),
+            ("records on the server", "\(onServer)"),
+            ("duplicates", "\(duplicates)"),
+            ("resurrected", "\(resurrected)"),
+            ("conflicts reported", "\(conflicts)"),
+            ("invariants checked", "I1-I7, \(report.checks.values.reduce(0, +)) facts"),
+            ("violations", "\(report.violations.count)"),
+            ("time", String(format: "%.1f s", Date().timeIntervalSince(started))),
+        ])
+        for violation in report.violations { Terminal.error(violation.description) }
+        guard report.isClean else { throw CommandFailure("An invariant broke; see the lines above.") }
+        narrator.say("Every invariant held.")
+    }
+}
+
+/// Refresh start times collected from many engines.
+final class StartTimes: @unchecked Sendable {
+    // @unchecked Sendable: `times` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var times: [Double] = []
+    func add(_ time: Double) { lock.withLock { times.append(time) } }
+    var count: Int { lock.withLock { times.count } }
+    var all: [Double] { lock.withLock { times } }
+}
+
+/// Plain narration on stdout; headings in bold on a terminal.
+struct Narrator {
+    let quiet: Bool
+    let bold = isatty(STDOUT_FILENO) == 1 && ProcessInfo.processInfo.environment["NO_COLOR"] == nil
+
+    func heading(_ text: String) {
+        guard !quiet else { return }
+        print(bold ? "\n\u{1B}[1m\(text)\u{1B}[0m" : "\n\(text)")
+    }
+
+    func say(_ text: String) {
+        guard !quiet else { return }
+        print("  \(text)")
+    }
+
+    func quote(_ text: String) {
+        guard !quiet else { return }
+        print("    “\(text)”")
+    }
+
+    func table(_ rows: [(String, String)]) {
+        let width = rows.map(\.0.count).max() ?? 0
+        print("")
+        for (label, value) in rows {
+            print("  \(label.padding(toLength: width, withPad: " ", startingAt: 0))  \(value)")
+        }
+    }
+}
