@@ -1,4 +1,5 @@
 import Foundation
+import Outpost
 
 /// Dispatches `outpost <command>` and turns errors into one plain sentence.
 enum OutpostCommand {
@@ -7,6 +8,15 @@ enum OutpostCommand {
         ("serve", "Run the sync server (SQLite by default, or PostgreSQL)."),
         ("token", "Issue or revoke an access token."),
         ("simulate", "Run the fault-injecting multi-device simulation and check invariants."),
+        ("login", "Sign in to a server with a token (per --profile)."),
+        ("add", "Capture a record, online or not: outpost add people name=Ana."),
+        ("edit", "Change fields of a record."),
+        ("delete", "Delete a record."),
+        ("list", "List records with their sync state and age."),
+        ("sync", "Send unsent changes and download what changed."),
+        ("status", "Connection, unsent changes, how current the data is."),
+        ("conflicts", "Edits that lost to a newer server copy."),
+        ("logout", "Wipe this profile's data (refuses with unsent changes)."),
         ("help", "Show this help, or a command's help."),
     ]
 
@@ -29,6 +39,15 @@ enum OutpostCommand {
                 try TokenCommand.run(words)
             case "simulate":
                 try await SimulateCommand.run(words)
+            case "login": try await AccountCommands.login(words)
+            case "logout": try await AccountCommands.logout(words)
+            case "add": try await CaptureCommands.add(words)
+            case "edit": try await CaptureCommands.edit(words)
+            case "delete": try await CaptureCommands.delete(words)
+            case "list": try await CaptureCommands.list(words)
+            case "sync": try await SyncCommands.sync(words)
+            case "status": try await SyncCommands.status(words)
+            case "conflicts": try await SyncCommands.conflicts(words)
             default:
                 throw UsageError("'\(name)' is not an outpost command. Run 'outpost help' to see them.")
             }
@@ -37,6 +56,9 @@ enum OutpostCommand {
             Terminal.error(error.description)
             return 2
         } catch let error as CommandFailure {
+            Terminal.error(error.description)
+            return 1
+        } catch let error as StoreError {
             Terminal.error(error.description)
             return 1
         } catch {
@@ -58,6 +80,9 @@ enum OutpostCommand {
         case "demo": return DemoCommand.help
         case "token": return TokenCommand.help
         case "simulate": return SimulateCommand.help
+        case "login", "logout": return AccountCommands.help
+        case "add", "edit", "delete", "list": return CaptureCommands.help
+        case "sync", "status", "conflicts": return SyncCommands.help
         case "help": return overview
         default: throw UsageError("'\(name)' is not an outpost command. Run 'outpost help' to see them.")
         }

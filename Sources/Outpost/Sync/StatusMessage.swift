@@ -51,7 +51,7 @@ public enum StatusMessage {
     }
 
     /// "3 Aug at 09:42", in the person's time zone.
-    static func describe(_ date: Date, timeZone: TimeZone, locale: Locale) -> String {
+    public static func describe(_ date: Date, timeZone: TimeZone, locale: Locale) -> String {
         let formatter = DateFormatter()
         formatter.locale = locale
         formatter.timeZone = timeZone

@@ -1,0 +1,67 @@
+import Foundation
+import Outpost
+import OutpostCore
+
+/// `login` and `logout`.
+enum AccountCommands {
+    static let help = """
+        Usage: outpost login --server URL --token TOKEN [--profile NAME]
+               outpost logout [--force] [--profile NAME]
+
+        login   checks the token with the server, then keeps it for this profile
+                (readable by you only). Nothing is saved when the server cannot be reached.
+        logout  wipes this profile's data (the database and its WAL/SHM files) and token.
+                With unsent changes it refuses, unless --force: they would be lost.
+        """
+
+    static func login(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        let server = try arguments.required("server", "the server address, e.g. http://127.0.0.1:8787")
+        let token = try arguments.required("token", "the token from 'outpost token issue'")
+        try arguments.checkAllUsed()
+        guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw UsageError("'\(server)' is not a server address such as http://127.0.0.1:8787.")
+        }
+        let transport = URLSessionTransport(baseURL: url)
+        let response: TransportResponse
+        do {
+            response = try await transport.send(
+                TransportRequest(method: "GET", target: "/v1/scope", headers: ["Authorization": "Bearer \(token)"], timeout: 10))
+        } catch {
+            throw CommandFailure("Could not reach \(server), so you are not signed in. Try again when the network is back.")
+        }
+        guard response.status == 200, let scope = try? WireCoding.decode(ScopeResponse.self, from: response.body) else {
+            let message = (try? WireCoding.decode(ErrorBody.self, from: response.body))?.message ?? "The server refused the token."
+            throw CommandFailure(message)
+        }
+        if let existing = try? profile.loadAccount(), existing.user != scope.user || existing.server != server {
+            let store = try profile.openStore()
+            if try await store.outboxSummary().total > 0 {
+                throw CommandFailure(
+                    "This profile holds unsent changes of \(existing.user); sync or log out first, or use another --profile.")
+            }
+            try await store.destroy()
+        }
+        try profile.save(Profile.Account(server: server, token: token, user: scope.user, role: scope.role, team: scope.team))
+        print("Signed in as \(scope.user) (\(scope.role.rawValue), team \(scope.team)) on \(server).")
+    }
+
+    static func logout(_ words: [String]) async throws {
+        var arguments = try Arguments(words, flagNames: ["force"])
+        let profile = try Profile.from(&arguments)
+        let force = arguments.flag("force")
+        try arguments.checkAllUsed()
+        guard arguments.positional.isEmpty else { throw UsageError("logout takes no words, only options.") }
+        let account = try profile.loadAccount()
+        let store = try profile.openStore()
+        let engine = try profile.engine(store: store, account: account)
+        do {
+            try await engine.signOut(unsentChanges: force ? .discard : .refuse)
+        } catch let error as SignOutError {
+            throw CommandFailure("\(error.description) Run 'outpost sync' first, or 'outpost logout --force' to lose them.")
+        }
+        try? FileManager.default.removeItem(at: profile.accountFile)
+        print("Signed out; this computer's copy of \(account.user)'s data is wiped.")
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import Outpost
+import OutpostCore
+
+/// `add`, `edit`, `delete`, `list`: capture and browse, online or not.
+enum CaptureCommands {
+    static let help = """
+        Usage: outpost add <collection> field=value … [--profile NAME]
+               outpost edit <uuid> field=value … [--profile NAME]
+               outpost delete <uuid> [--profile NAME]
+               outpost list [collection] [--limit N] [--profile NAME]
+
+        Works with no network: changes are kept on this computer and sent by 'outpost sync'.
+        field=value sets text; field:=JSON sets a number, true/false, null or other JSON
+        (e.g. section:=3). In edit, field:=null clears a field.
+        """
+
+    /// Parses `field=value` (text) and `field:=json` words into a patch.
+    static func fields(_ words: ArraySlice<String>) throws -> JSONObject {
+        var object: JSONObject = [:]
+        for word in words {
+            if let range = word.range(of: ":=") {
+                let name = String(word[..<range.lowerBound])
+                guard !name.isEmpty else { throw UsageError("'\(word)' has no field name before ':='.") }
+                do {
+                    object[name] = try JSONValue.parse(String(word[range.upperBound...]))
+                } catch {
+                    throw UsageError("The value of \(name) after ':=' is not valid JSON.")
+                }
+            } else if let equals = word.firstIndex(of: "=") {
+                let name = String(word[..<equals])
+                guard !name.isEmpty else { throw UsageError("'\(word)' has no field name before '='.") }
+                object[name] = .string(String(word[word.index(after: equals)...]))
+            } else {
+                throw UsageError("'\(word)' is not field=value or field:=JSON.")
+            }
+        }
+        return object
+    }
+
+    static func add(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        try arguments.checkAllUsed()
+        guard let collection = arguments.positional.first else {
+            throw UsageError("Say what to add: outpost add <collection> field=value …")
+        }
+        let data = try fields(arguments.positional.dropFirst())
+        guard !data.isEmpty else { throw UsageError("Give at least one field=value to add.") }
+        _ = try profile.loadAccount()
+        let store = try profile.openStore()
+        defer { Task { await store.close() } }
+        let uuid = try await store.create(in: collection, data)
+        print(uuid.wireText)
+    }
+
+    static func edit(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        try arguments.checkAllUsed()
+        guard let uuidText = arguments.positional.first else { throw UsageError("Say which record: outpost edit <uuid> field=value …") }
+        guard let uuid = UUID.fromWire(uuidText) else { throw UsageError("'\(uuidText)' is not a record id (a UUID).") }
+        let patch = try fields(arguments.positional.dropFirst())
+        guard !patch.isEmpty else { throw UsageError("Give at least one field=value to change.") }
+        _ = try profile.loadAccount()
+        let store = try profile.openStore()
+        let collection = try await locate(uuid, in: store)
+        try await store.update(in: collection, uuid, patch: patch)
+        print("Changed \(collection) record \(uuid.wireText); it will be sent with the next sync.")
+    }
+
+    static func delete(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        try arguments.checkAllUsed()
+        guard let uuidText = arguments.positional.first, arguments.positional.count == 1 else {
+            throw UsageError("Say which one record: outpost delete <uuid>")
+        }
+        guard let uuid = UUID.fromWire(uuidText) else { throw UsageError("'\(uuidText)' is not a record id (a UUID).") }
+        _ = try profile.loadAccount()
+        let store = try profile.openStore()
+        let collection = try await locate(uuid, in: store)
+        try await store.delete(in: collection, uuid)
+        print("Deleted \(collection) record \(uuid.wireText).")
+    }
+
+    static func locate(_ uuid: UUID, in store: LocalStore) async throws -> String {
+        for descriptor in Profile.collections where try await store.get(in: descriptor.name, uuid) != nil {
+            return descriptor.name
+        }
+        throw CommandFailure("No record \(uuid.wireText) on this computer.")
+    }
+
+    static func list(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        let limit = try arguments.integer("limit", in: 1...100_000) ?? 50
+        try arguments.checkAllUsed()
+        guard arguments.positional.count <= 1 else { throw UsageError("list takes at most one collection.") }
+        _ = try profile.loadAccount()
+        let store = try profile.openStore()
+        let names = arguments.positional.first.map { [$0] } ?? Profile.collections.map(\.name)
+        let now = Date()
+        var shown = 0
+        for name in names {
+            let records = try await store.query(RecordQuery(name, order: [.localUpdatedAt()], limit: limit))
+            for record in records {
+                let age = record.localUpdatedAt ?? record.serverUpdatedAt?.date
+                let summary = record.value.keys.sorted().prefix(4).compactMap { key -> String? in
+                    guard let value = record.value[key] else { return nil }
+                    let text = value.stringValue ?? (try? value.jsonText()) ?? ""
+                    return "\(key)=\(text.count > 28 ? String(text.prefix(27)) + "…" : text)"
+                }.joined(separator: " ")
+                print(
+                    "\(record.uuid.wireText)  \(name.padding(toLength: 7, withPad: " ", startingAt: 0))  \(record.syncState.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))  \(Age.describe(age, now: now).padding(toLength: 12, withPad: " ", startingAt: 0))  \(summary)"
+                )
+                shown += 1
+            }
+        }
+        if shown == 0 { print("No records on this computer yet.") }
+    }
+}
+
+/// "3 min ago", "2 days ago": how old a record or a sync is.
+enum Age {
+    static func describe(_ date: Date?, now: Date) -> String {
+        guard let date else { return "unknown age" }
+        let seconds = now.timeIntervalSince(date)
+        switch seconds {
+        case ..<0: return "just now"
+        case ..<60: return "just now"
+        case ..<3600: return "\(Int(seconds / 60)) min ago"
+        case ..<86_400: return "\(Int(seconds / 3600)) h ago"
+        default: return "\(Int(seconds / 86_400)) days ago"
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+
+/// A signed-in account on this computer: its settings and its device
+/// database, under the XDG directories (`$XDG_CONFIG_HOME/outpost/NAME`,
+/// `$XDG_DATA_HOME/outpost/NAME`), so profiles never share data.
+struct Profile {
+    let name: String
+    let configDirectory: URL
+    let dataDirectory: URL
+
+    struct Account: Codable {
+        var server: String
+        var token: String
+        var user: String
+        var role: Role
+        var team: String
+    }
+
+    init(name: String) throws {
+        guard CollectionSchema.isValidName(name) || name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }),
+            !name.isEmpty, name.count <= 64
+        else { throw UsageError("A profile name uses letters, digits, - and _ only.") }
+        self.name = name
+        let environment = ProcessInfo.processInfo.environment
+        let home = URL(fileURLWithPath: environment["HOME"] ?? NSHomeDirectory())
+        let config = environment["XDG_CONFIG_HOME"].map { URL(fileURLWithPath: $0) } ?? home.appendingPathComponent(".config")
+        let data = environment["XDG_DATA_HOME"].map { URL(fileURLWithPath: $0) } ?? home.appendingPathComponent(".local/share")
+        configDirectory = config.appendingPathComponent("outpost/\(name)")
+        dataDirectory = data.appendingPathComponent("outpost/\(name)")
+    }
+
+    static func from(_ arguments: inout Arguments) throws -> Profile {
+        try Profile(name: arguments.option("profile") ?? "default")
+    }
+
+    var accountFile: URL { configDirectory.appendingPathComponent("account.json") }
+    var databasePath: String { dataDirectory.appendingPathComponent("device.sqlite").path }
+
+    func loadAccount() throws -> Account {
+        guard let data = FileManager.default.contents(atPath: accountFile.path) else {
+            throw CommandFailure("Not signed in\(name == "default" ? "" : " on profile \(name)"): run 'outpost login --server URL --token TOKEN' first.")
+        }
+        do {
+            return try WireCoding.decode(Account.self, from: data)
+        } catch {
+            throw CommandFailure("The account file \(accountFile.path) is damaged; run 'outpost login' again.")
+        }
+    }
+
+    func save(_ account: Account) throws {
+        try FileManager.default.createDirectory(at: configDirectory, withIntermediateDirectories: true)
+        let data = try WireCoding.encode(account)
+        // The token is a secret: readable by this user only.
+        guard FileManager.default.createFile(atPath: accountFile.path, contents: data, attributes: [.posixPermissions: 0o600])
+        else { throw CommandFailure("Could not write \(accountFile.path).") }
+    }
+
+    /// The collections a CLI device keeps (the server's defaults).
+    static let collections = DefaultCollections.all.filter { !$0.readOnly }.map {
+        CollectionDescriptor(schema: $0, indexedFields: $0.name == "people" ? ["name"] : [])
+    }
+
+    func openStore() throws -> LocalStore {
+        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
+        return try LocalStore(path: databasePath, collections: Self.collections)
+    }
+
+    func engine(store: LocalStore, account: Account, timeout: TimeInterval = 15) throws -> SyncEngine {
+        guard let url = URL(string: account.server) else { throw CommandFailure("The saved server address is not valid.") }
+        var options = SyncOptions()
+        options.periodicInterval = nil
+        options.requestTimeout = timeout
+        return SyncEngine(store: store, transport: URLSessionTransport(baseURL: url), token: account.token, options: options)
+    }
+}

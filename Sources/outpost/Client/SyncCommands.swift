@@ -1,0 +1,153 @@
+import Foundation
+import Outpost
+import OutpostCore
+
+/// `sync`, `status`, `conflicts`.
+enum SyncCommands {
+    static let help = """
+        Usage: outpost sync [--timeout SECONDS] [--profile NAME]
+               outpost status [--profile NAME]
+               outpost conflicts [--profile NAME]
+
+        sync       sends unsent changes, then downloads what changed (a progress bar on a
+                   terminal), and prints what happened.
+        status     the connection, unsent / refused counts, how current the data is, what is
+                   downloaded and what is not, and conflicts.
+        conflicts  edits that lost to a newer server copy, with the values you had typed.
+        """
+
+    static func sync(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        let timeout = try arguments.integer("timeout", in: 1...3600) ?? 60
+        try arguments.checkAllUsed()
+        guard arguments.positional.isEmpty else { throw UsageError("sync takes no words, only options.") }
+        let account = try profile.loadAccount()
+        let store = try profile.openStore()
+        let engine = try profile.engine(store: store, account: account)
+        let bar = ProgressBar()
+        let updates = await engine.statusUpdates()
+        let watcher = Task {
+            for await status in updates {
+                if let progress = status.progress, status.isSyncing { bar.show(progress) }
+            }
+        }
+        defer {
+            watcher.cancel()
+            bar.finish()
+        }
+        do {
+            let report = try await engine.sync(timeout: .seconds(timeout))
+            bar.finish()
+            var parts = ["sent \(report.sent)", "confirmed \(report.confirmed)"]
+            if report.duplicates > 0 { parts[1] += " (\(report.duplicates) already on the server)" }
+            parts += ["conflicts \(report.conflicts.count)", "rejected \(report.rejected.count)", "received \(report.received)"]
+            if report.deleted > 0 { parts.append("removed \(report.deleted)") }
+            print("Synced: " + parts.joined(separator: ", ") + ".")
+            for rejected in report.rejected {
+                let problems = rejected.rejection.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                print("  refused: \(rejected.record) — \(problems.isEmpty ? rejected.rejection.code : problems.joined(separator: "; "))")
+            }
+            for held in report.held {
+                print("  waiting: \(held.entry.record) until its parent \(held.refusedParent) is fixed")
+            }
+            if !report.conflicts.isEmpty { print("  run 'outpost conflicts' to see the edits that lost.") }
+        } catch let failure as SyncFailure {
+            bar.finish()
+            throw CommandFailure(StatusMessage.text(for: await engine.currentStatus) + " (" + describe(failure) + ")")
+        }
+    }
+
+    static func describe(_ failure: SyncFailure) -> String {
+        switch failure {
+        case .offline: return "the server could not be reached"
+        case .noAnswer: return "the server did not answer in time; changes will be checked on the next sync"
+        case .serverBusy: return "the server is busy; try again shortly"
+        case .signInRequired: return "sign in again with 'outpost login'"
+        case .accessRevoked: return "access was withdrawn"
+        case .refused(let body): return body.message
+        case .invalidAnswer: return "the server's answer could not be read"
+        case .timedOut: return "the sync goes on taking longer than the timeout"
+        }
+    }
+
+    static func status(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        try arguments.checkAllUsed()
+        guard arguments.positional.isEmpty else { throw UsageError("status takes no words, only options.") }
+        let account = try profile.loadAccount()
+        let store = try profile.openStore()
+        let engine = try profile.engine(store: store, account: account, timeout: 5)
+        let connectivity = await engine.checkConnectivity()
+        let status = await engine.currentStatus
+        print("Account:      \(account.user) (\(account.role.rawValue), team \(account.team)) on \(account.server)")
+        print("Connection:   \(connectivity.rawValue)")
+        print("Changes:      \(status.pending) waiting, \(status.awaitingConfirmation) being checked, \(status.rejected) refused, \(status.held) held")
+        if let updated = status.dataUpdatedAt?.date {
+            print("Data:         updated on \(StatusMessage.describe(updated, timeZone: .current, locale: Locale(identifier: "en_GB"))) (server time)")
+        } else {
+            print("Data:         never downloaded")
+        }
+        let mode = try await store.metadata("scope.mode").flatMap(ScopeMode.init(rawValue:))
+        let window = try await store.metadata("scope.window_start")
+        for (collection, coverage) in status.coverage.sorted(by: { $0.key < $1.key }) {
+            var line = "\(coverage.onDevice) on this computer"
+            switch collection == "catalogs" ? .full : (mode ?? .full) {
+            case .full: line += mode == nil && collection != "catalogs" ? " (not downloaded yet)" : ", everything in your scope"
+            case .capped: line += window.map { ", records since \(String($0.prefix(10))); older ones are searched online" } ?? ", everything in your scope"
+            case .onlineWithCache: line += " (opened records only; search runs on the server)"
+            }
+            print("  \(collection.padding(toLength: 10, withPad: " ", startingAt: 0))  \(line)")
+        }
+        print("Conflicts:    \(status.conflicts)")
+        print("")
+        print(StatusMessage.text(for: status))
+    }
+
+    static func conflicts(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        try arguments.checkAllUsed()
+        _ = try profile.loadAccount()
+        let store = try profile.openStore()
+        let reports = try await store.conflicts()
+        if reports.isEmpty {
+            print("No conflicts.")
+            return
+        }
+        for report in reports {
+            let lost = (try? report.localChange?.jsonText()) ?? "(a delete)"
+            let kept = report.serverRecord.map { record in
+                record.deleted ? "deleted on the server" : (try? record.data?.jsonText()) ?? ""
+            } ?? "no longer on the server"
+            print("\(report.record): your \(report.op.rawValue) \(lost) lost to the server's copy \(kept)")
+        }
+    }
+}
+
+/// A one-line progress bar on stderr, only on a terminal.
+final class ProgressBar: @unchecked Sendable {
+    // @unchecked Sendable: `shown` is only touched while `lock` is held.
+    private let lock = NSLock()
+    private var shown = false
+    private let enabled = isatty(STDERR_FILENO) == 1
+
+    func show(_ progress: SyncProgress) {
+        guard enabled, progress.total > 0 else { return }
+        let width = 30
+        let filled = Int(progress.fraction * Double(width))
+        let line = "\rDownloading [" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled)
+            + "] \(progress.done)/\(progress.total)"
+        lock.withLock { shown = true }
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    func finish() {
+        let wasShown = lock.withLock { () -> Bool in
+            defer { shown = false }
+            return shown
+        }
+        if wasShown { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+}
