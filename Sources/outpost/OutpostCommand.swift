@@ -69,7 +69,8 @@ enum OutpostCommand {
 
     static var overview: String {
         var text = "outpost: an offline-first sync engine and its server.\n\nUsage: outpost <command> [options]\n\nCommands:\n"
-        for command in commands { text += "  \(command.name.padding(toLength: 8, withPad: " ", startingAt: 0))\(command.summary)\n" }
+        let width = (commands.map(\.name.count).max() ?? 8) + 2
+        for command in commands { text += "  \(command.name.padding(toLength: width, withPad: " ", startingAt: 0))\(command.summary)\n" }
         text += "\nRun 'outpost <command> --help' for a command's options."
         return text
     }

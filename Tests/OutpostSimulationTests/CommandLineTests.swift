@@ -1,0 +1,187 @@
+import Foundation
+import OutpostCore
+import OutpostServer
+import OutpostTesting
+import Testing
+
+/// The `outpost` command line, run as a subprocess as a person would.
+@Suite("Command line")
+struct CommandLineTests {
+    static var executable: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("outpost")
+    }
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    /// A person's computer: its own XDG folders, and a server it can reach or not.
+    final class Workstation: @unchecked Sendable {
+        // @unchecked Sendable: used from one test at a time; `http` is replaced only between commands.
+        let directory: TemporaryDirectory
+        let server: SyncServer
+        var http: HTTPServer?
+        var port: UInt16 = 0
+
+        init() throws {
+            directory = try TemporaryDirectory(prefix: "outpost-cli")
+            server = try SyncServer(
+                database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig())
+            try startServer()
+        }
+
+        func startServer() throws {
+            let server = self.server
+            let http = try HTTPServer(port: port, threads: 2) { server.handle($0) }
+            port = http.port
+            self.http = http
+        }
+
+        func stopServer() {
+            http?.stop()
+            http = nil
+        }
+
+        var url: String { "http://127.0.0.1:\(port)" }
+
+        func run(_ arguments: [String]) throws -> Result {
+            let process = Process()
+            process.executableURL = CommandLineTests.executable
+            process.arguments = arguments
+            var environment = ProcessInfo.processInfo.environment
+            environment["XDG_CONFIG_HOME"] = directory.path("config")
+            environment["XDG_DATA_HOME"] = directory.path("data")
+            environment["NO_COLOR"] = "1"
+            process.environment = environment
+            let output = Pipe()
+            let errors = Pipe()
+            process.standardOutput = output
+            process.standardError = errors
+            try process.run()
+            let out = output.fileHandleForReading.readDataToEndOfFile()
+            let err = errors.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return Result(
+                status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+                stderr: String(decoding: err, as: UTF8.self))
+        }
+
+        func login(_ user: String = "ana") throws {
+            let token = try server.tokens.issue(user: user, role: .field, team: "north", ttl: nil)
+            let result = try run(["login", "--server", url, "--token", token])
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+    }
+
+    @Test func captureWhileTheServerIsDownThenSyncOnceItIsUp() throws {
+        let station = try Workstation()
+        try station.login()
+        station.stopServer()
+        let added = try station.run(["add", "people", "name=Ana", "section:=3"])
+        #expect(added.status == 0)
+        let uuid = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(UUID.fromWire(uuid) != nil, "add prints the new uuid")
+        let offline = try station.run(["sync"])
+        #expect(offline.status == 1)
+        #expect(offline.stderr.hasPrefix("error: You're offline."))
+        #expect(try station.run(["list"]).stdout.contains("\(uuid)  people   pending"))
+
+        try station.startServer()
+        let synced = try station.run(["sync"])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(synced.stdout.contains("sent 1, confirmed 1"))
+        #expect(try station.run(["list", "people"]).stdout.contains("synced"))
+        let count = try station.server.database.read { try $0.first("SELECT COUNT(*) FROM records WHERE collection = 'people'")?.int(0) }
+        #expect(count == 1)
+    }
+
+    @Test func statusWhileOfflineShowsTheLastSyncAndTheOfflineMessage() throws {
+        let station = try Workstation()
+        try station.login()
+        #expect(try station.run(["sync"]).status == 0)
+        station.stopServer()
+        #expect(try station.run(["add", "people", "name=Bea"]).status == 0)
+        let status = try station.run(["status"])
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("Connection:   offline"))
+        #expect(status.stdout.contains("Data:         updated on "))
+        #expect(status.stdout.contains("Changes:      1 waiting"))
+        #expect(status.stdout.contains("You're offline. You can see data synced on "))
+    }
+
+    @Test func logoutWithUnsentChangesRefusesWithoutForce() throws {
+        let station = try Workstation()
+        try station.login()
+        #expect(try station.run(["add", "people", "name=Unsent"]).status == 0)
+        let refused = try station.run(["logout"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("1 change has not reached the server yet"))
+        let database = station.directory.path("data/outpost/default/device.sqlite")
+        #expect(FileManager.default.fileExists(atPath: database), "nothing was wiped")
+        let forced = try station.run(["logout", "--force"])
+        #expect(forced.status == 0)
+        for suffix in ["", "-wal", "-shm"] {
+            #expect(!FileManager.default.fileExists(atPath: database + suffix), "\(suffix) wiped")
+        }
+        #expect(try station.run(["list"]).stderr.contains("Not signed in"))
+    }
+
+    @Test func loginWithoutANetworkSavesNothing() throws {
+        let station = try Workstation()
+        station.stopServer()
+        let token = try station.server.tokens.issue(user: "ana", role: .field, team: "north", ttl: nil)
+        let result = try station.run(["login", "--server", station.url, "--token", token])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("you are not signed in"))
+        #expect(try station.run(["add", "people", "name=x"]).stderr.contains("Not signed in"))
+    }
+
+    @Test(arguments: [
+        ["frobnicate"], ["add"], ["add", "people"], ["add", "people", "justaword"], ["edit", "not-a-uuid", "a=b"],
+        ["list", "--bogus", "1"], ["serve", "--port", "99999"], ["token", "issue", "--user", "u", "--role", "king", "--team", "t"],
+        ["sync", "extra"], ["simulate", "--seeds", "zero"], ["add", "people", "section:={bad"],
+    ])
+    func badArgumentsGiveOneSentenceAndExitCode2(_ arguments: [String]) throws {
+        let station = try Workstation()
+        try station.login()
+        let result = try station.run(arguments)
+        #expect(result.status == 2, "\(arguments): \(result.stderr)")
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "one sentence: \(result.stderr)")
+        #expect(result.stderr.hasPrefix("error: "))
+        #expect(!result.stderr.contains("Fatal") && !result.stderr.contains("Stack"))
+    }
+
+    @Test func helpForEveryCommand() throws {
+        let station = try Workstation()
+        let overview = try station.run(["help"])
+        #expect(overview.status == 0)
+        for command in ["serve", "token", "demo", "login", "add", "sync", "status", "logout", "simulate", "conflicts"] {
+            #expect(overview.stdout.contains(command))
+            let help = try station.run([command, "--help"])
+            #expect(help.status == 0)
+            #expect(help.stdout.hasPrefix("Usage: outpost"), "\(command)")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func theDemoPassesWithEveryInvariant() throws {
+        let station = try Workstation()
+        let demo = try station.run(["demo"])
+        #expect(demo.status == 0, "\(demo.stderr)")
+        func value(_ label: String) -> String? {
+            demo.stdout.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(label) }
+                .map { $0.replacingOccurrences(of: label, with: "").trimmingCharacters(in: .whitespaces) }
+        }
+        #expect(value("duplicates") == "0")
+        #expect(value("resurrected") == "0")
+        #expect(value("violations") == "0")
+        #expect(value("conflicts reported") == "1")
+        #expect(value("invariants checked")?.hasPrefix("I1-I7") == true)
+        #expect(Int(value("writes made on phones") ?? "") ?? 0 > 10)
+        #expect(demo.stdout.contains("Every invariant held."))
+    }
+}
