@@ -194,7 +194,7 @@ struct ChaosProxyTests {
         #expect(partial == 1, "a page is applied whole or not at all")
 
         // A faster trickle: the same download completes within the timeout.
-        network.proxy.mode = .slowDrip(bytesPerSecond: 400_000)
+        network.proxy.mode = .slowDrip(bytesPerSecond: 200_000)
         let before = network.proxy.bytesToClients
         let report = try await phone.engine.sync()
         #expect(report.received >= 300)
