@@ -8,6 +8,7 @@ enum OutpostCommand {
         ("serve", "Run the sync server (SQLite by default, or PostgreSQL)."),
         ("token", "Issue or revoke an access token."),
         ("simulate", "Run the fault-injecting multi-device simulation and check invariants."),
+        ("bench", "Measure sync speed against baselines taken in the same run."),
         ("login", "Sign in to a server with a token (per --profile)."),
         ("add", "Capture a record, online or not: outpost add people name=Ana."),
         ("edit", "Change fields of a record."),
@@ -39,6 +40,8 @@ enum OutpostCommand {
                 try TokenCommand.run(words)
             case "simulate":
                 try await SimulateCommand.run(words)
+            case "bench": try await BenchCommand.run(words)
+            case "_bench-client": try await InitialSyncBench.client(words)
             case "login": try await AccountCommands.login(words)
             case "logout": try await AccountCommands.logout(words)
             case "add": try await CaptureCommands.add(words)
@@ -81,6 +84,7 @@ enum OutpostCommand {
         case "demo": return DemoCommand.help
         case "token": return TokenCommand.help
         case "simulate": return SimulateCommand.help
+        case "bench": return BenchCommand.help
         case "login", "logout": return AccountCommands.help
         case "add", "edit", "delete", "list": return CaptureCommands.help
         case "sync", "status", "conflicts": return SyncCommands.help

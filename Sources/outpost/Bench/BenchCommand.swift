@@ -1,0 +1,99 @@
+import Foundation
+import OutpostCore
+
+/// `outpost bench`: every figure with its baseline measured in the same run.
+enum BenchCommand {
+    static let help = """
+        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [--quick] [--json FILE]
+                             [--records N] [--postgres URL] [--series]
+
+        Runs the benchmarks (all when none is named) and prints each figure, its baseline
+        measured in the same run and their ratio. Build in release mode for real figures
+        (scripts/bench does). --quick shrinks every size for a smoke test.
+
+          --records N      records for initial-sync (default 235,613, the field platform's size)
+          --postgres URL   also run initial-sync and push on PostgreSQL
+          --series         initial-sync at 10k, 50k, 100k and 235k records (for the chart)
+          --json FILE      also write the results as JSON
+        """
+
+    static let names = ["initial-sync", "local-write", "push", "many-devices"]
+
+    static func run(_ words: [String]) async throws {
+        var arguments = try Arguments(words, flagNames: ["quick", "series"])
+        let quick = arguments.flag("quick")
+        let series = arguments.flag("series")
+        let jsonPath = arguments.option("json")
+        let records = try arguments.integer("records", in: 1...5_000_000) ?? (quick ? 5_000 : 235_613)
+        let postgres = arguments.option("postgres")
+        try arguments.checkAllUsed()
+        for name in arguments.positional where !names.contains(name) {
+            throw UsageError("'\(name)' is not a benchmark; choose from \(names.joined(separator: ", ")).")
+        }
+        let chosen = arguments.positional.isEmpty ? names : arguments.positional
+        var results: [BenchResult] = []
+        func report(_ new: [BenchResult]) {
+            for result in new {
+                print(describe(result))
+                results.append(result)
+            }
+        }
+        for name in chosen {
+            switch name {
+            case "initial-sync":
+                let sizes = series ? [10_000, 50_000, 100_000, records] : [records]
+                for size in sizes {
+                    report(try await InitialSyncBench.run(records: size, postgres: series ? nil : postgres).map { result in
+                        var result = result
+                        if series { result.name += "-\(size)" }
+                        return result
+                    })
+                }
+            case "local-write":
+                report([try await LocalWriteBench.run(operations: quick ? 1_000 : 10_000)])
+            case "push":
+                report(try await PushBench.run(mutations: quick ? 1_000 : 10_000, postgres: postgres))
+            case "many-devices":
+                report(
+                    try await ManyDevicesBench.run(
+                        devices: quick ? 20 : 200, seconds: quick ? 3 : 30, stormDevices: quick ? 100 : 1_000,
+                        jitter: quick ? .seconds(2) : .seconds(10)))
+            default: break
+            }
+        }
+        if let jsonPath {
+            struct Output: Encodable {
+                var date: String
+                var machine: String
+                var results: [BenchResult]
+            }
+            let output = Output(
+                date: ServerTimestamp(Date()).rawValue,
+                machine: "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory / 1_073_741_824) GiB",
+                results: results)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(output).write(to: URL(fileURLWithPath: jsonPath))
+        }
+    }
+
+    static func describe(_ result: BenchResult) -> String {
+        var line = "\(result.name): \(format(result.figure)) \(result.unit)"
+        if let baseline = result.baseline, let label = result.baselineLabel {
+            line += "; baseline \(format(baseline)) (\(label))"
+        }
+        if let ratio = result.ratio { line += "; ratio \(String(format: "%.2f", ratio))" }
+        line += "; target: \(result.target)"
+        if let met = result.met { line += met ? " — met" : " — NOT met" }
+        let details = result.details.keys.sorted().map { "\($0)=\(format(result.details[$0]!))" }.joined(separator: ", ")
+        if !details.isEmpty { line += "\n    \(details)" }
+        for note in result.notes { line += "\n    \(note)" }
+        return line
+    }
+
+    static func format(_ value: Double) -> String {
+        if value >= 1000 { return String(format: "%.0f", value) }
+        if value >= 10 { return String(format: "%.1f", value) }
+        return String(format: "%.3f", value)
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import OutpostCore
+import OutpostSQLite
+import OutpostServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One benchmark's outcome: its figure, the baseline measured in the same
+/// run, and their ratio (this machine is noisy; only ratios are quoted).
+struct BenchResult: Codable {
+    var name: String
+    var figure: Double
+    var unit: String
+    var baseline: Double?
+    var baselineLabel: String?
+    /// figure / baseline for times (lower is better), or as stated in `ratioMeaning`.
+    var ratio: Double?
+    var ratioMeaning: String?
+    var target: String
+    var met: Bool?
+    var details: [String: Double] = [:]
+    var notes: [String] = []
+
+    enum CodingKeys: String, CodingKey {
+        case name, figure, unit, baseline, ratio, target, met, details, notes
+        case baselineLabel = "baseline_label"
+        case ratioMeaning = "ratio_meaning"
+    }
+}
+
+enum Bench {
+    /// Seconds taken by `body`, on the monotonic clock.
+    static func time(_ body: () async throws -> Void) async rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try await body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        guard !values.isEmpty else { return 0 }
+        let sorted = values.sorted()
+        let index = min(sorted.count - 1, max(0, Int((p / 100 * Double(sorted.count)).rounded(.up)) - 1))
+        return sorted[index]
+    }
+
+    /// This process's peak resident memory, in MB.
+    static func peakRSSMegabytes() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_maxrss) / 1024
+    }
+
+    static var executable: String {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+    }
+
+    /// A record of about 300 bytes, made deterministically from its index.
+    static func recordData(_ index: Int) -> String {
+        let streets = ["Via Roma", "Calle Mayor", "Rua Augusta", "Nevsky Prospekt", "Avenida Juárez"]
+        let names = ["Lucía Romero", "Marco Bianchi", "Olga Petrova", "João Costa", "Ana Torres", "Ivan Sokolov"]
+        let data: JSONObject = [
+            "name": .string("\(names[index % names.count]) \(index)"),
+            "phone": .string(String(format: "555-%07d", index)),
+            "address": .string("\(streets[index % streets.count]) \(index % 300 + 1), interior \(index % 12)"),
+            "notes": .string("Captured in the field during the census round \(index % 17); visit again in the morning if nobody answers."),
+            "section": .int(Int64(index % 400)),
+            "created_at": .string(ServerTimestamp(Date(timeIntervalSince1970: 1_780_000_000 + Double(index) * 7)).rawValue),
+        ]
+        return (try? data.jsonText()) ?? "{}"
+    }
+
+    /// Fills a fresh server database with `count` people owned by `user`.
+    static func seedServer(_ database: any ServerDatabase, count: Int, user: String, team: String) throws {
+        let ids = UUIDv7Generator.seeded(1, clock: FixedClock())
+        let now = ServerTimestamp(Date()).rawValue
+        let batch = 500
+        var next = 0
+        while next < count {
+            try database.write { sql in
+                var version = try sql.first("SELECT value FROM server_state WHERE key = 'version'").flatMap { Int64($0.string(0)) } ?? 0
+                let end = min(count, next + batch)
+                var values: [String] = []
+                var arguments: [SQLValue] = []
+                for index in next..<end {
+                    version += 1
+                    values.append("('people', ?, ?, ?, 0, ?, ?, ?, 'bench', NULL, ?)")
+                    arguments += [
+                        .text(ids.next().wireText), .integer(version), .text(now), .text(user), .text(team), .text(user),
+                        .text(recordData(index)),
+                    ]
+                }
+                try sql.execute(
+                    """
+                    INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
+                        created_by_client, window_at, data) VALUES \(values.joined(separator: ", "))
+                    """, arguments)
+                try sql.execute("UPDATE server_state SET value = ? WHERE key = 'version'", [.text(String(version))])
+                next = end
+            }
+        }
+    }
+
+    /// The baseline of initial sync: SQLite copying the same rows between two
+    /// database files in one transaction (WAL, synchronous=NORMAL).
+    static func sqliteCopySeconds(from source: String, to destination: String) throws -> Double {
+        let target = try SQLiteConnection(path: destination)
+        try target.execute(
+            "CREATE TABLE copy (id INTEGER PRIMARY KEY, collection TEXT, uuid TEXT, version INTEGER, updated_at TEXT, deleted INTEGER, owner TEXT, team TEXT, created_by_user TEXT, created_by_client TEXT, window_at TEXT, data TEXT)")
+        try target.execute("ATTACH DATABASE '\(source)' AS source")
+        let start = DispatchTime.now().uptimeNanoseconds
+        try target.transaction {
+            try target.execute("INSERT INTO copy SELECT * FROM source.records WHERE collection = 'people'")
+        }
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        target.close()
+        return seconds
+    }
+}
+
+/// A wall clock that stands still (seeded ids for generated data).
+struct FixedClock: WallClock {
+    func now() -> Date { Date(timeIntervalSince1970: 1_796_000_000) }
+}
+
+/// `outpost serve` as a child process, for benchmarks that measure the client alone.
+final class ServerProcess {
+    let process = Process()
+    let port: UInt16
+
+    init(database: String, threads: Int = 8) throws {
+        process.executableURL = URL(fileURLWithPath: Bench.executable)
+        process.arguments = ["serve", "--database", database, "--port", "0", "--quiet", "--threads", String(threads)]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var buffer = Data()
+        while !buffer.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { throw CommandFailure("The benchmark server did not start.") }
+            buffer += chunk
+        }
+        let line = String(decoding: buffer, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        port = UInt16(line.split(separator: " ").last ?? "") ?? 0
+    }
+
+    var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}

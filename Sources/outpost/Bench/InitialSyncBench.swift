@@ -1,0 +1,92 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostTesting
+
+/// initial-sync: a fresh device downloads its whole scope from `outpost serve`
+/// over loopback, through the real engine, into its store (SPEC P1).
+enum InitialSyncBench {
+    struct ClientFigures: Codable {
+        var seconds: Double
+        var rssMegabytes: Double
+        var records: Int
+    }
+
+    static func run(records: Int, postgres: String?) async throws -> [BenchResult] {
+        var results: [BenchResult] = []
+        let directory = try TemporaryDirectory(prefix: "outpost-bench")
+        let serverPath = directory.path("server.sqlite")
+        let database = try SQLiteServerDatabase(path: serverPath)
+        _ = try SyncServer(database: database, config: ServerConfig())
+        let token = try TokenStore(database: database).issue(user: "bench", role: .field, team: "t", ttl: nil)
+        try Bench.seedServer(database, count: records, user: "bench", team: "t")
+        database.close()
+        let baseline = try Bench.sqliteCopySeconds(from: serverPath, to: directory.path("copy.sqlite"))
+
+        for (backend, location) in [("sqlite", serverPath)] + (postgres.map { [("postgres", $0)] } ?? []) {
+            var token = token
+            if backend == "postgres" {
+                let pg = try DatabaseLocation.open(location)
+                _ = try SyncServer(database: pg, config: ServerConfig())
+                let existing = try pg.read { try $0.first("SELECT COUNT(*) FROM records WHERE collection = 'people'")?.int(0) ?? 0 }
+                if existing != Int64(records) {
+                    _ = try pg.write { try $0.execute("DELETE FROM records WHERE collection = 'people'", []) }
+                    try Bench.seedServer(pg, count: records, user: "bench", team: "t")
+                }
+                token = try TokenStore(database: pg).issue(user: "bench", role: .field, team: "t", ttl: nil)
+                pg.close()
+            }
+            let server = try ServerProcess(database: location)
+            defer { server.stop() }
+            let client = Process()
+            client.executableURL = URL(fileURLWithPath: Bench.executable)
+            client.arguments = [
+                "_bench-client", "--server", server.url.absoluteString, "--token", token, "--db",
+                directory.path("device-\(backend).sqlite"),
+            ]
+            let output = Pipe()
+            client.standardOutput = output
+            try client.run()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            client.waitUntilExit()
+            guard client.terminationStatus == 0, let figures = try? JSONDecoder().decode(ClientFigures.self, from: data) else {
+                throw CommandFailure("The initial-sync client failed: \(String(decoding: data, as: UTF8.self))")
+            }
+            let ratio = figures.seconds / baseline
+            var result = BenchResult(
+                name: backend == "sqlite" ? "initial-sync" : "initial-sync-postgres", figure: figures.seconds, unit: "s",
+                baseline: baseline, baselineLabel: "SQLite copying the same rows between two files", ratio: ratio,
+                ratioMeaning: "device download time / SQLite copy time", target: "at most 3x, client peak RSS at most 150 MB",
+                met: ratio <= 3 && figures.rssMegabytes <= 150)
+            result.details = [
+                "records": Double(figures.records), "records_per_second": Double(figures.records) / figures.seconds,
+                "client_peak_rss_mb": figures.rssMegabytes,
+            ]
+            results.append(result)
+        }
+        return results
+    }
+
+    /// The device side, in its own process so its memory is measured alone.
+    static func client(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let server = try arguments.required("server", "the server")
+        let token = try arguments.required("token", "the token")
+        let path = try arguments.required("db", "the device database")
+        try arguments.checkAllUsed()
+        let store = try LocalStore(
+            path: path, collections: [CollectionDescriptor(name: "people"), CollectionDescriptor(name: "visits", references: ["person": "people"])])
+        var options = SyncOptions()
+        options.periodicInterval = nil
+        options.pullPageSize = 5000
+        options.requestTimeout = 120
+        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: URL(string: server)!), token: token, options: options)
+        var received = 0
+        let seconds = try await Bench.time {
+            received = try await engine.sync(timeout: .seconds(1800)).received
+        }
+        let figures = ClientFigures(seconds: seconds, rssMegabytes: Bench.peakRSSMegabytes(), records: received)
+        FileHandle.standardOutput.write(try JSONEncoder().encode(figures))
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostSQLite
+import OutpostTesting
+
+/// local-write: creates and updates through the store API (record + outbox
+/// entry in one transaction), against a bare SQLite single-row insert
+/// transaction (SPEC P2).
+enum LocalWriteBench {
+    struct Person: SyncRecord {
+        static let collection = "people"
+        var name: String
+        var phone: String?
+        var section: Int
+    }
+
+    static func run(operations: Int) async throws -> BenchResult {
+        let directory = try TemporaryDirectory(prefix: "outpost-bench")
+        // Baseline: BEGIN; INSERT one row; COMMIT, with a prepared statement.
+        let bare = try SQLiteConnection(path: directory.path("bare.sqlite"))
+        try bare.execute("CREATE TABLE t (uuid TEXT PRIMARY KEY, data TEXT NOT NULL)")
+        var baseline: [Double] = []
+        let ids = UUIDv7Generator()
+        for index in 0..<operations {
+            let text = Bench.recordData(index)
+            let start = DispatchTime.now().uptimeNanoseconds
+            _ = try bare.transaction { try bare.run("INSERT INTO t (uuid, data) VALUES (?, ?)", [.text(ids.next().wireText), .text(text)]) }
+            baseline.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        }
+        bare.close()
+
+        let store = try LocalStore(path: directory.path("device.sqlite"), collections: [Person.descriptor])
+        var latencies: [Double] = []
+        var created: [UUID] = []
+        for index in 0..<operations {
+            let start = DispatchTime.now().uptimeNanoseconds
+            if index % 2 == 0 || created.isEmpty {
+                created.append(try await store.create(Person(name: "Person \(index)", phone: "555-\(index)", section: index % 40)))
+            } else {
+                let target = created[index % created.count]
+                try await store.update(Person.self, target) { $0.phone = "556-\(index)" }
+            }
+            latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        }
+        await store.close()
+        let p99 = Bench.percentile(latencies, 99)
+        let baseP99 = Bench.percentile(baseline, 99)
+        var result = BenchResult(
+            name: "local-write", figure: p99 * 1000, unit: "ms (p99)", baseline: baseP99 * 1000,
+            baselineLabel: "bare SQLite single-row insert transaction, p99", ratio: p99 / baseP99,
+            ratioMeaning: "store write p99 / bare insert p99", target: "p99 at most 2x", met: p99 / baseP99 <= 2)
+        result.details = [
+            "operations": Double(operations), "p50_ms": Bench.percentile(latencies, 50) * 1000,
+            "baseline_p50_ms": Bench.percentile(baseline, 50) * 1000,
+        ]
+        return result
+    }
+}

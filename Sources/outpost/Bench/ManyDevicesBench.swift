@@ -1,0 +1,147 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostTesting
+
+/// many-devices: many devices syncing at once against one server, and a
+/// reconnect storm with and without jitter (SPEC P4).
+enum ManyDevicesBench {
+    /// Counts requests in progress at the server, to find the peak.
+    final class Gauge: @unchecked Sendable {
+        // @unchecked Sendable: the counters are only touched while `lock` is held.
+        private let lock = NSLock()
+        private var current = 0
+        private(set) var peak = 0
+        private(set) var total = 0
+        func enter() { lock.withLock { current += 1; total += 1; peak = max(peak, current) } }
+        func leave() { lock.withLock { current -= 1 } }
+        func reset() { lock.withLock { peak = 0; total = 0 } }
+        var snapshot: (peak: Int, total: Int) { lock.withLock { (peak, total) } }
+    }
+
+    struct Fleet {
+        let directory: TemporaryDirectory
+        let server: SyncServer
+        let http: HTTPServer
+        let gauge: Gauge
+    }
+
+    static func fleet(threads: Int) throws -> Fleet {
+        let directory = try TemporaryDirectory(prefix: "outpost-bench")
+        let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig())
+        let gauge = Gauge()
+        let http = try HTTPServer(port: 0, threads: threads) { request in
+            gauge.enter()
+            defer { gauge.leave() }
+            return server.handle(request)
+        }
+        return Fleet(directory: directory, server: server, http: http, gauge: gauge)
+    }
+
+    static func device(_ fleet: Fleet, _ index: Int, jitter: Duration) throws -> (LocalStore, SyncEngine) {
+        let store = try LocalStore(path: fleet.directory.path("d\(index)-\(UUID().uuidString.prefix(6)).sqlite"), collections: [CollectionDescriptor(name: "people")])
+        var options = SyncOptions()
+        options.periodicInterval = nil
+        options.reconnectJitter = jitter
+        options.requestTimeout = 30
+        let token = try fleet.server.tokens.issue(user: "device-\(index)", role: .field, team: "t-\(index % 10)", ttl: nil)
+        let engine = SyncEngine(
+            store: store, transport: URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(fleet.http.port)")!), token: token,
+            options: options, seed: UInt64(index + 1))
+        return (store, engine)
+    }
+
+    static func run(devices: Int, seconds: Double, stormDevices: Int, jitter: Duration) async throws -> [BenchResult] {
+        let fleet = try fleet(threads: 8)
+        defer { fleet.http.stop() }
+        var engines: [(LocalStore, SyncEngine)] = []
+        for index in 0..<devices { engines.append(try device(fleet, index, jitter: .zero)) }
+
+        // Every device: capture, sync, again, until the time is up.
+        let deadline = Date() + seconds
+        let outcomes = try await withThrowingTaskGroup(of: ([Double], [String: Int]).self) { group in
+            for (store, engine) in engines {
+                group.addTask {
+                    var latencies: [Double] = []
+                    var errors: [String: Int] = [:]
+                    var round = 0
+                    while Date() < deadline {
+                        round += 1
+                        try await store.create(in: "people", ["name": .string("Capture \(round)")])
+                        let start = DispatchTime.now().uptimeNanoseconds
+                        do {
+                            try await engine.sync(timeout: .seconds(60))
+                            latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+                        } catch let failure as SyncFailure {
+                            errors["\(failure)", default: 0] += 1
+                        }
+                    }
+                    return (latencies, errors)
+                }
+            }
+            var latencies: [Double] = []
+            var errors: [String: Int] = [:]
+            for try await (deviceLatencies, deviceErrors) in group {
+                latencies += deviceLatencies
+                for (kind, count) in deviceErrors { errors[kind, default: 0] += count }
+            }
+            return (latencies, errors)
+        }
+        for (store, engine) in engines {
+            await engine.stop()
+            await store.close()
+        }
+        let (latencies, errors) = outcomes
+        var load = BenchResult(
+            name: "many-devices", figure: Double(latencies.count) / seconds, unit: "syncs/s", baseline: nil, baselineLabel: nil,
+            ratio: nil, ratioMeaning: nil, target: "no errors other than 429/503 with Retry-After",
+            met: errors.keys.allSatisfy { $0.hasPrefix("serverBusy") })
+        load.details = [
+            "devices": Double(devices), "seconds": seconds, "p50_ms": Bench.percentile(latencies, 50) * 1000,
+            "p99_ms": Bench.percentile(latencies, 99) * 1000, "errors": Double(errors.values.reduce(0, +)),
+        ]
+        load.notes = errors.map { "errors \($0.key): \($0.value)" }.sorted()
+
+        // A reconnect storm: every device comes back at once.
+        var storm: [BenchResult] = []
+        for window in [Duration.zero, jitter] {
+            var fleetDevices: [(LocalStore, SyncEngine)] = []
+            for index in 0..<stormDevices { fleetDevices.append(try device(fleet, 10_000 + index, jitter: window)) }
+            for (_, engine) in fleetDevices { await engine.receive(PathHint(isConnected: false)) }
+            fleet.gauge.reset()
+            let converged = await Bench.time {
+                for (_, engine) in fleetDevices { await engine.receive(PathHint(isConnected: true)) }
+                // Converged when every device has completed a cycle after coming back.
+                while true {
+                    var done = 0
+                    for (_, engine) in fleetDevices where await engine.currentStatus.hasSynced == true { done += 1 }
+                    if done == fleetDevices.count { break }
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+            }
+            let (peak, total) = fleet.gauge.snapshot
+            var result = BenchResult(
+                name: window == .zero ? "reconnect-storm-no-jitter" : "reconnect-storm-jitter", figure: Double(peak),
+                unit: "peak concurrent requests", baseline: nil, baselineLabel: nil, ratio: nil, ratioMeaning: nil,
+                target: "spread by jitter", met: nil)
+            result.details = [
+                "devices": Double(stormDevices), "seconds_to_converge": converged, "requests": Double(total),
+                "jitter_window_s": Double(window.components.seconds),
+            ]
+            storm.append(result)
+            for (store, engine) in fleetDevices {
+                await engine.stop()
+                await store.close()
+            }
+        }
+        if storm.count == 2, storm[0].figure > 0 {
+            storm[1].baseline = storm[0].figure
+            storm[1].baselineLabel = "peak without jitter, same run"
+            storm[1].ratio = storm[1].figure / storm[0].figure
+            storm[1].ratioMeaning = "peak with jitter / peak without"
+            storm[1].met = storm[1].figure < storm[0].figure
+        }
+        return [load] + storm
+    }
+}
