@@ -31,6 +31,16 @@ struct SimulationTests {
         }
     }
 
+    /// Seeds that once found a bug, kept so it stays fixed:
+    /// - 830: the engine's status publication overwrote a sign-in that
+    ///   happened while it was reading the store, so a fresh token was ignored
+    ///   and the outbox never drained.
+    @Test(arguments: [830 as UInt64])
+    func regressionSeeds(_ seed: UInt64) async throws {
+        let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
+        #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")
+    }
+
     @Test func aSeedReplaysExactly() async throws {
         let first = try await Simulation.run(SimulationConfig(seed: 4242, devices: 3, operations: 40))
         let second = try await Simulation.run(SimulationConfig(seed: 4242, devices: 3, operations: 40))

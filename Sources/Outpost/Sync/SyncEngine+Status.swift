@@ -20,40 +20,45 @@ extension SyncEngine {
     private func removeStatusListener(_ id: UUID) { statusContinuations.removeValue(forKey: id) }
 
     /// Recomputes the status from the store and the engine, and sends it if it changed.
+    ///
+    /// Everything read from the store is gathered first; the engine's own
+    /// fields are read only after the last suspension, so a change made
+    /// meanwhile (a new token, a finished cycle) is never overwritten.
     func publishStatus() async {
+        let summary = try? await store.outboxSummary()
+        let conflicts = try? await store.conflicts().count
+        let pullState = try? await store.pullState(collections: store.syncedCollections)
+        let counts = try? await store.localCounts()
+        let mode = (try? await store.metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) }
+        let window = (try? await store.metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) }
+
         var next = status
         next.connectivity = connectivity.state
         next.progress = status.isSyncing ? progress : nil
-        if let summary = try? await store.outboxSummary() {
+        if let summary {
             next.pending = summary.pending
             next.sending = summary.sending
             next.awaitingConfirmation = summary.awaitingConfirmation
             next.rejected = summary.rejected
             next.held = summary.held
         }
-        next.conflicts = (try? await store.conflicts().count) ?? next.conflicts
-        if let state = try? await store.pullState(collections: store.syncedCollections) {
-            next.lastSyncedAt = state.lastSyncedAt
-            next.hasSynced = !state.lastSyncedAt.isEmpty
+        if let conflicts { next.conflicts = conflicts }
+        if let pullState {
+            next.lastSyncedAt = pullState.lastSyncedAt
+            next.hasSynced = !pullState.lastSyncedAt.isEmpty
         }
-        if let counts = try? await store.localCounts() {
-            let mode = (try? await store.metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) }
-            let window = (try? await store.metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) }
+        if let counts {
             var coverage: [String: CollectionCoverage] = [:]
             for (collection, count) in counts {
-                let readOnly = collection == "catalogs"
-                let collectionMode: ScopeMode = readOnly ? .full : (mode ?? .full)
+                let collectionMode: ScopeMode = collection == "catalogs" ? .full : (mode ?? .full)
                 coverage[collection] = CollectionCoverage(
                     mode: collectionMode, onDevice: count, inScope: scopeTotals[collection],
                     windowStart: collectionMode == .capped ? window : nil)
             }
             next.coverage = coverage
         }
-        guard next != status || statusContinuations.isEmpty == false else { return }
-        let changed = next != status
+        guard next != status else { return }
         status = next
-        if changed {
-            for continuation in statusContinuations.values { continuation.yield(next) }
-        }
+        for continuation in statusContinuations.values { continuation.yield(next) }
     }
 }
