@@ -26,22 +26,22 @@ extension SyncEngine {
         trigger(.foreground)
     }
 
-    func record(_ outcome: ConnectivityModel.Outcome) {
+    /// A request's outcome; a change of state is published at once, so a
+    /// slow moment shows even when the next answer is fast again.
+    func record(_ outcome: ConnectivityModel.Outcome) async {
         let previous = connectivity.state
         if connectivity.record(outcome) {
             Task { await self.reconnected(abandonCycle: false) }
         }
-        if connectivity.state != previous {
-            status.connectivity = connectivity.state
-        }
+        if connectivity.state != previous { await publishStatus() }
     }
 
-    func record(_ failure: ServerClient.Failure) {
+    func record(_ failure: ServerClient.Failure) async {
         switch failure.failure {
-        case .offline: record(.notSent)
-        case .noAnswer, .timedOut: record(.noAnswer)
-        case .serverBusy: record(.serverStruggling)
-        default: record(.answered(latency: failure.latency))
+        case .offline: await record(.notSent)
+        case .noAnswer, .timedOut: await record(.noAnswer)
+        case .serverBusy: await record(.serverStruggling)
+        default: await record(.answered(latency: failure.latency))
         }
     }
 

@@ -83,10 +83,10 @@ extension SyncEngine {
             do {
                 let answer = try await client.push(batch.request)
                 response = answer.body
-                record(.answered(latency: answer.latency))
+                await record(.answered(latency: answer.latency))
             } catch let failure as ServerClient.Failure {
                 try await store.release(batch, failure: Self.pushFailure(failure.failure))
-                record(failure)
+                await record(failure)
                 throw failure.failure
             }
             guard generation == self.generation else {
@@ -141,9 +141,9 @@ extension SyncEngine {
                 let answer = try await client.pull(
                     collections: plan.collections, cursor: cursor, limit: options.pullPageSize, windowStart: plan.windowStart)
                 page = answer.body
-                record(.answered(latency: answer.latency))
+                await record(.answered(latency: answer.latency))
             } catch let failure as ServerClient.Failure {
-                record(failure)
+                await record(failure)
                 throw failure.failure
             }
             // A slow answer from before a newer cycle never overwrites fresher data.
@@ -220,10 +220,10 @@ extension SyncEngine {
     func fetch<Body: Sendable>(_ call: @Sendable (ServerClient) async throws -> ServerClient.Answer<Body>) async throws -> Body {
         do {
             let answer = try await call(client)
-            record(.answered(latency: answer.latency))
+            await record(.answered(latency: answer.latency))
             return answer.body
         } catch let failure as ServerClient.Failure {
-            record(failure)
+            await record(failure)
             throw failure.failure
         }
     }

@@ -72,7 +72,7 @@ public final class URLSessionTransport: SyncTransport {
 
     /// Whether the request may have reached the server decides everything:
     /// only failures before a connection existed are "not sent".
-    static func classify(_ error: URLError) -> TransportError {
+    public static func classify(_ error: URLError) -> TransportError {
         switch error.code {
         case .cancelled:
             return .cancelled
