@@ -112,18 +112,25 @@ extension JSONValue: Codable {
 extension JSONValue {
     /// Canonical JSON text (sorted keys), the form records are stored in.
     public func jsonText() throws -> String {
-        String(decoding: try WireCoding.encoder().encode(self), as: UTF8.self)
+        JSONWriter.text(self)
     }
 
     /// Parses JSON text into a value.
     public static func parse(_ text: String) throws -> JSONValue {
-        try parse(Data(text.utf8))
+        try parse(Array(text.utf8))
     }
 
     public static func parse(_ data: Data) throws -> JSONValue {
+        try parse([UInt8](data))
+    }
+
+    static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+        var scanner = JSONScanner(bytes)
         do {
-            return try WireCoding.decoder().decode(JSONValue.self, from: data)
-        } catch {
+            let value = try scanner.readValue()
+            guard scanner.atEnd() else { throw WireError(path: "", problem: "is not valid JSON") }
+            return value
+        } catch is JSONScanner.Failure {
             throw WireError(path: "", problem: "is not valid JSON")
         }
     }

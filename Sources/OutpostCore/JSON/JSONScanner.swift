@@ -1,0 +1,265 @@
+public import Foundation
+
+/// A strict JSON reader over UTF-8 bytes (RFC 8259), written for the hot
+/// paths: stored record data and pull pages. Foundation's coders cost more
+/// than SQLite and HTTP together on a naive sync path (FACTS.md); this one
+/// builds `JSONValue`s directly and can skip a value while keeping its raw
+/// text, so payloads the client only stores are never decoded.
+public struct JSONScanner {
+    let bytes: [UInt8]
+    public private(set) var index = 0
+    /// Nesting deeper than this is refused, never recursed into.
+    public static let maxDepth = 64
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+    public init(_ data: Data) { self.bytes = [UInt8](data) }
+
+    public struct Failure: Error, Sendable, Equatable {
+        public var offset: Int
+        public var reason: String
+    }
+
+    func fail(_ reason: String) -> Failure { Failure(offset: index, reason: reason) }
+
+    public mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x0A, 0x0D, 0x09: index += 1
+            default: return
+            }
+        }
+    }
+
+    /// The next significant byte, without consuming it.
+    public mutating func peek() throws -> UInt8 {
+        skipWhitespace()
+        guard index < bytes.count else { throw fail("unexpected end of input") }
+        return bytes[index]
+    }
+
+    public mutating func expect(_ byte: UInt8) throws {
+        guard try peek() == byte else { throw fail("expected '\(Character(UnicodeScalar(byte)))'") }
+        index += 1
+    }
+
+    /// Consumes `byte` if it comes next.
+    public mutating func consume(_ byte: UInt8) throws -> Bool {
+        if try peek() == byte {
+            index += 1
+            return true
+        }
+        return false
+    }
+
+    public mutating func atEnd() -> Bool {
+        skipWhitespace()
+        return index == bytes.count
+    }
+
+    // MARK: Values
+
+    public mutating func readValue(depth: Int = 0) throws -> JSONValue {
+        guard depth <= Self.maxDepth else { throw fail("nested too deeply") }
+        switch try peek() {
+        case UInt8(ascii: "{"):
+            index += 1
+            var object: JSONObject = [:]
+            if try consume(UInt8(ascii: "}")) { return .object(object) }
+            repeat {
+                let key = try readString()
+                try expect(UInt8(ascii: ":"))
+                object[key] = try readValue(depth: depth + 1)
+            } while try consume(UInt8(ascii: ","))
+            try expect(UInt8(ascii: "}"))
+            return .object(object)
+        case UInt8(ascii: "["):
+            index += 1
+            var array: [JSONValue] = []
+            if try consume(UInt8(ascii: "]")) { return .array(array) }
+            repeat { array.append(try readValue(depth: depth + 1)) } while try consume(UInt8(ascii: ","))
+            try expect(UInt8(ascii: "]"))
+            return .array(array)
+        case UInt8(ascii: "\""):
+            return .string(try readString())
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
+        default:
+            return try readNumber()
+        }
+    }
+
+    /// Skips one value and returns its raw text (e.g. a record's `data`, kept verbatim).
+    public mutating func skipValue(depth: Int = 0) throws -> Range<Int> {
+        guard depth <= Self.maxDepth else { throw fail("nested too deeply") }
+        let first = try peek()
+        let start = index
+        switch first {
+        case UInt8(ascii: "{"):
+            index += 1
+            if !(try consume(UInt8(ascii: "}"))) {
+                repeat {
+                    _ = try skipString()
+                    try expect(UInt8(ascii: ":"))
+                    _ = try skipValue(depth: depth + 1)
+                } while try consume(UInt8(ascii: ","))
+                try expect(UInt8(ascii: "}"))
+            }
+        case UInt8(ascii: "["):
+            index += 1
+            if !(try consume(UInt8(ascii: "]"))) {
+                repeat { _ = try skipValue(depth: depth + 1) } while try consume(UInt8(ascii: ","))
+                try expect(UInt8(ascii: "]"))
+            }
+        case UInt8(ascii: "\""):
+            _ = try skipString()
+        default:
+            _ = try readValue(depth: depth)
+        }
+        return start..<index
+    }
+
+    public func text(_ range: Range<Int>) -> String {
+        String(decoding: bytes[range], as: UTF8.self)
+    }
+
+    private mutating func literal(_ word: StaticString) throws {
+        let count = word.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw fail("unexpected end of input") }
+        let matches = word.withUTF8Buffer { expected in
+            (0..<count).allSatisfy { bytes[index + $0] == expected[$0] }
+        }
+        guard matches else { throw fail("unexpected character") }
+        index += count
+    }
+
+    public mutating func readNumber() throws -> JSONValue {
+        let start = index
+        if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count, (48...57).contains(bytes[index]) else { throw fail("expected a value") }
+        if bytes[index] == 48 {
+            index += 1
+        } else {
+            while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+        }
+        var isInteger = true
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard index < bytes.count, (48...57).contains(bytes[index]) else { throw fail("expected digits after '.'") }
+            while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            guard index < bytes.count, (48...57).contains(bytes[index]) else { throw fail("expected an exponent") }
+            while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+        }
+        let text = text(start..<index)
+        if isInteger, let integer = Int64(text) { return .int(integer) }
+        guard let double = Double(text), double.isFinite else { throw fail("number out of range") }
+        return .double(double)
+    }
+
+    /// Reads a string, decoding escapes.
+    public mutating func readString() throws -> String {
+        let range = try skipString()
+        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
+        // Most strings have no escapes: take the bytes as they are.
+        if !bytes[content].contains(UInt8(ascii: "\\")) { return text(content) }
+        var scalars = String.UnicodeScalarView()
+        var position = content.lowerBound
+        var pending: [UInt8] = []
+        func flush() {
+            if !pending.isEmpty {
+                scalars.append(contentsOf: String(decoding: pending, as: UTF8.self).unicodeScalars)
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        while position < content.upperBound {
+            let byte = bytes[position]
+            guard byte == UInt8(ascii: "\\") else {
+                pending.append(byte)
+                position += 1
+                continue
+            }
+            flush()
+            position += 1
+            let escape = bytes[position]
+            position += 1
+            switch escape {
+            case UInt8(ascii: "\""): scalars.append("\"")
+            case UInt8(ascii: "\\"): scalars.append("\\")
+            case UInt8(ascii: "/"): scalars.append("/")
+            case UInt8(ascii: "b"): scalars.append("\u{08}")
+            case UInt8(ascii: "f"): scalars.append("\u{0C}")
+            case UInt8(ascii: "n"): scalars.append("\n")
+            case UInt8(ascii: "r"): scalars.append("\r")
+            case UInt8(ascii: "t"): scalars.append("\t")
+            case UInt8(ascii: "u"):
+                var code = try hex4(at: position)
+                position += 4
+                if (0xD800...0xDBFF).contains(code), position + 6 <= content.upperBound, bytes[position] == UInt8(ascii: "\\"),
+                    bytes[position + 1] == UInt8(ascii: "u")
+                {
+                    let low = try hex4(at: position + 2)
+                    if (0xDC00...0xDFFF).contains(low) {
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                        position += 6
+                    }
+                }
+                scalars.append(Unicode.Scalar(code) ?? "\u{FFFD}")
+            default:
+                throw fail("invalid escape in a string")
+            }
+        }
+        flush()
+        return String(scalars)
+    }
+
+    private func hex4(at position: Int) throws -> UInt32 {
+        guard position + 4 <= bytes.count else { throw fail("unexpected end of input") }
+        var value: UInt32 = 0
+        for offset in 0..<4 {
+            let byte = bytes[position + offset]
+            let digit: UInt32
+            switch byte {
+            case 48...57: digit = UInt32(byte - 48)
+            case 65...70: digit = UInt32(byte - 55)
+            case 97...102: digit = UInt32(byte - 87)
+            default: throw fail("invalid \\u escape")
+            }
+            value = value << 4 | digit
+        }
+        return value
+    }
+
+    /// Skips a string, checking escapes and control characters; returns its range with the quotes.
+    private mutating func skipString() throws -> Range<Int> {
+        guard try peek() == UInt8(ascii: "\"") else { throw fail("expected a string") }
+        let start = index
+        index += 1
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                return start..<index
+            case UInt8(ascii: "\\"):
+                index += 2
+            case 0..<0x20:
+                throw fail("control character in a string")
+            default:
+                index += 1
+            }
+        }
+        throw fail("unterminated string")
+    }
+}
