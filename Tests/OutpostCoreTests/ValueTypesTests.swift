@@ -55,3 +55,18 @@ struct ValueTypesTests {
         #expect((0..<5).map { _ in first.next() } == (0..<5).map { _ in second.next() })
     }
 }
+
+@Suite("UUID text")
+struct UUIDTextTests {
+    @Test func wireTextMatchesFoundationLowercased() {
+        for _ in 0..<1000 {
+            let uuid = UUID()
+            #expect(uuid.wireText == uuid.uuidString.lowercased())
+            #expect(UUID.fromWire(uuid.wireText) == uuid)
+            #expect(UUID.fromWire(uuid.uuidString) == uuid)
+        }
+        for bad in ["", "0190a3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6", "0190a3c4x5b6d-7e8f-9a0b-1c2d3e4f5a6b", "0190a3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6g"] {
+            #expect(UUID.fromWire(bad) == nil, "\(bad)")
+        }
+    }
+}

@@ -69,6 +69,13 @@ extension LocalStore {
     /// it. Tombstones delete, `removed` drops the local copy.
     @discardableResult
     public func applyPull(_ page: PullResponse, collections: [String]) throws -> PullPageResult {
+        try applyPull(try RawPullPage(page), collections: collections)
+    }
+
+    /// The same for a page read straight from its bytes: record data is
+    /// stored as the server's text, never decoded (the initial-sync path).
+    @discardableResult
+    public func applyPull(_ page: RawPullPage, collections: [String]) throws -> PullPageResult {
         try checkOpen()
         var result = PullPageResult()
         var touched: Set<String> = []
@@ -83,38 +90,29 @@ extension LocalStore {
                 }
                 guard registered.contains(change.collection) else { continue }
                 touched.insert(change.collection)
+                let uuid = change.uuid.wireText
                 if resyncing {
                     try connection.run(
-                        "INSERT OR IGNORE INTO resync_seen (collection, uuid) VALUES (?, ?)",
-                        [.text(change.collection), .text(change.uuid.wireText)])
+                        "INSERT OR IGNORE INTO resync_seen (collection, uuid) VALUES (?, ?)", [.text(change.collection), .text(uuid)])
                 }
-                let existing = try outbox.tables.load(change.collection, change.uuid)
-                let hasLocalChanges = existing.map { $0.syncState != .synced } ?? false
-                switch change {
-                case .removed(let collection, let uuid):
-                    guard existing != nil else { continue }
-                    if hasLocalChanges {
-                        result.keptLocal += 1
-                    } else {
-                        try outbox.tables.remove(collection, uuid)
-                        result.removed += 1
-                    }
-                case .record(let record):
-                    if hasLocalChanges {
-                        result.keptLocal += 1
-                        continue
-                    }
-                    if record.deleted {
-                        if existing != nil {
-                            try outbox.tables.remove(record.collection, record.uuid)
-                            result.deleted += 1
-                        }
-                        continue
-                    }
-                    if let existing, let version = existing.serverVersion, version > record.version { continue }
-                    try outbox.tables.upsertSynced(record)
-                    result.applied += 1
+                // Only the state and version are needed to decide; the data is never read here.
+                let existing = try connection.first(
+                    "SELECT sync_state, server_version FROM \"\(change.collection)\" WHERE uuid = ?", [.text(uuid)]
+                ) { (state: $0.string(0), version: $0.optionalInt64(1)) }
+                if let existing, existing.state != SyncState.synced.rawValue {
+                    result.keptLocal += 1
+                    continue
                 }
+                if change.removed || change.deleted {
+                    if existing != nil {
+                        try outbox.tables.remove(change.collection, change.uuid)
+                        if change.removed { result.removed += 1 } else { result.deleted += 1 }
+                    }
+                    continue
+                }
+                if let version = existing?.version, version > change.version { continue }
+                try outbox.tables.upsertSynced(change)
+                result.applied += 1
             }
             try setKV(Self.cursorKey, page.cursor.rawValue)
             try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
@@ -143,8 +141,8 @@ extension LocalStore {
     }
 
     /// Stores a catalog entry; false when the change removed one.
-    private func applyCatalog(_ change: PullChange) throws -> Bool {
-        guard case .record(let record) = change, !record.deleted, let data = record.data else {
+    private func applyCatalog(_ change: RawChange) throws -> Bool {
+        guard !change.deleted, !change.removed, let text = change.dataText, let data = try? JSONObject.parseObject(text) else {
             try connection.run("DELETE FROM catalogs WHERE uuid = ?", [.text(change.uuid.wireText)])
             return false
         }
@@ -157,9 +155,9 @@ extension LocalStore {
                 server_updated_at = excluded.server_updated_at
             """,
             [
-                .text(record.uuid.wireText), .text(data["catalog"]?.stringValue ?? ""), .text(data["code"]?.stringValue ?? ""),
-                .text(data["name"]?.stringValue ?? ""), .text(try data.jsonText()), .integer(record.id),
-                .integer(record.version), .text(record.updatedAt.rawValue),
+                .text(change.uuid.wireText), .text(data["catalog"]?.stringValue ?? ""), .text(data["code"]?.stringValue ?? ""),
+                .text(data["name"]?.stringValue ?? ""), .text(text), .integer(change.id), .integer(change.version),
+                .text(change.updatedAt),
             ])
         return true
     }
@@ -213,11 +211,11 @@ extension LocalStore {
 }
 
 extension RecordTables {
-    /// Writes a server copy into a row with nothing pending.
-    func upsertSynced(_ record: WireRecord) throws {
+    /// Writes a server copy into a row with nothing pending; the data text is stored as the server sent it.
+    func upsertSynced(_ change: RawChange) throws {
         try connection.run(
             """
-            INSERT INTO "\(record.collection)" (uuid, server_id, sync_state, server_updated_at, local_updated_at,
+            INSERT INTO "\(change.collection)" (uuid, server_id, sync_state, server_updated_at, local_updated_at,
                 rejection_json, base_version, server_version, on_server, deleted, owner, team, data)
             VALUES (?, ?, 'synced', ?, NULL, NULL, NULL, ?, 1, 0, ?, ?, ?)
             ON CONFLICT (uuid) DO UPDATE SET server_id = excluded.server_id, sync_state = 'synced',
@@ -226,9 +224,17 @@ extension RecordTables {
                 team = excluded.team, data = excluded.data
             """,
             [
-                .text(record.uuid.wireText), .integer(record.id), .text(record.updatedAt.rawValue), .integer(record.version),
-                .text(record.owner), .text(record.team), .text(try (record.data ?? [:]).jsonText()),
+                .text(change.uuid.wireText), .integer(change.id), .text(change.updatedAt), .integer(change.version),
+                .text(change.owner), .text(change.team), .text(change.dataText ?? "{}"),
             ])
+    }
+
+    func upsertSynced(_ record: WireRecord) throws {
+        try upsertSynced(
+            RawChange(
+                collection: record.collection, uuid: record.uuid, removed: false, deleted: record.deleted, id: record.id,
+                version: record.version, updatedAt: record.updatedAt.rawValue, owner: record.owner, team: record.team,
+                dataText: try (record.data ?? [:]).jsonText()))
     }
 }
 

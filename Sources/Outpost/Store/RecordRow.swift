@@ -27,7 +27,7 @@ extension RecordRow {
     /// Reads a row selected with `RecordRow.columns`.
     init(collection: String, row: SQLiteRow) throws {
         self.collection = collection
-        uuid = UUID(uuidString: row.string(0)) ?? UUID()
+        uuid = UUID.fromWire(row.string(0)) ?? UUID()
         serverID = row.optionalInt64(1)
         syncState = SyncState(rawValue: row.string(2)) ?? .pending
         serverUpdatedAt = row.optionalString(3).map(ServerTimestamp.init(rawValue:))

@@ -26,12 +26,12 @@ struct ServerClient: Sendable {
     }
 
     func pull(collections: [String], cursor: PullCursor?, limit: Int, windowStart: ServerTimestamp?) async throws
-        -> Answer<PullResponse>
+        -> Answer<RawPullPage>
     {
         var target = "/v1/pull?collections=\(collections.joined(separator: ","))&limit=\(limit)"
         if let cursor { target += "&cursor=\(Self.escape(cursor.rawValue))" }
         if let windowStart { target += "&window_start=\(Self.escape(windowStart.rawValue))" }
-        return try await call("GET", target)
+        return try await call("GET", target) { try RawPullPage.parse($0) }
     }
 
     func scope(windowStart: ServerTimestamp? = nil) async throws -> Answer<ScopeResponse> {
@@ -57,6 +57,12 @@ struct ServerClient: Sendable {
     private func call<Body: Decodable & Sendable>(_ method: String, _ target: String, body: Data? = nil) async throws
         -> Answer<Body>
     {
+        try await call(method, target, body: body) { try WireCoding.decode(Body.self, from: $0) }
+    }
+
+    private func call<Body: Sendable>(
+        _ method: String, _ target: String, body: Data? = nil, decode: (Data) throws -> Body
+    ) async throws -> Answer<Body> {
         var headers = ["Accept": "application/json"]
         if let token { headers["Authorization"] = "Bearer \(token)" }
         if body != nil { headers["Content-Type"] = "application/json" }
@@ -75,7 +81,7 @@ struct ServerClient: Sendable {
         let latency = clock.now() - started
         guard response.status == 200 else { throw Failure(failure: Self.failure(for: response), latency: latency) }
         do {
-            return Answer(body: try WireCoding.decode(Body.self, from: response.body), latency: latency)
+            return Answer(body: try decode(response.body), latency: latency)
         } catch {
             throw Failure(failure: .invalidAnswer("\(error)"), latency: latency)
         }

@@ -134,12 +134,20 @@ extension SyncEngine {
             progress = SyncProgress(done: 0, total: plan.total)
             await publishStatus()
         }
+        // The next page is requested as soon as this one's cursor is known,
+        // so the server builds it while the device stores this one.
+        let client = self.client
+        let limit = options.pullPageSize
+        func request(_ cursor: PullCursor?) -> Task<ServerClient.Answer<RawPullPage>, any Error> {
+            Task { try await client.pull(collections: plan.collections, cursor: cursor, limit: limit, windowStart: plan.windowStart) }
+        }
+        var next = request(cursor)
+        defer { next.cancel() }
         while true {
             guard generation == self.generation else { throw StaleGeneration() }
-            let page: PullResponse
+            let page: RawPullPage
             do {
-                let answer = try await client.pull(
-                    collections: plan.collections, cursor: cursor, limit: options.pullPageSize, windowStart: plan.windowStart)
+                let answer = try await next.value
                 page = answer.body
                 await record(.answered(latency: answer.latency))
             } catch let failure as ServerClient.Failure {
@@ -148,6 +156,7 @@ extension SyncEngine {
             }
             // A slow answer from before a newer cycle never overwrites fresher data.
             guard generation == self.generation else { throw StaleGeneration() }
+            if page.hasMore { next = request(page.cursor) }
             let result = try await store.applyPull(page, collections: plan.collections)
             report.add(result)
             if var current = progress {

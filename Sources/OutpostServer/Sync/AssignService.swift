@@ -26,11 +26,12 @@ struct AssignService {
         guard let uuid = UUID.fromWire(uuidText) else {
             throw APIError(.invalidRequest, "The record id is not a UUID.", fields: ["uuid": "must be a UUID"])
         }
-        guard !assignment.owner.isEmpty, !assignment.team.isEmpty, assignment.owner.utf8.count <= 200,
-            assignment.team.utf8.count <= 200
-        else {
+        // Owner and team become SQL text: no control characters (PostgreSQL refuses NUL outright).
+        let printable = { (text: String) in !text.isEmpty && text.utf8.count <= 200 && !text.utf8.contains { $0 < 0x20 || $0 == 0x7F } }
+        guard printable(assignment.owner), printable(assignment.team) else {
             throw APIError(
-                .invalidRequest, "Give a new owner and team.", fields: ["owner": "is required", "team": "is required"])
+                .invalidRequest, "Give a new owner and team: up to 200 bytes, no control characters.",
+                fields: ["owner": "must be printable text", "team": "must be printable text"])
         }
         let now = ServerTimestamp(clock.now())
         return try database.write { sql in
