@@ -50,17 +50,24 @@ struct PullService {
                     .resyncRequired,
                     "This device has been away longer than the server keeps deletions. It will download its data again; unsent changes are kept.")
             }
-            // One more than the page, to know whether more follows.
-            var arguments: [SQLValue] = [.integer(after)]
-            var query = "SELECT \(ServerRecord.columns) FROM records WHERE version > ?"
-            query += " AND collection IN (\(collections.map { _ in "?" }.joined(separator: ", ")))"
-            arguments += collections.map { .text($0) }
-            query += " AND " + scope.readable(&arguments)
-            if let windowStart {
-                query += " AND (deleted = 1 OR window_at IS NULL OR window_at >= ?)"
-                arguments.append(.text(windowStart))
+            // One more than the page, to know whether more follows. Each scope
+            // branch is read in version order up to the page size, then merged.
+            var arguments: [SQLValue] = []
+            var parts: [String] = []
+            for (index, branch) in scope.readableBranches().enumerated() {
+                var part = "SELECT \(ServerRecord.columns) FROM records WHERE \(branch.condition) AND version > ?"
+                arguments += branch.arguments + [.integer(after)]
+                part += " AND collection IN (\(collections.map { _ in "?" }.joined(separator: ", ")))"
+                arguments += collections.map { .text($0) }
+                if let windowStart {
+                    part += " AND (deleted = 1 OR window_at IS NULL OR window_at >= ?)"
+                    arguments.append(.text(windowStart))
+                }
+                part += " ORDER BY version LIMIT ?"
+                arguments.append(.integer(Int64(limit + 1)))
+                parts.append("SELECT * FROM (\(part)) AS branch\(index)")
             }
-            query += " ORDER BY version LIMIT ?"
+            let query = parts.joined(separator: " UNION ") + " ORDER BY version LIMIT ?"
             arguments.append(.integer(Int64(limit + 1)))
             let records = try sql.query(query, arguments).map(ServerRecord.init)
 
