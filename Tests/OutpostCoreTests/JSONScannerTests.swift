@@ -40,4 +40,33 @@ struct JSONScannerTests {
         let range = try scanner.skipValue()
         #expect(scanner.text(range) == #"{"b": [1, {"c": "}"}], "a": null}"#)
     }
+
+    @Test func skippingAContainerInOneLoopKeepsItsTextAndRefusesBrokenOnes() throws {
+        var scanner = JSONScanner(Array(#"  {"a": "x}]\"y", "b": [1, {"c": []}]} tail"#.utf8))
+        let range = try scanner.skipContainer()
+        #expect(scanner.text(range) == #"{"a": "x}]\"y", "b": [1, {"c": []}]}"#)
+        for broken in [#"{"a": [1}"#, #"{"a": "open"#, "[[[", "{\"a\": \"\u{01}\"}", String(repeating: "[", count: 70) + String(repeating: "]", count: 70)] {
+            var bad = JSONScanner(Array(broken.utf8))
+            #expect(throws: JSONScanner.Failure.self, "\(broken)") { _ = try bad.skipContainer() }
+        }
+    }
+
+    @Test func rawPullPagesAreStrict() throws {
+        let uuid = UUID().wireText
+        let good = #"{"changes": [{"collection": "people", "uuid": "\#(uuid)", "id": 1, "version": 2, "updated_at": "2026-11-29T10:00:00.000000Z", "deleted": false, "owner": "u", "team": "t", "data": {"name": "Ana"}}, {"collection": "people", "uuid": "\#(uuid)", "deleted": true, "removed": true}], "cursor": "c", "has_more": false, "server_time": "2026-11-29T10:00:00.000000Z"}"#
+        let page = try RawPullPage.parse(Data(good.utf8))
+        #expect(page.changes.count == 2)
+        #expect(page.changes[0].dataText == #"{"name": "Ana"}"#)
+        #expect(page.changes[1].removed)
+        for broken in [
+            good.replacingOccurrences(of: #""id": 1, "#, with: ""),
+            good.replacingOccurrences(of: uuid, with: "nope"),
+            good.replacingOccurrences(of: #"{"name": "Ana"}"#, with: #"[1]"#),
+            good.replacingOccurrences(of: #""cursor": "c", "#, with: ""),
+            good.replacingOccurrences(of: #""version": 2"#, with: #""version": "2""#),
+            String(good.dropLast()),
+        ] {
+            #expect(throws: WireError.self) { _ = try RawPullPage.parse(Data(broken.utf8)) }
+        }
+    }
 }

@@ -130,6 +130,81 @@ public struct JSONScanner {
         return start..<index
     }
 
+    /// Skips an object or array in one tight loop: strings closed, brackets
+    /// balanced, no control characters in strings, nesting bounded. Used for
+    /// record payloads the device stores without reading (a recursive walk
+    /// costs several times more per byte); the payload is fully parsed later,
+    /// whenever the app reads it.
+    public mutating func skipContainer() throws -> Range<Int> {
+        let first = try peek()
+        guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else { throw fail("expected an object or array") }
+        let start = index
+        let maxDepth = Self.maxDepth
+        let outcome: (end: Int, error: String?) = bytes.withUnsafeBufferPointer { buffer in
+            var position = start
+            var stack: [UInt8] = []
+            stack.reserveCapacity(8)
+            var inString = false
+            while position < buffer.count {
+                let byte = buffer[position]
+                if inString {
+                    if byte == 0x5C {
+                        position += 2
+                        continue
+                    }
+                    if byte == 0x22 { inString = false } else if byte < 0x20 { return (position, "control character in a string") }
+                } else {
+                    switch byte {
+                    case 0x22: inString = true
+                    case 0x7B, 0x5B:
+                        stack.append(byte)
+                        if stack.count > maxDepth { return (position, "nested too deeply") }
+                    case 0x7D, 0x5D:
+                        guard let open = stack.popLast(), (open == 0x7B && byte == 0x7D) || (open == 0x5B && byte == 0x5D) else {
+                            return (position, "unbalanced brackets")
+                        }
+                        if stack.isEmpty { return (position + 1, nil) }
+                    default: break
+                    }
+                }
+                position += 1
+            }
+            return (position, "unexpected end of input")
+        }
+        index = outcome.end
+        if let error = outcome.error { throw fail(error) }
+        return start..<outcome.end
+    }
+
+    /// Reads a string value (for known string fields, without building a `JSONValue`).
+    public mutating func readStringValue() throws -> String? {
+        if try peek() == UInt8(ascii: "n") {
+            try literal("null")
+            return nil
+        }
+        return try readString()
+    }
+
+    /// Reads an integer value.
+    public mutating func readIntegerValue() throws -> Int64? {
+        skipWhitespace()
+        if case .int(let value) = try readNumber() { return value }
+        return nil
+    }
+
+    /// Reads true or false.
+    public mutating func readBoolValue() throws -> Bool {
+        switch try peek() {
+        case UInt8(ascii: "t"):
+            try literal("true")
+            return true
+        case UInt8(ascii: "f"):
+            try literal("false")
+            return false
+        default: throw fail("expected true or false")
+        }
+    }
+
     public func text(_ range: Range<Int>) -> String {
         String(decoding: bytes[range], as: UTF8.self)
     }

@@ -128,21 +128,23 @@ public struct RawChange: Sendable, Equatable {
                 let key = try scanner.readString()
                 try scanner.expect(UInt8(ascii: ":"))
                 switch key {
-                case "collection": collection = try scanner.readValue().stringValue
-                case "uuid": uuidText = try scanner.readValue().stringValue
-                case "removed": removed = try scanner.readValue().boolValue ?? false
-                case "deleted": deleted = try scanner.readValue().boolValue
-                case "id": id = try scanner.readValue().intValue
-                case "version": version = try scanner.readValue().intValue
-                case "updated_at": updatedAt = try scanner.readValue().stringValue
-                case "owner": owner = try scanner.readValue().stringValue
-                case "team": team = try scanner.readValue().stringValue
+                case "collection": collection = try scanner.readStringValue()
+                case "uuid": uuidText = try scanner.readStringValue()
+                case "removed": removed = try scanner.readBoolValue()
+                case "deleted": deleted = try scanner.readBoolValue()
+                case "id": id = try scanner.readIntegerValue()
+                case "version": version = try scanner.readIntegerValue()
+                case "updated_at": updatedAt = try scanner.readStringValue()
+                case "owner": owner = try scanner.readStringValue()
+                case "team": team = try scanner.readStringValue()
                 case "data":
-                    let range = try scanner.skipValue()
-                    let text = scanner.text(range)
-                    if text != "null" {
-                        guard text.first == "{" else { throw WireError(path: "\(path).data", problem: "must be an object") }
-                        dataText = text
+                    if try scanner.peek() == UInt8(ascii: "n") {
+                        _ = try scanner.readStringValue()
+                    } else {
+                        guard try scanner.peek() == UInt8(ascii: "{") else {
+                            throw WireError(path: "\(path).data", problem: "must be an object")
+                        }
+                        dataText = scanner.text(try scanner.skipContainer())
                     }
                 default: _ = try scanner.skipValue()
                 }
