@@ -35,9 +35,12 @@ final class Outbox {
 
     // MARK: Reading
 
-    func rows(where condition: String = "1", _ values: [SQLiteValue] = [], order: String = "entry") throws -> [OutboxRow] {
+    func rows(where condition: String = "1", _ values: [SQLiteValue] = [], order: String = "entry", limit: Int? = nil)
+        throws -> [OutboxRow]
+    {
         try connection.query(
-            "SELECT \(OutboxRow.columns) FROM outbox WHERE \(condition) ORDER BY \(order)", values, OutboxRow.init)
+            "SELECT \(OutboxRow.columns) FROM outbox WHERE \(condition) ORDER BY \(order)" + (limit.map { " LIMIT \($0)" } ?? ""),
+            values, OutboxRow.init)
     }
 
     func rows(for record: RecordReference) throws -> [OutboxRow] {

@@ -79,8 +79,22 @@ extension Outbox {
                 included.insert(row.record)
                 if row.op == .create { createdInBatch.insert(row.record) }
             }
-            for var row in try rows(where: "seq IS NULL") {
-                if chosen.count >= limit { break }
+            // Never-sent entries are read in chunks: a long offline queue is
+            // not loaded whole for every batch.
+            var unsent: [OutboxRow] = []
+            var after: Int64 = 0
+            var exhausted = false
+            func nextUnsent() throws -> OutboxRow? {
+                if unsent.isEmpty && !exhausted {
+                    unsent = try rows(where: "seq IS NULL AND entry > ?", [.integer(after)], limit: 1000)
+                    exhausted = unsent.count < 1000
+                    unsent.reverse()
+                }
+                guard let row = unsent.popLast() else { return nil }
+                after = row.entry
+                return row
+            }
+            while chosen.count < limit, var row = try nextUnsent() {
                 if blocked.contains(row.record) || included.contains(row.record) {
                     blocked.insert(row.record)
                     continue

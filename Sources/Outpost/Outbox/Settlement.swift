@@ -78,10 +78,12 @@ extension Outbox {
             row.team = record.team
             // Later never-sent edits were made on top of this one: condition
             // them on the version this write produced, not the one before it.
+            // (`+seq` keeps SQLite on the record's index: the seq index would
+            // walk every never-sent entry of a long queue.)
             try connection.run(
                 """
                 UPDATE outbox SET base_version = ?
-                WHERE collection = ? AND record_uuid = ? AND seq IS NULL AND op != 'create'
+                WHERE collection = ? AND record_uuid = ? AND +seq IS NULL AND op != 'create'
                 """,
                 [.integer(record.version), .text(entry.record.collection), .text(entry.record.uuid.wireText)])
         }

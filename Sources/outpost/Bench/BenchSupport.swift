@@ -131,10 +131,16 @@ final class ServerProcess {
 
     init(database: String, threads: Int = 8) throws {
         process.executableURL = URL(fileURLWithPath: Bench.executable)
-        process.arguments = ["serve", "--database", database, "--port", "0", "--quiet", "--threads", String(threads)]
+        // OUTPOST_BENCH_SERVER_LOG=FILE keeps the server's request log (to see where time goes).
+        let logPath = ProcessInfo.processInfo.environment["OUTPOST_BENCH_SERVER_LOG"]
+        process.arguments = ["serve", "--database", database, "--port", "0", "--threads", String(threads)] + (logPath == nil ? ["--quiet"] : [])
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let logPath, FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) {
+            process.standardError = log
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
         var buffer = Data()
         while !buffer.contains(UInt8(ascii: "\n")) {
