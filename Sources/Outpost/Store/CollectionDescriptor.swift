@@ -58,14 +58,14 @@ extension SyncRecord {
 enum RecordCoding {
     static func object<T: Encodable>(from value: T) throws -> JSONObject {
         let data = try WireCoding.encode(value)
-        guard case .object(let object) = try WireCoding.decode(JSONValue.self, from: data) else {
+        guard case .object(let object) = try JSONValue.parse(data) else {
             throw StoreError.invalidRecord("\(T.self) does not encode to a JSON object")
         }
         return object
     }
 
     static func value<T: Decodable>(_ type: T.Type, from object: JSONObject) throws -> T {
-        let data = try WireCoding.encode(JSONValue.object(object))
+        let data = Data(JSONWriter.text(.object(object)).utf8)
         do {
             return try WireCoding.decode(type, from: data)
         } catch let error as WireError {

@@ -61,6 +61,10 @@ struct RecordTables {
         ) { try RecordRow(collection: collection, row: $0) }
     }
 
+    func exists(_ collection: String, _ uuid: UUID) throws -> Bool {
+        try connection.first("SELECT 1 FROM \"\(collection)\" WHERE uuid = ?", [.text(uuid.wireText)]) { _ in true } ?? false
+    }
+
     func insert(_ row: RecordRow) throws {
         try connection.run(
             """

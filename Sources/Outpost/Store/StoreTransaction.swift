@@ -37,7 +37,7 @@ public final class StoreTransaction {
     public func create(in collection: String, _ data: JSONObject, uuid: UUID? = nil) throws -> UUID {
         let descriptor = try registry.descriptor(collection)
         let uuid = uuid ?? ids.next()
-        if try tables.load(collection, uuid) != nil { throw StoreError.recordExists(collection: collection, uuid: uuid) }
+        if try tables.exists(collection, uuid) { throw StoreError.recordExists(collection: collection, uuid: uuid) }
         let data = data.filter { !$0.value.isNull }
         let row = RecordRow(
             collection: collection, uuid: uuid, serverID: nil, syncState: .pending, serverUpdatedAt: nil,

@@ -129,10 +129,9 @@ final class ServerProcess {
     let process = Process()
     let port: UInt16
 
-    init(database: String, threads: Int = 8) throws {
+    /// `logPath` keeps the server's request log (one JSON line per request, with its duration).
+    init(database: String, threads: Int = 8, logPath: String? = nil) throws {
         process.executableURL = URL(fileURLWithPath: Bench.executable)
-        // OUTPOST_BENCH_SERVER_LOG=FILE keeps the server's request log (to see where time goes).
-        let logPath = ProcessInfo.processInfo.environment["OUTPOST_BENCH_SERVER_LOG"]
         process.arguments = ["serve", "--database", database, "--port", "0", "--threads", String(threads)] + (logPath == nil ? ["--quiet"] : [])
         let output = Pipe()
         process.standardOutput = output
@@ -154,7 +153,24 @@ final class ServerProcess {
 
     var url: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
+    /// Total time the server spent answering requests to `path`, from its log.
+    static func serverSeconds(log: String, path: String) -> (seconds: Double, requests: Int) {
+        guard let text = try? String(contentsOfFile: log, encoding: .utf8) else { return (0, 0) }
+        var total = 0.0
+        var count = 0
+        for line in text.split(separator: "\n") where line.hasPrefix("{") {
+            guard let object = try? JSONValue.parse(String(line)).objectValue, object["path"]?.stringValue == path,
+                object["status"]?.intValue == 200
+            else { continue }
+            if case .double(let milliseconds) = object["duration_ms"] { total += milliseconds / 1000 }
+            if case .int(let milliseconds) = object["duration_ms"] { total += Double(milliseconds) / 1000 }
+            count += 1
+        }
+        return (total, count)
+    }
+
     func stop() {
+        guard process.isRunning else { return }
         process.terminate()
         process.waitUntilExit()
     }

@@ -37,7 +37,8 @@ enum InitialSyncBench {
                 token = try TokenStore(database: pg).issue(user: "bench", role: .field, team: "t", ttl: nil)
                 pg.close()
             }
-            let server = try ServerProcess(database: location)
+            let log = directory.path("server-\(backend).log")
+            let server = try ServerProcess(database: location, logPath: log)
             defer { server.stop() }
             let client = Process()
             client.executableURL = URL(fileURLWithPath: Bench.executable)
@@ -53,6 +54,8 @@ enum InitialSyncBench {
             guard client.terminationStatus == 0, let figures = try? JSONDecoder().decode(ClientFigures.self, from: data) else {
                 throw CommandFailure("The initial-sync client failed: \(String(decoding: data, as: UTF8.self))")
             }
+            server.stop()
+            let (serverSeconds, pages) = ServerProcess.serverSeconds(log: log, path: "/v1/pull")
             let ratio = figures.seconds / baseline
             var result = BenchResult(
                 name: backend == "sqlite" ? "initial-sync" : "initial-sync-postgres", figure: figures.seconds, unit: "s",
@@ -61,7 +64,8 @@ enum InitialSyncBench {
                 met: ratio <= 3 && figures.rssMegabytes <= 150)
             result.details = [
                 "records": Double(figures.records), "records_per_second": Double(figures.records) / figures.seconds,
-                "client_peak_rss_mb": figures.rssMegabytes,
+                "client_peak_rss_mb": figures.rssMegabytes, "server_seconds_building_pages": serverSeconds,
+                "pages": Double(pages),
             ]
             results.append(result)
         }
