@@ -95,24 +95,24 @@ extension LocalStore {
                     try connection.run(
                         "INSERT OR IGNORE INTO resync_seen (collection, uuid) VALUES (?, ?)", [.text(change.collection), .text(uuid)])
                 }
-                // Only the state and version are needed to decide; the data is never read here.
-                let existing = try connection.first(
-                    "SELECT sync_state, server_version FROM \"\(change.collection)\" WHERE uuid = ?", [.text(uuid)]
-                ) { (state: $0.string(0), version: $0.optionalInt64(1)) }
-                if let existing, existing.state != SyncState.synced.rawValue {
-                    result.keptLocal += 1
-                    continue
-                }
                 if change.removed || change.deleted {
-                    if existing != nil {
-                        try outbox.tables.remove(change.collection, change.uuid)
+                    // Tombstones and removals never touch a row with local changes waiting.
+                    let removed = try connection.run(
+                        "DELETE FROM \"\(change.collection)\" WHERE uuid = ? AND sync_state = 'synced'", [.text(uuid)])
+                    if removed > 0 {
                         if change.removed { result.removed += 1 } else { result.deleted += 1 }
+                    } else if try outbox.tables.exists(change.collection, change.uuid) {
+                        result.keptLocal += 1
                     }
                     continue
                 }
-                if let version = existing?.version, version > change.version { continue }
-                try outbox.tables.upsertSynced(change)
-                result.applied += 1
+                // One statement: insert, or overwrite a synced row with an older
+                // version; a row with local changes waiting is left alone.
+                if try outbox.tables.upsertSynced(change) {
+                    result.applied += 1
+                } else if try outbox.tables.hasLocalChanges(change.collection, change.uuid) {
+                    result.keptLocal += 1
+                }
             }
             try setKV(Self.cursorKey, page.cursor.rawValue)
             try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
@@ -211,8 +211,11 @@ extension LocalStore {
 }
 
 extension RecordTables {
-    /// Writes a server copy into a row with nothing pending; the data text is stored as the server sent it.
-    func upsertSynced(_ change: RawChange) throws {
+    /// Writes a server copy, unless the row has local changes waiting or
+    /// already holds a newer version. The data text is stored as the server
+    /// sent it. Returns whether the row was written.
+    @discardableResult
+    func upsertSynced(_ change: RawChange) throws -> Bool {
         try connection.run(
             """
             INSERT INTO "\(change.collection)" (uuid, server_id, sync_state, server_updated_at, local_updated_at,
@@ -222,15 +225,22 @@ extension RecordTables {
                 server_updated_at = excluded.server_updated_at, rejection_json = NULL, base_version = NULL,
                 server_version = excluded.server_version, on_server = 1, deleted = 0, owner = excluded.owner,
                 team = excluded.team, data = excluded.data
+            WHERE sync_state = 'synced' AND (server_version IS NULL OR server_version <= excluded.server_version)
             """,
             [
                 .text(change.uuid.wireText), .integer(change.id), .text(change.updatedAt), .integer(change.version),
                 .text(change.owner), .text(change.team), .text(change.dataText ?? "{}"),
-            ])
+            ]) > 0
+    }
+
+    func hasLocalChanges(_ collection: String, _ uuid: UUID) throws -> Bool {
+        try connection.first(
+            "SELECT 1 FROM \"\(collection)\" WHERE uuid = ? AND sync_state != 'synced'", [.text(uuid.wireText)]
+        ) { _ in true } ?? false
     }
 
     func upsertSynced(_ record: WireRecord) throws {
-        try upsertSynced(
+        _ = try upsertSynced(
             RawChange(
                 collection: record.collection, uuid: record.uuid, removed: false, deleted: record.deleted, id: record.id,
                 version: record.version, updatedAt: record.updatedAt.rawValue, owner: record.owner, team: record.team,
