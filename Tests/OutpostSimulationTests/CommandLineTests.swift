@@ -184,4 +184,20 @@ struct CommandLineTests {
         #expect(Int(value("writes made on phones") ?? "") ?? 0 > 10)
         #expect(demo.stdout.contains("Every invariant held."))
     }
+
+    /// The benchmarks' smoke test: every benchmark runs and reports a figure
+    /// and its baseline; timings are not asserted (they belong to `outpost bench`).
+    @Test(.timeLimit(.minutes(3)))
+    func benchQuickModeRunsEveryBenchmark() throws {
+        let station = try Workstation()
+        let json = station.directory.path("bench.json")
+        let result = try station.run(["bench", "--quick", "--json", json])
+        #expect(result.status == 0, "\(result.stderr)")
+        for name in ["initial-sync", "local-write", "push", "many-devices", "reconnect-storm-no-jitter", "reconnect-storm-jitter"] {
+            #expect(result.stdout.contains("\(name):"), "\(name) missing")
+        }
+        let data = try #require(FileManager.default.contents(atPath: json))
+        let object = try JSONValue.parse(data).objectValue
+        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 6)
+    }
 }
