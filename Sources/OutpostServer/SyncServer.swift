@@ -91,6 +91,13 @@ public final class SyncServer: Sendable {
         func json<T: Encodable>(_ value: T) throws -> HTTPResponse {
             .json(200, Array(try WireCoding.encode(value)), user: user)
         }
+        func limitArgument() throws -> Int? {
+            guard let text = request.query["limit"] else { return nil }
+            guard let value = Int(text) else {
+                throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
+            }
+            return value
+        }
         func decodeBody<T: Decodable>(_ type: T.Type) throws -> T {
             if let contentType = request.headers["content-type"], !contentType.lowercased().hasPrefix("application/json") {
                 throw APIError(.invalidRequest, "Send the body as application/json.")
@@ -118,13 +125,7 @@ public final class SyncServer: Sendable {
         case ["pull"]:
             try require("GET")
             let principal = try authenticate()
-            var limit: Int?
-            if let text = request.query["limit"] {
-                guard let value = Int(text) else {
-                    throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
-                }
-                limit = value
-            }
+            let limit = try limitArgument()
             let pull = PullService.Request(
                 collections: request.query["collections"].map { $0.split(separator: ",").map(String.init) },
                 cursor: request.query["cursor"], limit: limit, windowStart: request.query["window_start"])
@@ -138,13 +139,7 @@ public final class SyncServer: Sendable {
         case ["search"]:
             try require("GET")
             let principal = try authenticate()
-            var limit: Int?
-            if let text = request.query["limit"] {
-                guard let value = Int(text) else {
-                    throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
-                }
-                limit = value
-            }
+            let limit = try limitArgument()
             return try json(
                 try ReadService(database: database, config: config).search(
                     collection: request.query["collection"], query: request.query["q"], limit: limit, as: principal))

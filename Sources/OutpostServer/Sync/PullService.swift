@@ -105,7 +105,7 @@ struct PullService {
                 } else {
                     let exit = exits[exitIndex]
                     out.append(contentsOf: #"{"collection":"#.utf8)
-                    JSONText.appendString(exit.collection, to: &out)
+                    JSONWriter.writeString(exit.collection, to: &out)
                     out.append(contentsOf: #","uuid":""#.utf8)
                     out.append(contentsOf: exit.uuid.utf8)
                     out.append(contentsOf: #"","deleted":true,"removed":true}"#.utf8)
@@ -119,7 +119,7 @@ struct PullService {
             let cursor = taken == 0 && request.cursor != nil
                 ? request.cursor! : PullCursorCodec.encode(lastVersion, scopeTag: scope.tag)
             out.append(contentsOf: #"],"cursor":"#.utf8)
-            JSONText.appendString(cursor, to: &out)
+            JSONWriter.writeString(cursor, to: &out)
             out.append(contentsOf: #","has_more":"#.utf8)
             out.append(contentsOf: (hasMore ? "true" : "false").utf8)
             out.append(contentsOf: #","server_time":""#.utf8)

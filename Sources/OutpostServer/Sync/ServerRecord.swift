@@ -49,7 +49,7 @@ struct ServerRecord {
     /// SQLite or HTTP, is what costs).
     func appendJSON(to out: inout [UInt8]) {
         out.append(contentsOf: #"{"collection":"#.utf8)
-        JSONText.appendString(collection, to: &out)
+        JSONWriter.writeString(collection, to: &out)
         out.append(contentsOf: #","uuid":""#.utf8)
         out.append(contentsOf: uuid.utf8)
         out.append(contentsOf: #"","id":"#.utf8)
@@ -61,9 +61,9 @@ struct ServerRecord {
         out.append(contentsOf: #"","deleted":"#.utf8)
         out.append(contentsOf: (deleted ? "true" : "false").utf8)
         out.append(contentsOf: #","owner":"#.utf8)
-        JSONText.appendString(owner, to: &out)
+        JSONWriter.writeString(owner, to: &out)
         out.append(contentsOf: #","team":"#.utf8)
-        JSONText.appendString(team, to: &out)
+        JSONWriter.writeString(team, to: &out)
         out.append(contentsOf: #","data":"#.utf8)
         if !deleted, let dataText {
             out.append(contentsOf: dataText.utf8)
@@ -71,25 +71,5 @@ struct ServerRecord {
             out.append(contentsOf: "null".utf8)
         }
         out.append(UInt8(ascii: "}"))
-    }
-}
-
-/// Writing JSON text by hand for the few bodies built on the hot path.
-enum JSONText {
-    static func appendString(_ text: String, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
-            case 0x0A: out.append(contentsOf: [92, 110])
-            case 0x0D: out.append(contentsOf: [92, 114])
-            case 0x09: out.append(contentsOf: [92, 116])
-            case 0..<0x20:
-                out.append(contentsOf: Array(String(format: "\\u%04x", byte).utf8))
-            default: out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
     }
 }
