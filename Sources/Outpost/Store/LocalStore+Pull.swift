@@ -90,7 +90,7 @@ extension LocalStore {
                 }
                 guard registered.contains(change.collection) else { continue }
                 touched.insert(change.collection)
-                let uuid = change.uuid.wireText
+                let uuid = change.uuidText
                 if resyncing {
                     try connection.run(
                         "INSERT OR IGNORE INTO resync_seen (collection, uuid) VALUES (?, ?)", [.text(change.collection), .text(uuid)])
@@ -228,7 +228,7 @@ extension RecordTables {
             WHERE sync_state = 'synced' AND (server_version IS NULL OR server_version <= excluded.server_version)
             """,
             [
-                .text(change.uuid.wireText), .integer(change.id), .text(change.updatedAt), .integer(change.version),
+                .text(change.uuidText), .integer(change.id), .text(change.updatedAt), .integer(change.version),
                 .text(change.owner), .text(change.team), .text(change.dataText ?? "{}"),
             ]) > 0
     }

@@ -142,30 +142,33 @@ public struct JSONScanner {
         let maxDepth = Self.maxDepth
         let outcome: (end: Int, error: String?) = bytes.withUnsafeBufferPointer { buffer in
             var position = start
-            var stack: [UInt8] = []
-            stack.reserveCapacity(8)
-            var inString = false
+            // Open brackets as bits (1 = array), so nesting costs no allocation.
+            var kinds: UInt64 = 0
+            var depth = 0
             while position < buffer.count {
                 let byte = buffer[position]
-                if inString {
-                    if byte == 0x5C {
-                        position += 2
-                        continue
-                    }
-                    if byte == 0x22 { inString = false } else if byte < 0x20 { return (position, "control character in a string") }
-                } else {
-                    switch byte {
-                    case 0x22: inString = true
-                    case 0x7B, 0x5B:
-                        stack.append(byte)
-                        if stack.count > maxDepth { return (position, "nested too deeply") }
-                    case 0x7D, 0x5D:
-                        guard let open = stack.popLast(), (open == 0x7B && byte == 0x7D) || (open == 0x5B && byte == 0x5D) else {
-                            return (position, "unbalanced brackets")
+                if byte == 0x22 {
+                    // A string: only quotes, escapes and control characters matter.
+                    position += 1
+                    while position < buffer.count {
+                        let inner = buffer[position]
+                        if inner == 0x22 { break }
+                        if inner == 0x5C {
+                            position += 2
+                            continue
                         }
-                        if stack.isEmpty { return (position + 1, nil) }
-                    default: break
+                        if inner < 0x20 { return (position, "control character in a string") }
+                        position += 1
                     }
+                } else if byte == 0x7B || byte == 0x5B {
+                    guard depth < maxDepth else { return (position, "nested too deeply") }
+                    kinds = kinds << 1 | (byte == 0x5B ? 1 : 0)
+                    depth += 1
+                } else if byte == 0x7D || byte == 0x5D {
+                    guard depth > 0, (kinds & 1 == 1) == (byte == 0x5D) else { return (position, "unbalanced brackets") }
+                    kinds >>= 1
+                    depth -= 1
+                    if depth == 0 { return (position + 1, nil) }
                 }
                 position += 1
             }
@@ -174,6 +177,25 @@ public struct JSONScanner {
         index = outcome.end
         if let error = outcome.error { throw fail(error) }
         return start..<outcome.end
+    }
+
+    /// Reads an object key and tells which of `names` it is (nil for any
+    /// other), comparing bytes rather than building a String.
+    public mutating func readKey(_ names: [[UInt8]]) throws -> Int? {
+        let range = try skipString()
+        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
+        for (offset, name) in names.enumerated() where name.count == content.count {
+            if bytes[content].elementsEqual(name) { return offset }
+        }
+        return nil
+    }
+
+    /// Reads a string value that must be a UUID, parsing it from the bytes.
+    public mutating func readUUIDValue() throws -> (uuid: UUID, text: String)? {
+        let range = try skipString()
+        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
+        guard content.count == 36, let uuid = UUID.fromWire(bytes[content]) else { return nil }
+        return (uuid, text(content))
     }
 
     /// Reads a string value (for known string fields, without building a `JSONValue`).
@@ -241,6 +263,18 @@ public struct JSONScanner {
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count, (48...57).contains(bytes[index]) else { throw fail("expected an exponent") }
             while index < bytes.count, (48...57).contains(bytes[index]) { index += 1 }
+        }
+        if isInteger, index - start <= 18 {
+            // Fits in Int64 for sure: read the digits directly.
+            var value: Int64 = 0
+            var position = start
+            let negative = bytes[position] == UInt8(ascii: "-")
+            if negative { position += 1 }
+            while position < index {
+                value = value * 10 + Int64(bytes[position] - 48)
+                position += 1
+            }
+            return .int(negative ? -value : value)
         }
         let text = text(start..<index)
         if isInteger, let integer = Int64(text) { return .int(integer) }

@@ -93,6 +93,8 @@ public struct RawChange: Sendable, Equatable {
     public var team: String
     /// The record's fields as the server's JSON text; nil for tombstones and removals.
     public var dataText: String?
+    /// `uuid` in the protocol's spelling, kept from the page so it is not formatted again.
+    public var uuidText: String
 
     public init(
         collection: String, uuid: UUID, removed: Bool, deleted: Bool, id: Int64 = 0, version: Int64 = 0,
@@ -108,12 +110,17 @@ public struct RawChange: Sendable, Equatable {
         self.owner = owner
         self.team = team
         self.dataText = dataText
+        self.uuidText = uuid.wireText
     }
+
+    /// The keys of a change, as bytes, in the order `read` switches on them.
+    static let keys: [[UInt8]] = ["collection", "uuid", "removed", "deleted", "id", "version", "updated_at", "owner", "team", "data"]
+        .map { Array($0.utf8) }
 
     static func read(_ scanner: inout JSONScanner, index: Int) throws -> RawChange {
         let path = "changes[\(index)]"
         var collection: String?
-        var uuidText: String?
+        var uuid: (uuid: UUID, text: String)?
         var removed = false
         var deleted: Bool?
         var id: Int64?
@@ -125,19 +132,23 @@ public struct RawChange: Sendable, Equatable {
         try scanner.expect(UInt8(ascii: "{"))
         if !(try scanner.consume(UInt8(ascii: "}"))) {
             repeat {
-                let key = try scanner.readString()
+                let key = try scanner.readKey(keys)
                 try scanner.expect(UInt8(ascii: ":"))
                 switch key {
-                case "collection": collection = try scanner.readStringValue()
-                case "uuid": uuidText = try scanner.readStringValue()
-                case "removed": removed = try scanner.readBoolValue()
-                case "deleted": deleted = try scanner.readBoolValue()
-                case "id": id = try scanner.readIntegerValue()
-                case "version": version = try scanner.readIntegerValue()
-                case "updated_at": updatedAt = try scanner.readStringValue()
-                case "owner": owner = try scanner.readStringValue()
-                case "team": team = try scanner.readStringValue()
-                case "data":
+                case 0: collection = try scanner.readStringValue()
+                case 1:
+                    guard let value = try scanner.readUUIDValue() else {
+                        throw WireError(path: "\(path).uuid", problem: "must be a UUID")
+                    }
+                    uuid = value
+                case 2: removed = try scanner.readBoolValue()
+                case 3: deleted = try scanner.readBoolValue()
+                case 4: id = try scanner.readIntegerValue()
+                case 5: version = try scanner.readIntegerValue()
+                case 6: updatedAt = try scanner.readStringValue()
+                case 7: owner = try scanner.readStringValue()
+                case 8: team = try scanner.readStringValue()
+                case 9:
                     if try scanner.peek() == UInt8(ascii: "n") {
                         _ = try scanner.readStringValue()
                     } else {
@@ -152,10 +163,8 @@ public struct RawChange: Sendable, Equatable {
             try scanner.expect(UInt8(ascii: "}"))
         }
         guard let collection, !collection.isEmpty else { throw WireError(path: "\(path).collection", problem: "is missing") }
-        guard let uuidText, let uuid = UUID.fromWire(uuidText) else {
-            throw WireError(path: "\(path).uuid", problem: "must be a UUID")
-        }
-        if removed { return RawChange(collection: collection, uuid: uuid, removed: true, deleted: true) }
+        guard let uuid else { throw WireError(path: "\(path).uuid", problem: "is missing") }
+        if removed { return RawChange(collection: collection, uuid: uuid.uuid, removed: true, deleted: true) }
         guard let deleted else { throw WireError(path: "\(path).deleted", problem: "is missing") }
         guard let id else { throw WireError(path: "\(path).id", problem: "is missing") }
         guard let version else { throw WireError(path: "\(path).version", problem: "is missing") }
@@ -164,8 +173,10 @@ public struct RawChange: Sendable, Equatable {
         if !deleted && dataText == nil {
             throw WireError(path: "\(path).data", problem: "must be an object for a record that is not deleted")
         }
-        return RawChange(
-            collection: collection, uuid: uuid, removed: false, deleted: deleted, id: id, version: version,
+        var change = RawChange(
+            collection: collection, uuid: uuid.uuid, removed: false, deleted: deleted, id: id, version: version,
             updatedAt: updatedAt, owner: owner, team: team, dataText: deleted ? nil : dataText)
+        change.uuidText = uuid.text.lowercased()
+        return change
     }
 }

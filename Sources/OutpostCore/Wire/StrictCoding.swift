@@ -61,23 +61,30 @@ extension UUID {
     /// Parses the protocol's spelling (36 characters, hex and hyphens, either case).
     public static func fromWire(_ text: String) -> UUID? {
         var text = text
-        return text.withUTF8 { utf8 -> UUID? in
-            guard utf8.count == 36 else { return nil }
-            var bytes = [UInt8](repeating: 0, count: 16)
-            var position = 0
-            for index in 0..<16 {
-                if position == 8 || position == 13 || position == 18 || position == 23 {
-                    guard utf8[position] == UInt8(ascii: "-") else { return nil }
-                    position += 1
-                }
-                guard let high = hexValue(utf8[position]), let low = hexValue(utf8[position + 1]) else { return nil }
-                bytes[index] = high << 4 | low
-                position += 2
+        return text.withUTF8 { fromWire($0) }
+    }
+
+    /// The same, from UTF-8 bytes.
+    public static func fromWire<Bytes: RandomAccessCollection>(_ utf8: Bytes) -> UUID?
+    where Bytes.Element == UInt8, Bytes.Index == Int {
+        guard utf8.count == 36 else { return nil }
+        let base = utf8.startIndex
+        var bytes = [UInt8](repeating: 0, count: 16)
+        var position = 0
+        for index in 0..<16 {
+            if position == 8 || position == 13 || position == 18 || position == 23 {
+                guard utf8[base + position] == UInt8(ascii: "-") else { return nil }
+                position += 1
             }
-            return UUID(uuid: (
-                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+            guard let high = hexValue(utf8[base + position]), let low = hexValue(utf8[base + position + 1]) else {
+                return nil
+            }
+            bytes[index] = high << 4 | low
+            position += 2
         }
+        return UUID(uuid: (
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
