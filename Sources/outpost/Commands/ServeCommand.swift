@@ -51,7 +51,15 @@ enum ServeCommand {
         // Scripts and tests read the port from this line.
         FileHandle.standardOutput.write(Data("listening on port \(http.port)\n".utf8))
 
+        // Housekeeping every hour: tombstones past the horizon, old push results.
+        let maintenance = Task.detached {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(3600))
+                do { try server.runMaintenance() } catch { Terminal.note("Housekeeping failed and will be retried: \(error)") }
+            }
+        }
         await waitForTermination()
+        maintenance.cancel()
         Terminal.note("Stopping: finishing requests in progress.")
         http.stop()
         database.close()
