@@ -129,3 +129,27 @@ struct InFlightTests {
         #expect(again.request.mutations == [batch.request.mutations[1]])
     }
 }
+
+/// Seqs must reach the server in increasing order, even across batch sizes.
+@Suite("Seq order across batches")
+struct SeqOrderTests {
+    @Test func noNewSeqGoesOutWhileASentEntryWaitsForALaterBatch() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let server = ScriptedServer()
+        for index in 0..<5 { try await store.create(Person(name: "P\(index)")) }
+        let big = try #require(try await store.takePushBatch(limit: 5))
+        try await store.release(big, failure: .unknownOutcome("timeout"))
+        try await store.create(Person(name: "Later"))
+        // A smaller batch (e.g. a new app version): the five sent entries go
+        // first, over two batches, and the new one only after them.
+        var seqs: [Int64] = []
+        while let batch = try await store.takePushBatch(limit: 3) {
+            seqs += batch.request.mutations.map(\.seq)
+            _ = try await store.settle(batch, with: server.answer(batch))
+        }
+        #expect(seqs == seqs.sorted(), "seqs go out in increasing order: \(seqs)")
+        #expect(seqs.count == 6)
+        #expect(Array(seqs.prefix(5)) == big.request.mutations.map(\.seq))
+    }
+}
