@@ -133,6 +133,9 @@ struct InFlightTests {
 /// Seqs must reach the server in increasing order, even across batch sizes.
 @Suite("Seq order across batches")
 struct SeqOrderTests {
+    /// A higher seq reaching the server before a lower one would make the lower
+    /// one a false duplicate that never applies: the order must hold even when
+    /// the batch size shrinks between attempts.
     @Test func noNewSeqGoesOutWhileASentEntryWaitsForALaterBatch() async throws {
         let fixture = try StoreFixture()
         let store = fixture.store

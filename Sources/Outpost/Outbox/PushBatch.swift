@@ -70,19 +70,14 @@ extension Outbox {
             var lastSeq = try self.lastSeq()
             // Already-sent entries go first, in seq order, and are never skipped:
             // the server must see seqs in increasing order.
-            var sentLeftOut = false
             for row in try rows(where: "seq IS NOT NULL", order: "seq") {
-                guard chosen.count < limit else {
-                    sentLeftOut = true
-                    continue
-                }
+                // An already-sent entry left for a later batch means this one
+                // is full, so no new (higher) seq can overtake it.
+                guard chosen.count < limit else { break }
                 chosen.append(row)
                 included.insert(row.record)
                 if row.op == .create { createdInBatch.insert(row.record) }
             }
-            // While an already-sent entry waits for a later batch, no new seq
-            // may go out: a higher seq reaching the server first would make
-            // the waiting one look like a duplicate and it would never apply.
             // Never-sent entries are read in chunks: a long offline queue is
             // not loaded whole for every batch.
             var unsent: [OutboxRow] = []
@@ -98,7 +93,7 @@ extension Outbox {
                 after = row.entry
                 return row
             }
-            while !sentLeftOut, chosen.count < limit, var row = try nextUnsent() {
+            while chosen.count < limit, var row = try nextUnsent() {
                 if blocked.contains(row.record) || included.contains(row.record) {
                     blocked.insert(row.record)
                     continue
