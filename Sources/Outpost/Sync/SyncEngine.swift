@@ -154,7 +154,8 @@ public actor SyncEngine {
     /// ``SyncFailure/offline``.
     @discardableResult
     public func sync(timeout: Duration = .seconds(60)) async throws -> SyncReport {
-        let target = cycleTask == nil ? startedCycles + 1 : startedCycles + 1
+        // The cycle this call starts, or the follow-up of the one running.
+        let target = startedCycles + 1
         trigger(.manual)
         let report = try await waitForCycle(target, timeout: timeout)
         if let failure = report.failure { throw failure }
