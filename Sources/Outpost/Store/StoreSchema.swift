@@ -29,9 +29,13 @@ enum StoreSchema {
         -- Changes waiting for the server, in the order they were made.
         -- `seq` stays NULL until the entry is first put into a push; from then
         -- on the server may hold it, so it is never merged or cancelled.
+        -- Every index here is one more page written per local write, so
+        -- there are only the ones a lookup needs: no AUTOINCREMENT (a new
+        -- entry always numbers after every live one), no index on mutation_id
+        -- (made unique by UUIDv7, never looked up).
         CREATE TABLE outbox (
-            entry       INTEGER PRIMARY KEY AUTOINCREMENT,
-            mutation_id TEXT NOT NULL UNIQUE,
+            entry       INTEGER PRIMARY KEY,
+            mutation_id TEXT NOT NULL,
             collection  TEXT NOT NULL,
             record_uuid TEXT NOT NULL,
             op          TEXT NOT NULL CHECK (op IN ('create', 'update', 'delete')),
@@ -91,7 +95,7 @@ enum StoreSchema {
             owner             TEXT,
             team              TEXT,
             data              TEXT NOT NULL
-        );
+        ) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS "\(name)_by_state" ON "\(name)" (sync_state) WHERE sync_state != 'synced';
         """
     }
