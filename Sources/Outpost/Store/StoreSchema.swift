@@ -32,7 +32,8 @@ enum StoreSchema {
         -- Every index here is one more page written per local write, so
         -- there are only the ones a lookup needs: no AUTOINCREMENT (a new
         -- entry always numbers after every live one), no index on mutation_id
-        -- (made unique by UUIDv7, never looked up).
+        -- (made unique by UUIDv7, never looked up), and the seq index only
+        -- holds entries that were sent.
         CREATE TABLE outbox (
             entry       INTEGER PRIMARY KEY,
             mutation_id TEXT NOT NULL,
@@ -42,7 +43,7 @@ enum StoreSchema {
             base_version INTEGER,
             data        TEXT,
             parents     TEXT NOT NULL DEFAULT '',
-            seq         INTEGER UNIQUE,
+            seq         INTEGER,
             attempts    INTEGER NOT NULL DEFAULT 0,
             failures    INTEGER NOT NULL DEFAULT 0,
             -- 1 when the last send got no answer: the server may hold it
@@ -52,6 +53,8 @@ enum StoreSchema {
             queued_at   TEXT NOT NULL
         );
         CREATE INDEX outbox_by_record ON outbox (collection, record_uuid, entry);
+        -- Partial: a new entry (no seq yet) writes nothing to it.
+        CREATE UNIQUE INDEX outbox_by_seq ON outbox (seq) WHERE seq IS NOT NULL;
 
         -- Edits that lost to a newer server copy, kept so the app can offer
         -- to re-apply them (SPEC C6).
