@@ -42,10 +42,6 @@ struct ServerClient: Sendable {
         try await call("GET", "/v1/health")
     }
 
-    func mutation(_ id: UUID) async throws -> Answer<MutationLookup> {
-        try await call("GET", "/v1/mutations/\(id.wireText)")
-    }
-
     func search(collection: String, query: String, limit: Int) async throws -> Answer<SearchResponse> {
         try await call("GET", "/v1/search?collection=\(collection)&q=\(Self.escape(query))&limit=\(limit)")
     }
