@@ -46,7 +46,15 @@ struct CrashTests {
             process.arguments = [database, String(random.next() % 1_000_000)]
             process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
             try process.run()
-            let delay = 150 + Int(random.next() % 400)
+            // Kill at a random moment after the store is open (a loaded
+            // machine may take long to start the process at all).
+            let opened = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < opened,
+                !((try? String(contentsOfFile: output, encoding: .utf8))?.hasPrefix("R\n") ?? false)
+            {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let delay = 50 + Int(random.next() % 400)
             try await Task.sleep(for: .milliseconds(delay))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

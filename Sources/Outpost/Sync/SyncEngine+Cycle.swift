@@ -32,6 +32,11 @@ extension SyncEngine {
             report.failure = .noAnswer
         } catch let failure as SyncFailure {
             report.failure = failure
+            if generation != self.generation {
+                // An abandoned cycle (a reconnection replaced it): its failure
+                // says nothing about the network now and must not start a backoff.
+                return report
+            }
             if failure == .signInRequired && token != tokenAtStart {
                 // Refused with a token replaced meanwhile: the new one has not been tried.
                 followUp = .manual
