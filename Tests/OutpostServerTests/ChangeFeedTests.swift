@@ -65,10 +65,11 @@ struct ChangeFeedTests {
         let directory = try TemporaryDirectory()
         let (database, location) = try Backend.postgres.makeDatabase(in: directory)
         database.close()
-        let token = try OutpostProcess.run(["token", "issue", "--database", location, "--user", "u-1", "--role", "field", "--team", "t-1"])
-            .split(separator: "\n").last.map(String.init) ?? ""
-        let first = try OutpostProcess.serve(location)
-        let second = try OutpostProcess.serve(location)
+        let token = try await runBlocking {
+            try OutpostProcess.run(["token", "issue", "--database", location, "--user", "u-1", "--role", "field", "--team", "t-1"])
+        }.split(separator: "\n").last.map(String.init) ?? ""
+        let first = try await runBlocking { try OutpostProcess.serve(location) }
+        let second = try await runBlocking { try OutpostProcess.serve(location) }
         defer {
             first.stop()
             second.stop()

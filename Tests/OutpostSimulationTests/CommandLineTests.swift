@@ -47,7 +47,11 @@ struct CommandLineTests {
 
         var url: String { "http://127.0.0.1:\(port)" }
 
-        func run(_ arguments: [String]) throws -> Result {
+        func run(_ arguments: [String]) async throws -> Result {
+            try await runBlocking { try self.runNow(arguments) }
+        }
+
+        private func runNow(_ arguments: [String]) throws -> Result {
             let process = Process()
             process.executableURL = CommandLineTests.executable
             process.arguments = arguments
@@ -69,42 +73,42 @@ struct CommandLineTests {
                 stderr: String(decoding: err, as: UTF8.self))
         }
 
-        func login(_ user: String = "ana") throws {
+        func login(_ user: String = "ana") async throws {
             let token = try server.tokens.issue(user: user, role: .field, team: "north", ttl: nil)
-            let result = try run(["login", "--server", url, "--token", token])
+            let result = try await run(["login", "--server", url, "--token", token])
             #expect(result.status == 0, "\(result.stderr)")
         }
     }
 
-    @Test func captureWhileTheServerIsDownThenSyncOnceItIsUp() throws {
+    @Test func captureWhileTheServerIsDownThenSyncOnceItIsUp() async throws {
         let station = try Workstation()
-        try station.login()
+        try await station.login()
         station.stopServer()
-        let added = try station.run(["add", "people", "name=Ana", "section:=3"])
+        let added = try await station.run(["add", "people", "name=Ana", "section:=3"])
         #expect(added.status == 0)
         let uuid = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(UUID.fromWire(uuid) != nil, "add prints the new uuid")
-        let offline = try station.run(["sync"])
+        let offline = try await station.run(["sync"])
         #expect(offline.status == 1)
         #expect(offline.stderr.hasPrefix("error: You're offline."))
-        #expect(try station.run(["list"]).stdout.contains("\(uuid)  people   pending"))
+        #expect(try await station.run(["list"]).stdout.contains("\(uuid)  people   pending"))
 
         try station.startServer()
-        let synced = try station.run(["sync"])
+        let synced = try await station.run(["sync"])
         #expect(synced.status == 0, "\(synced.stderr)")
         #expect(synced.stdout.contains("sent 1, confirmed 1"))
-        #expect(try station.run(["list", "people"]).stdout.contains("synced"))
+        #expect(try await station.run(["list", "people"]).stdout.contains("synced"))
         let count = try station.server.database.read { try $0.first("SELECT COUNT(*) FROM records WHERE collection = 'people'")?.int(0) }
         #expect(count == 1)
     }
 
-    @Test func statusWhileOfflineShowsTheLastSyncAndTheOfflineMessage() throws {
+    @Test func statusWhileOfflineShowsTheLastSyncAndTheOfflineMessage() async throws {
         let station = try Workstation()
-        try station.login()
-        #expect(try station.run(["sync"]).status == 0)
+        try await station.login()
+        #expect(try await station.run(["sync"]).status == 0)
         station.stopServer()
-        #expect(try station.run(["add", "people", "name=Bea"]).status == 0)
-        let status = try station.run(["status"])
+        #expect(try await station.run(["add", "people", "name=Bea"]).status == 0)
+        let status = try await station.run(["status"])
         #expect(status.status == 0)
         #expect(status.stdout.contains("Connection:   offline"))
         #expect(status.stdout.contains("Data:         updated on "))
@@ -112,31 +116,31 @@ struct CommandLineTests {
         #expect(status.stdout.contains("You're offline. You can see data synced on "))
     }
 
-    @Test func logoutWithUnsentChangesRefusesWithoutForce() throws {
+    @Test func logoutWithUnsentChangesRefusesWithoutForce() async throws {
         let station = try Workstation()
-        try station.login()
-        #expect(try station.run(["add", "people", "name=Unsent"]).status == 0)
-        let refused = try station.run(["logout"])
+        try await station.login()
+        #expect(try await station.run(["add", "people", "name=Unsent"]).status == 0)
+        let refused = try await station.run(["logout"])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("1 change has not reached the server yet"))
         let database = station.directory.path("data/outpost/default/device.sqlite")
         #expect(FileManager.default.fileExists(atPath: database), "nothing was wiped")
-        let forced = try station.run(["logout", "--force"])
+        let forced = try await station.run(["logout", "--force"])
         #expect(forced.status == 0)
         for suffix in ["", "-wal", "-shm"] {
             #expect(!FileManager.default.fileExists(atPath: database + suffix), "\(suffix) wiped")
         }
-        #expect(try station.run(["list"]).stderr.contains("Not signed in"))
+        #expect(try await station.run(["list"]).stderr.contains("Not signed in"))
     }
 
-    @Test func loginWithoutANetworkSavesNothing() throws {
+    @Test func loginWithoutANetworkSavesNothing() async throws {
         let station = try Workstation()
         station.stopServer()
         let token = try station.server.tokens.issue(user: "ana", role: .field, team: "north", ttl: nil)
-        let result = try station.run(["login", "--server", station.url, "--token", token])
+        let result = try await station.run(["login", "--server", station.url, "--token", token])
         #expect(result.status == 1)
         #expect(result.stderr.contains("you are not signed in"))
-        #expect(try station.run(["add", "people", "name=x"]).stderr.contains("Not signed in"))
+        #expect(try await station.run(["add", "people", "name=x"]).stderr.contains("Not signed in"))
     }
 
     @Test(arguments: [
@@ -144,10 +148,10 @@ struct CommandLineTests {
         ["list", "--bogus", "1"], ["serve", "--port", "99999"], ["token", "issue", "--user", "u", "--role", "king", "--team", "t"],
         ["sync", "extra"], ["simulate", "--seeds", "zero"], ["add", "people", "section:={bad"],
     ])
-    func badArgumentsGiveOneSentenceAndExitCode2(_ arguments: [String]) throws {
+    func badArgumentsGiveOneSentenceAndExitCode2(_ arguments: [String]) async throws {
         let station = try Workstation()
-        try station.login()
-        let result = try station.run(arguments)
+        try await station.login()
+        let result = try await station.run(arguments)
         #expect(result.status == 2, "\(arguments): \(result.stderr)")
         let lines = result.stderr.split(separator: "\n")
         #expect(lines.count == 1, "one sentence: \(result.stderr)")
@@ -155,22 +159,22 @@ struct CommandLineTests {
         #expect(!result.stderr.contains("Fatal") && !result.stderr.contains("Stack"))
     }
 
-    @Test func helpForEveryCommand() throws {
+    @Test func helpForEveryCommand() async throws {
         let station = try Workstation()
-        let overview = try station.run(["help"])
+        let overview = try await station.run(["help"])
         #expect(overview.status == 0)
         for command in ["serve", "token", "demo", "login", "add", "sync", "status", "logout", "simulate", "conflicts"] {
             #expect(overview.stdout.contains(command))
-            let help = try station.run([command, "--help"])
+            let help = try await station.run([command, "--help"])
             #expect(help.status == 0)
             #expect(help.stdout.hasPrefix("Usage: outpost"), "\(command)")
         }
     }
 
     @Test(.timeLimit(.minutes(2)))
-    func theDemoPassesWithEveryInvariant() throws {
+    func theDemoPassesWithEveryInvariant() async throws {
         let station = try Workstation()
-        let demo = try station.run(["demo"])
+        let demo = try await station.run(["demo"])
         #expect(demo.status == 0, "\(demo.stderr)")
         func value(_ label: String) -> String? {
             demo.stdout.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix(label) }
@@ -188,10 +192,10 @@ struct CommandLineTests {
     /// The benchmarks' smoke test: every benchmark runs and reports a figure
     /// and its baseline; timings are not asserted (they belong to `outpost bench`).
     @Test(.timeLimit(.minutes(3)))
-    func benchQuickModeRunsEveryBenchmark() throws {
+    func benchQuickModeRunsEveryBenchmark() async throws {
         let station = try Workstation()
         let json = station.directory.path("bench.json")
-        let result = try station.run(["bench", "--quick", "--json", json])
+        let result = try await station.run(["bench", "--quick", "--json", json])
         #expect(result.status == 0, "\(result.stderr)")
         for name in ["initial-sync", "local-write", "push", "many-devices", "reconnect-storm-no-jitter", "reconnect-storm-jitter"] {
             #expect(result.stdout.contains("\(name):"), "\(name) missing")

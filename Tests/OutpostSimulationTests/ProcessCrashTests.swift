@@ -61,16 +61,16 @@ struct ProcessCrashTests {
         let directory = try TemporaryDirectory(prefix: "outpost-crash")
         let databasePath = directory.path("server.sqlite")
         let environment = ["XDG_CONFIG_HOME": directory.path("config"), "XDG_DATA_HOME": directory.path("data"), "NO_COLOR": "1"]
-        func run(_ arguments: [String]) throws -> (Int32, String) {
-            try Child(arguments, environment: environment).wait()
+        func run(_ arguments: [String]) async throws -> (Int32, String) {
+            try await runBlocking { try Child(arguments, environment: environment).wait() }
         }
-        let token = try run(["token", "issue", "--database", databasePath, "--user", "ana", "--role", "field", "--team", "north"])
+        let token = try await run(["token", "issue", "--database", databasePath, "--user", "ana", "--role", "field", "--team", "north"])
             .1.split(separator: "\n").last.map(String.init) ?? ""
         var server = try Child(["serve", "--database", databasePath, "--port", "0", "--quiet"], environment: [:])
-        let port = try server.port()
+        let port = try await runBlocking { [server] in try server.port() }
         let proxy = try ChaosProxy(upstreamPort: port)
         defer { proxy.stop() }
-        #expect(try run(["login", "--server", proxy.url.absoluteString, "--token", token]).0 == 0)
+        #expect(try await run(["login", "--server", proxy.url.absoluteString, "--token", token]).0 == 0)
 
         var random = SeededRandom(seed: 77)
         var ledger = WriteLedger()
@@ -79,7 +79,7 @@ struct ProcessCrashTests {
         var serverKills = 0
         for round in 0..<12 {
             for index in 0..<3 {
-                let (status, out) = try run(["add", "people", "name=Round \(round) person \(index)", "section:=\(round)"])
+                let (status, out) = try await run(["add", "people", "name=Round \(round) person \(index)", "section:=\(round)"])
                 #expect(status == 0)
                 if let uuid = UUID.fromWire(out.trimmingCharacters(in: .whitespacesAndNewlines)) {
                     ledger.recordCreate(uuid)
@@ -88,10 +88,10 @@ struct ProcessCrashTests {
             }
             if let target = live.randomElement(using: &random) {
                 let mark = "crash-mark-\(round)"
-                if try run(["edit", target.wireText, "notes=\(mark)"]).0 == 0 { ledger.recordUpdate(target, mark: mark) }
+                if try await run(["edit", target.wireText, "notes=\(mark)"]).0 == 0 { ledger.recordUpdate(target, mark: mark) }
             }
             if round % 4 == 3, let target = live.popLast() {
-                if try run(["delete", target.wireText]).0 == 0 { ledger.recordDelete(target) }
+                if try await run(["delete", target.wireText]).0 == 0 { ledger.recordDelete(target) }
             }
             // Every mode makes a sync last over a second, so the kill lands mid-sync.
             proxy.mode = [ChaosMode.latency(.milliseconds(150)), .latency(.milliseconds(300)), .slowDrip(bytesPerSecond: 2_000)][
@@ -103,7 +103,7 @@ struct ProcessCrashTests {
                 server.kill9()
                 serverKills += 1
                 server = try Child(["serve", "--database", databasePath, "--port", "\(port)", "--quiet"], environment: [:])
-                _ = try server.port()
+                _ = try await runBlocking { [server] in try server.port() }
             }
             if client.process.isRunning { clientKills += 1 }
             client.kill9()
@@ -113,7 +113,7 @@ struct ProcessCrashTests {
 
         proxy.mode = .pass
         for _ in 0..<2 {
-            let (status, out) = try run(["sync"])
+            let (status, out) = try await run(["sync"])
             #expect(status == 0, "healed sync: \(out)")
         }
         server.process.terminate()

@@ -75,7 +75,7 @@ final class SyncHarness: @unchecked Sendable {
 
 /// Waits (in real time, bounded) until a condition holds.
 func eventually(
-    _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
+    _ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
