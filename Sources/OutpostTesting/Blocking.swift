@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Runs blocking work (waiting on a child process, reading its pipe) on a
 /// thread of its own, so it never holds one of the few threads Swift
@@ -6,5 +6,18 @@ import Foundation
 public func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread { continuation.resume(with: Result(catching: body)) }
+    }
+}
+
+/// Starts child processes one at a time: Foundation's `Process.run()` on
+/// Linux is not safe to call from several threads at once (seen crashing in
+/// its memcpy when parallel tests launched processes together).
+public enum ProcessLauncher {
+    private static let lock = NSLock()
+
+    public static func run(_ process: Process) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        try process.run()
     }
 }

@@ -64,7 +64,7 @@ struct CommandLineTests {
             let errors = Pipe()
             process.standardOutput = output
             process.standardError = errors
-            try process.run()
+            try ProcessLauncher.run(process)
             let out = output.fileHandleForReading.readDataToEndOfFile()
             let err = errors.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()

@@ -29,7 +29,7 @@ struct ProcessCrashTests {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
             process.standardOutput = output
             process.standardError = FileHandle.nullDevice
-            try process.run()
+            try ProcessLauncher.run(process)
         }
 
         func kill9() {

@@ -45,7 +45,7 @@ struct CrashTests {
             process.executableURL = Self.writerURL
             process.arguments = [database, String(random.next() % 1_000_000)]
             process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-            try process.run()
+            try ProcessLauncher.run(process)
             // Kill at a random moment after the store is open (a loaded
             // machine may take long to start the process at all).
             let opened = ContinuousClock.now + .seconds(20)

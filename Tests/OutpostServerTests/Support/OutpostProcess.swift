@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostTesting
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -22,7 +23,7 @@ enum OutpostProcess {
         let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
+        try ProcessLauncher.run(process)
         let data = output.fileHandleForReading.readDataToEndOfFile()
         let errorData = errors.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
@@ -46,7 +47,7 @@ enum OutpostProcess {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try ProcessLauncher.run(process)
         var buffer = Data()
         while !buffer.contains(UInt8(ascii: "\n")) {
             let chunk = output.fileHandleForReading.availableData
