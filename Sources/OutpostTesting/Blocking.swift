@@ -9,6 +9,7 @@ public func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
     }
 }
 
+#if os(Linux) || os(macOS)
 /// Starts child processes one at a time: Foundation's `Process.run()` on
 /// Linux is not safe to call from several threads at once (seen crashing in
 /// its memcpy when parallel tests launched processes together).
@@ -21,3 +22,4 @@ public enum ProcessLauncher {
         try process.run()
     }
 }
+#endif
