@@ -134,7 +134,7 @@ extension SyncEngine {
 
     private func pullPages(_ generation: UInt64, _ report: inout SyncReport) async throws {
         let plan = try await scopePlan(generation)
-        var cursor = try await store.pullState(collections: plan.collections).cursor
+        let cursor = try await store.pullState(collections: plan.collections).cursor
         if cursor == nil {
             progress = SyncProgress(done: 0, total: plan.total)
             await publishStatus()
@@ -168,7 +168,6 @@ extension SyncEngine {
                 current.done = min(current.total, current.done + Int64(result.applied + result.keptLocal))
                 progress = current
             }
-            cursor = page.cursor
             if !page.hasMore {
                 if var current = progress {
                     current.done = current.total
@@ -176,7 +175,9 @@ extension SyncEngine {
                 }
                 return
             }
-            await publishStatus()
+            // Between pages only the progress moves; the store-wide counts
+            // (a COUNT over every table) wait for the end of the cycle.
+            publishProgress()
         }
     }
 

@@ -19,6 +19,16 @@ extension SyncEngine {
 
     private func removeStatusListener(_ id: UUID) { statusContinuations.removeValue(forKey: id) }
 
+    /// Sends the download progress alone, without reading the store.
+    func publishProgress() {
+        var next = status
+        next.progress = status.isSyncing ? progress : nil
+        next.connectivity = connectivity.state
+        guard next != status else { return }
+        status = next
+        for continuation in statusContinuations.values { continuation.yield(next) }
+    }
+
     /// Recomputes the status from the store and the engine, and sends it if it changed.
     ///
     /// Everything read from the store is gathered first; the engine's own
