@@ -22,4 +22,38 @@ public enum ProcessLauncher {
         try process.run()
     }
 }
+
+/// A built product of this package, run as a child process in tests.
+public enum ChildProcess {
+    public struct Output: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// An executable built next to the running test bundle (`outpost`, a helper).
+    public static func product(_ name: String) -> URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent(name)
+    }
+
+    /// Runs to completion; `environment` is added to this process's own.
+    public static func run(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try ProcessLauncher.run(process)
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Output(
+            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+            stderr: String(decoding: err, as: UTF8.self))
+    }
+}
 #endif

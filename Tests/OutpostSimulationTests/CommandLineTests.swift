@@ -7,10 +7,7 @@ import Testing
 /// The `outpost` command line, run as a subprocess as a person would.
 @Suite("Command line")
 struct CommandLineTests {
-    static var executable: URL {
-        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("outpost")
-    }
+    static var executable: URL { ChildProcess.product("outpost") }
 
     struct Result {
         var status: Int32
@@ -52,25 +49,12 @@ struct CommandLineTests {
         }
 
         private func runNow(_ arguments: [String]) throws -> Result {
-            let process = Process()
-            process.executableURL = CommandLineTests.executable
-            process.arguments = arguments
-            var environment = ProcessInfo.processInfo.environment
-            environment["XDG_CONFIG_HOME"] = directory.path("config")
-            environment["XDG_DATA_HOME"] = directory.path("data")
-            environment["NO_COLOR"] = "1"
-            process.environment = environment
-            let output = Pipe()
-            let errors = Pipe()
-            process.standardOutput = output
-            process.standardError = errors
-            try ProcessLauncher.run(process)
-            let out = output.fileHandleForReading.readDataToEndOfFile()
-            let err = errors.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return Result(
-                status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-                stderr: String(decoding: err, as: UTF8.self))
+            let output = try ChildProcess.run(
+                CommandLineTests.executable, arguments,
+                environment: [
+                    "XDG_CONFIG_HOME": directory.path("config"), "XDG_DATA_HOME": directory.path("data"), "NO_COLOR": "1",
+                ])
+            return Result(status: output.status, stdout: output.stdout, stderr: output.stderr)
         }
 
         func login(_ user: String = "ana") async throws {

@@ -21,10 +21,7 @@ struct CrashTests {
     }
 
     /// The crash writer is built next to the test bundle.
-    static var writerURL: URL {
-        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("OutpostCrashWriter")
-    }
+    static var writerURL: URL { ChildProcess.product("OutpostCrashWriter") }
 
     @Test(.timeLimit(.minutes(3)))
     func sigkillMidWriteLosesNoCommittedChange() async throws {

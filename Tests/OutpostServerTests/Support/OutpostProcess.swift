@@ -9,28 +9,13 @@ import FoundationNetworking
 
 /// The `outpost` executable, run as a child process.
 enum OutpostProcess {
-    static var executable: URL {
-        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("outpost")
-    }
+    static var executable: URL { ChildProcess.product("outpost") }
 
     /// Runs a command to completion; returns stdout, throws with stderr on failure.
     static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try ProcessLauncher.run(process)
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let errorData = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw ProcessFailure(status: process.terminationStatus, stderr: String(decoding: errorData, as: UTF8.self))
-        }
-        return String(decoding: data, as: UTF8.self)
+        let result = try ChildProcess.run(executable, arguments)
+        guard result.status == 0 else { throw ProcessFailure(status: result.status, stderr: result.stderr) }
+        return result.stdout
     }
 
     struct ProcessFailure: Error, CustomStringConvertible {
