@@ -67,6 +67,14 @@ public final class SQLiteConnection {
         return statement
     }
 
+    /// A cached statement for a loop that binds each row itself.
+    public func prepared(_ sql: String) throws -> SQLitePreparedStatement {
+        let statement = try statement(sql)
+        statement.reset()
+        sqlite3_clear_bindings(statement.handle)
+        return SQLitePreparedStatement(statement: statement)
+    }
+
     /// Runs one or more statements without parameters (schema, pragmas).
     public func execute(_ sql: String) throws {
         var message: UnsafeMutablePointer<CChar>?

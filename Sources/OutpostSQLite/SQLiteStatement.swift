@@ -101,3 +101,43 @@ public struct SQLiteRow {
         }
     }
 }
+
+/// A cached statement that a hot loop binds and runs itself (a pull page's
+/// thousands of upserts): no value array per row, and text is bound from
+/// the caller's bytes without being copied into a String first.
+public struct SQLitePreparedStatement {
+    let statement: SQLiteStatement
+    private static let empty: StaticString = ""
+
+    public func bind(_ index: Int32, _ value: Int64) throws {
+        try check(sqlite3_bind_int64(statement.handle, index, value))
+    }
+
+    public func bindNull(_ index: Int32) throws {
+        try check(sqlite3_bind_null(statement.handle, index))
+    }
+
+    /// Binds a String (copied by SQLite).
+    public func bind(_ index: Int32, _ text: String) throws {
+        try check(sqlite3_bind_text(statement.handle, index, text, -1, sqliteTransient))
+    }
+
+    /// Binds UTF-8 text without copying it: `bytes` must stay valid until `run()` returns.
+    public func bind(_ index: Int32, text bytes: UnsafeBufferPointer<UInt8>) throws {
+        // A null pointer would bind NULL: empty text points at a static "".
+        let start = UnsafeRawPointer(bytes.baseAddress ?? Self.empty.utf8Start)
+        try check(sqlite3_bind_text(statement.handle, index, start.assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil))
+    }
+
+    /// Steps to the end and resets; returns the number of rows changed.
+    @discardableResult
+    public func run() throws -> Int {
+        defer { statement.reset() }
+        while try statement.step() {}
+        return Int(sqlite3_changes(statement.connection.handle))
+    }
+
+    private func check(_ code: Int32) throws {
+        guard code == SQLITE_OK else { throw statement.connection.error(code: code, sql: statement.sql) }
+    }
+}

@@ -56,8 +56,11 @@ struct JSONScannerTests {
         let good = #"{"changes": [{"collection": "people", "uuid": "\#(uuid)", "id": 1, "version": 2, "updated_at": "2026-11-29T10:00:00.000000Z", "deleted": false, "owner": "u", "team": "t", "data": {"name": "Ana"}}, {"collection": "people", "uuid": "\#(uuid)", "deleted": true, "removed": true}], "cursor": "c", "has_more": false, "server_time": "2026-11-29T10:00:00.000000Z"}"#
         let page = try RawPullPage.parse(Data(good.utf8))
         #expect(page.changes.count == 2)
-        #expect(page.changes[0].dataText == #"{"name": "Ana"}"#)
+        #expect(page.changes[0].data.map(page.string) == #"{"name": "Ana"}"#)
+        #expect(page.string(page.changes[0].uuid) == uuid)
+        #expect(page.string(page.changes[0].owner) == "u")
         #expect(page.changes[1].removed)
+        #expect(page.changes[1].data == nil)
         for broken in [
             good.replacingOccurrences(of: #""id": 1, "#, with: ""),
             good.replacingOccurrences(of: uuid, with: "nope"),
@@ -65,8 +68,32 @@ struct JSONScannerTests {
             good.replacingOccurrences(of: #""cursor": "c", "#, with: ""),
             good.replacingOccurrences(of: #""version": 2"#, with: #""version": "2""#),
             String(good.dropLast()),
+            good.replacingOccurrences(of: #""owner": "u""#, with: #""owner": null"#),
+            good.replacingOccurrences(of: #""owner": "u""#, with: #""owner": "\q""#),
         ] {
             #expect(throws: WireError.self) { _ = try RawPullPage.parse(Data(broken.utf8)) }
         }
+    }
+
+    @Test func rawPullPagesUnescapeAndRespellTextOutsideTheBody() throws {
+        let uuid = UUID()
+        let body = #"{"changes": [{"collection": "pe\u006fple", "uuid": "\#(uuid.uuidString)", "id": 1, "version": 2, "updated_at": "2026-11-29T10:00:00.000000Z", "deleted": false, "owner": "Jos\u00e9 \"J\"", "team": "", "data": {"note": "a\nb"}}, {"collection": "people", "uuid": "\#(uuid.wireText)", "id": 1, "version": 3, "updated_at": "2026-11-29T10:00:00.000000Z", "deleted": true, "owner": "u", "team": "t", "data": null}], "cursor": "c", "has_more": true, "server_time": "2026-11-29T10:00:00.000000Z"}"#
+        let page = try RawPullPage.parse(Data(body.utf8))
+        let first = page.changes[0]
+        #expect(first.collection == "people")
+        #expect(page.string(first.uuid) == uuid.wireText)
+        #expect(page.uuid(first) == uuid)
+        #expect(page.string(first.owner) == "José \"J\"")
+        #expect(page.string(first.team) == "")
+        // Data stays the server's text, escapes and all.
+        #expect(first.data.map(page.string) == #"{"note": "a\nb"}"#)
+        #expect(page.changes[1].deleted && page.changes[1].data == nil)
+        #expect(page.changes[1].version == 3)
+        #expect(page.hasMore)
+        // The decoded form reads back to the same changes.
+        let decoded = try WireCoding.decode(PullResponse.self, from: Data(body.utf8))
+        let again = try RawPullPage(decoded)
+        #expect(again.changes.count == 2)
+        #expect(again.string(again.changes[0].owner) == "José \"J\"")
     }
 }

@@ -72,8 +72,9 @@ extension LocalStore {
         try applyPull(try RawPullPage(page), collections: collections)
     }
 
-    /// The same for a page read straight from its bytes: record data is
-    /// stored as the server's text, never decoded (the initial-sync path).
+    /// The same for a page read straight from its bytes: record text is
+    /// bound to the statements from the page itself, never decoded (the
+    /// initial-sync path; see `RawPullPage`).
     @discardableResult
     public func applyPull(_ page: RawPullPage, collections: [String]) throws -> PullPageResult {
         try checkOpen()
@@ -82,36 +83,43 @@ extension LocalStore {
         let registered = Set(registry.all.map(\.name))
         try connection.transaction {
             let resyncing = try kvValue(Self.resyncKey) == "1"
-            for change in page.changes {
-                if change.collection == "catalogs" {
-                    if try applyCatalog(change) { result.applied += 1 } else { result.deleted += 1 }
-                    touched.insert("catalogs")
-                    continue
-                }
-                guard registered.contains(change.collection) else { continue }
-                touched.insert(change.collection)
-                let uuid = change.uuidText
-                if resyncing {
-                    try connection.run(
-                        "INSERT OR IGNORE INTO resync_seen (collection, uuid) VALUES (?, ?)", [.text(change.collection), .text(uuid)])
-                }
-                if change.removed || change.deleted {
-                    // Tombstones and removals never touch a row with local changes waiting.
-                    let removed = try connection.run(
-                        "DELETE FROM \"\(change.collection)\" WHERE uuid = ? AND sync_state = 'synced'", [.text(uuid)])
-                    if removed > 0 {
-                        if change.removed { result.removed += 1 } else { result.deleted += 1 }
-                    } else if try outbox.tables.exists(change.collection, change.uuid) {
+            let seen = resyncing ? try connection.prepared("INSERT OR IGNORE INTO resync_seen (collection, uuid) VALUES (?, ?)") : nil
+            try page.withText { text in
+                // Pages hold long runs of one collection: its statements are
+                // looked up once per run, not once per record.
+                var current: (collection: String, writer: SyncedCopyWriter?) = ("", nil)
+                for change in page.changes {
+                    if change.collection == "catalogs" {
+                        if try applyCatalog(change, in: page) { result.applied += 1 } else { result.deleted += 1 }
+                        touched.insert("catalogs")
+                        continue
+                    }
+                    if change.collection != current.collection {
+                        let known = registered.contains(change.collection)
+                        current = (change.collection, known ? try SyncedCopyWriter(connection, change.collection) : nil)
+                        if known { touched.insert(change.collection) }
+                    }
+                    guard let writer = current.writer else { continue }
+                    let uuid = text.span(change.uuid)
+                    if let seen {
+                        try seen.bind(1, change.collection)
+                        try seen.bind(2, text: uuid)
+                        try seen.run()
+                    }
+                    if change.removed || change.deleted {
+                        // Tombstones and removals never touch a row with local changes waiting.
+                        if try writer.deleteSynced(uuid) {
+                            if change.removed { result.removed += 1 } else { result.deleted += 1 }
+                        } else if try outbox.tables.exists(change.collection, page.uuid(change)) {
+                            result.keptLocal += 1
+                        }
+                        continue
+                    }
+                    if try writer.upsert(change, text) {
+                        result.applied += 1
+                    } else if try outbox.tables.hasLocalChanges(change.collection, page.uuid(change)) {
                         result.keptLocal += 1
                     }
-                    continue
-                }
-                // One statement: insert, or overwrite a synced row with an older
-                // version; a row with local changes waiting is left alone.
-                if try outbox.tables.upsertSynced(change) {
-                    result.applied += 1
-                } else if try outbox.tables.hasLocalChanges(change.collection, change.uuid) {
-                    result.keptLocal += 1
                 }
             }
             try setKV(Self.cursorKey, page.cursor.rawValue)
@@ -141,9 +149,11 @@ extension LocalStore {
     }
 
     /// Stores a catalog entry; false when the change removed one.
-    private func applyCatalog(_ change: RawChange) throws -> Bool {
-        guard !change.deleted, !change.removed, let text = change.dataText, let data = try? JSONObject.parseObject(text) else {
-            try connection.run("DELETE FROM catalogs WHERE uuid = ?", [.text(change.uuid.wireText)])
+    private func applyCatalog(_ change: RawChange, in page: RawPullPage) throws -> Bool {
+        let uuid = page.string(change.uuid)
+        guard !change.deleted, let span = change.data, case let text = page.string(span), let data = try? JSONObject.parseObject(text)
+        else {
+            try connection.run("DELETE FROM catalogs WHERE uuid = ?", [.text(uuid)])
             return false
         }
         try connection.run(
@@ -155,9 +165,9 @@ extension LocalStore {
                 server_updated_at = excluded.server_updated_at
             """,
             [
-                .text(change.uuid.wireText), .text(data["catalog"]?.stringValue ?? ""), .text(data["code"]?.stringValue ?? ""),
+                .text(uuid), .text(data["catalog"]?.stringValue ?? ""), .text(data["code"]?.stringValue ?? ""),
                 .text(data["name"]?.stringValue ?? ""), .text(text), .integer(change.id), .integer(change.version),
-                .text(change.updatedAt),
+                .text(page.string(change.updatedAt)),
             ])
         return true
     }
@@ -210,15 +220,17 @@ extension LocalStore {
     }
 }
 
-extension RecordTables {
-    /// Writes a server copy, unless the row has local changes waiting or
-    /// already holds a newer version. The data text is stored as the server
-    /// sent it. Returns whether the row was written.
-    @discardableResult
-    func upsertSynced(_ change: RawChange) throws -> Bool {
-        try connection.run(
+/// Writes server copies of one collection's records from a raw pull page.
+struct SyncedCopyWriter {
+    private let upsertStatement: SQLitePreparedStatement
+    private let deleteStatement: SQLitePreparedStatement
+
+    init(_ connection: SQLiteConnection, _ collection: String) throws {
+        // Insert, or overwrite a synced row holding an older version; a row
+        // with local changes waiting (or a newer version) is left alone.
+        upsertStatement = try connection.prepared(
             """
-            INSERT INTO "\(change.collection)" (uuid, server_id, sync_state, server_updated_at, local_updated_at,
+            INSERT INTO "\(collection)" (uuid, server_id, sync_state, server_updated_at, local_updated_at,
                 rejection_json, base_version, server_version, on_server, deleted, owner, team, data)
             VALUES (?, ?, 'synced', ?, NULL, NULL, NULL, ?, 1, 0, ?, ?, ?)
             ON CONFLICT (uuid) DO UPDATE SET server_id = excluded.server_id, sync_state = 'synced',
@@ -226,25 +238,48 @@ extension RecordTables {
                 server_version = excluded.server_version, on_server = 1, deleted = 0, owner = excluded.owner,
                 team = excluded.team, data = excluded.data
             WHERE sync_state = 'synced' AND (server_version IS NULL OR server_version <= excluded.server_version)
-            """,
-            [
-                .text(change.uuidText), .integer(change.id), .text(change.updatedAt), .integer(change.version),
-                .text(change.owner), .text(change.team), .text(change.dataText ?? "{}"),
-            ]) > 0
+            """)
+        deleteStatement = try connection.prepared(
+            "DELETE FROM \"\(collection)\" WHERE uuid = ? AND sync_state = 'synced'")
     }
 
+    /// Writes a record's server copy, its text bound straight from the page;
+    /// returns whether the row was written.
+    func upsert(_ change: RawChange, _ text: UnsafeBufferPointer<UInt8>) throws -> Bool {
+        try upsertStatement.bind(1, text: text.span(change.uuid))
+        try upsertStatement.bind(2, change.id)
+        try upsertStatement.bind(3, text: text.span(change.updatedAt))
+        try upsertStatement.bind(4, change.version)
+        try upsertStatement.bind(5, text: text.span(change.owner))
+        try upsertStatement.bind(6, text: text.span(change.team))
+        if let data = change.data {
+            try upsertStatement.bind(7, text: text.span(data))
+        } else {
+            try upsertStatement.bind(7, "{}")
+        }
+        return try upsertStatement.run() > 0
+    }
+
+    /// Deletes a synced copy (tombstone or removal); false when there was
+    /// none or it has local changes waiting.
+    func deleteSynced(_ uuid: UnsafeBufferPointer<UInt8>) throws -> Bool {
+        try deleteStatement.bind(1, text: uuid)
+        return try deleteStatement.run() > 0
+    }
+}
+
+extension UnsafeBufferPointer<UInt8> {
+    /// The bytes of a span of a raw pull page's text.
+    func span(_ span: TextSpan) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: self[span.range])
+    }
+}
+
+extension RecordTables {
     func hasLocalChanges(_ collection: String, _ uuid: UUID) throws -> Bool {
         try connection.first(
             "SELECT 1 FROM \"\(collection)\" WHERE uuid = ? AND sync_state != 'synced'", [.text(uuid.wireText)]
         ) { _ in true } ?? false
-    }
-
-    func upsertSynced(_ record: WireRecord) throws {
-        _ = try upsertSynced(
-            RawChange(
-                collection: record.collection, uuid: record.uuid, removed: false, deleted: record.deleted, id: record.id,
-                version: record.version, updatedAt: record.updatedAt.rawValue, owner: record.owner, team: record.team,
-                dataText: try (record.data ?? [:]).jsonText()))
     }
 }
 
@@ -255,13 +290,15 @@ extension LocalStore {
         try checkOpen()
         let registered = Set(registry.all.map(\.name))
         var touched: Set<String> = []
+        let wanted = records.filter { registered.contains($0.collection) && !$0.deleted }
+        let page = try RawPullPage(
+            PullResponse(changes: wanted.map { .record($0) }, cursor: PullCursor(rawValue: ""), hasMore: false, serverTime: ServerTimestamp(Date())))
         try connection.transaction {
-            for record in records where registered.contains(record.collection) && !record.deleted {
-                if let existing = try outbox.tables.load(record.collection, record.uuid), existing.syncState != .synced {
-                    continue
+            try page.withText { text in
+                for change in page.changes {
+                    // The writer itself leaves rows with local changes waiting alone.
+                    if try SyncedCopyWriter(connection, change.collection).upsert(change, text) { touched.insert(change.collection) }
                 }
-                try outbox.tables.upsertSynced(record)
-                touched.insert(record.collection)
             }
         }
         notify(touched)

@@ -182,20 +182,27 @@ public struct JSONScanner {
     /// Reads an object key and tells which of `names` it is (nil for any
     /// other), comparing bytes rather than building a String.
     public mutating func readKey(_ names: [[UInt8]]) throws -> Int? {
-        let range = try skipString()
-        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
-        for (offset, name) in names.enumerated() where name.count == content.count {
-            if bytes[content].elementsEqual(name) { return offset }
+        let content = try readStringSpan().content
+        return bytes.withUnsafeBufferPointer { buffer in
+            let key = UnsafeBufferPointer(rebasing: buffer[content])
+            for (offset, name) in names.enumerated() where name.count == key.count {
+                if name.withUnsafeBufferPointer({ memcmp($0.baseAddress!, key.baseAddress!, key.count) == 0 }) { return offset }
+            }
+            return nil
         }
-        return nil
     }
 
-    /// Reads a string value that must be a UUID, parsing it from the bytes.
-    public mutating func readUUIDValue() throws -> (uuid: UUID, text: String)? {
-        let range = try skipString()
-        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
-        guard content.count == 36, let uuid = UUID.fromWire(bytes[content]) else { return nil }
-        return (uuid, text(content))
+    /// Reads a string and returns where its content lies (without the
+    /// quotes) and whether it holds escapes: a string without escapes is its
+    /// own UTF-8 text, so a caller can use the bytes in place.
+    public mutating func readStringSpan() throws -> (content: Range<Int>, escaped: Bool) {
+        let (range, escaped) = try skipString()
+        return ((range.lowerBound + 1)..<(range.upperBound - 1), escaped)
+    }
+
+    /// Calls `body` with the bytes of `range` (e.g. a span from `readStringSpan`).
+    public func withBytes<R>(_ range: Range<Int>, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try bytes.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[range])) }
     }
 
     /// Reads a string value (for known string fields, without building a `JSONValue`).
@@ -284,39 +291,35 @@ public struct JSONScanner {
 
     /// Reads a string, decoding escapes.
     public mutating func readString() throws -> String {
-        let range = try skipString()
-        let content = (range.lowerBound + 1)..<(range.upperBound - 1)
+        let (content, escaped) = try readStringSpan()
         // Most strings have no escapes: take the bytes as they are.
-        if !bytes[content].contains(UInt8(ascii: "\\")) { return text(content) }
-        var scalars = String.UnicodeScalarView()
+        guard escaped else { return text(content) }
+        var decoded: [UInt8] = []
+        try unescape(content, into: &decoded)
+        return String(decoding: decoded, as: UTF8.self)
+    }
+
+    /// Appends the UTF-8 text of a string's content with its escapes decoded
+    /// (`content` as returned by `readStringSpan`). A lone surrogate becomes U+FFFD.
+    public func unescape(_ content: Range<Int>, into out: inout [UInt8]) throws {
+        out.reserveCapacity(out.count + content.count)
         var position = content.lowerBound
-        var pending: [UInt8] = []
-        func flush() {
-            if !pending.isEmpty {
-                scalars.append(contentsOf: String(decoding: pending, as: UTF8.self).unicodeScalars)
-                pending.removeAll(keepingCapacity: true)
-            }
-        }
         while position < content.upperBound {
             let byte = bytes[position]
             guard byte == UInt8(ascii: "\\") else {
-                pending.append(byte)
+                out.append(byte)
                 position += 1
                 continue
             }
-            flush()
-            position += 1
-            let escape = bytes[position]
-            position += 1
+            let escape = bytes[position + 1]
+            position += 2
             switch escape {
-            case UInt8(ascii: "\""): scalars.append("\"")
-            case UInt8(ascii: "\\"): scalars.append("\\")
-            case UInt8(ascii: "/"): scalars.append("/")
-            case UInt8(ascii: "b"): scalars.append("\u{08}")
-            case UInt8(ascii: "f"): scalars.append("\u{0C}")
-            case UInt8(ascii: "n"): scalars.append("\n")
-            case UInt8(ascii: "r"): scalars.append("\r")
-            case UInt8(ascii: "t"): scalars.append("\t")
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0C)
+            case UInt8(ascii: "n"): out.append(0x0A)
+            case UInt8(ascii: "r"): out.append(0x0D)
+            case UInt8(ascii: "t"): out.append(0x09)
             case UInt8(ascii: "u"):
                 var code = try hex4(at: position)
                 position += 4
@@ -329,13 +332,11 @@ public struct JSONScanner {
                         position += 6
                     }
                 }
-                scalars.append(Unicode.Scalar(code) ?? "\u{FFFD}")
+                UTF8.encode(Unicode.Scalar(code) ?? "\u{FFFD}") { out.append($0) }
             default:
-                throw fail("invalid escape in a string")
+                throw Failure(offset: position - 1, reason: "invalid escape in a string")
             }
         }
-        flush()
-        return String(scalars)
     }
 
     private func hex4(at position: Int) throws -> UInt32 {
@@ -355,26 +356,29 @@ public struct JSONScanner {
         return value
     }
 
-    /// Skips a string, checking escapes and control characters; returns its range with the quotes.
-    private mutating func skipString() throws -> Range<Int> {
+    /// Skips a string, checking control characters; returns its range with
+    /// the quotes and whether it holds escapes (checked when decoded).
+    private mutating func skipString() throws -> (range: Range<Int>, escaped: Bool) {
         guard try peek() == UInt8(ascii: "\"") else { throw fail("expected a string") }
         let start = index
         // The hottest loop of a download: walk the bytes without bounds checks.
-        let end: Int? = bytes.withUnsafeBufferPointer { buffer in
+        let (end, escaped): (Int?, Bool) = bytes.withUnsafeBufferPointer { buffer in
             var position = start + 1
+            var escaped = false
             let count = buffer.count
             while position < count {
                 let byte = buffer[position]
-                if byte == 0x22 { return position + 1 }
+                if byte == 0x22 { return (position + 1, escaped) }
                 if byte == 0x5C {
+                    escaped = true
                     position += 2
                 } else if byte < 0x20 {
-                    return -position - 1
+                    return (-position - 1, escaped)
                 } else {
                     position += 1
                 }
             }
-            return nil
+            return (nil, escaped)
         }
         guard let end else { throw fail("unterminated string") }
         if end < 0 {
@@ -382,6 +386,6 @@ public struct JSONScanner {
             throw fail("control character in a string")
         }
         index = end
-        return start..<end
+        return (start..<end, escaped)
     }
 }

@@ -1,182 +1,247 @@
 public import Foundation
 
-/// A pull page read straight from its bytes: every record's `data` is kept
-/// as the raw JSON text the server sent, never decoded, because the device
-/// only stores it (PROTOCOL "GET /v1/pull"; FACTS.md on where time goes).
+/// A pull page read straight from its bytes, for the download path
+/// (PROTOCOL "GET /v1/pull"; FACTS.md on where the time goes).
+///
+/// Nothing of a record is turned into Swift values but its numbers and flags:
+/// every text field is a `TextSpan` into the page's own bytes, and a record's
+/// `data` is kept as the JSON text the server sent. The store binds those
+/// bytes to its statements directly, so a 235,000-record download makes no
+/// String, no UUID and no dictionary per record.
 public struct RawPullPage: Sendable {
+    /// The body as received, followed by the text of any string that had to
+    /// be unescaped or respelled: every span points in here.
+    public let text: [UInt8]
     public var changes: [RawChange]
     public var cursor: PullCursor
     public var hasMore: Bool
     public var serverTime: ServerTimestamp
 
-    public init(changes: [RawChange], cursor: PullCursor, hasMore: Bool, serverTime: ServerTimestamp) {
+    /// The same page from its decoded form (tests, and records fetched
+    /// online): written out as the wire JSON and read back.
+    public init(_ page: PullResponse) throws {
+        self = try Self.parse(try WireCoding.encode(page))
+    }
+
+    private init(text: [UInt8], changes: [RawChange], cursor: PullCursor, hasMore: Bool, serverTime: ServerTimestamp) {
+        self.text = text
         self.changes = changes
         self.cursor = cursor
         self.hasMore = hasMore
         self.serverTime = serverTime
     }
 
-    /// The same page from its decoded form (tests, and callers holding a `PullResponse`).
-    public init(_ page: PullResponse) throws {
-        changes = try page.changes.map { change in
-            switch change {
-            case .removed(let collection, let uuid):
-                return RawChange(collection: collection, uuid: uuid, removed: true, deleted: true)
-            case .record(let record):
-                return RawChange(
-                    collection: record.collection, uuid: record.uuid, removed: false, deleted: record.deleted, id: record.id,
-                    version: record.version, updatedAt: record.updatedAt.rawValue, owner: record.owner, team: record.team,
-                    dataText: try record.data.map { try $0.jsonText() })
-            }
-        }
-        cursor = page.cursor
-        hasMore = page.hasMore
-        serverTime = page.serverTime
+    /// A field's text as a String (rare paths: catalogs, tombstones, tests).
+    public func string(_ span: TextSpan) -> String {
+        String(decoding: text[span.range], as: UTF8.self)
+    }
+
+    /// A change's uuid as a value.
+    public func uuid(_ change: RawChange) -> UUID {
+        // The parser admitted only the protocol's spelling.
+        UUID.fromWire(text[change.uuid.range])!
+    }
+
+    /// Calls `body` with the page's bytes; slice them with `TextSpan.range`.
+    public func withText<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try text.withUnsafeBufferPointer(body)
     }
 
     /// Reads a `GET /v1/pull` body strictly: a missing or mistyped field is an error.
     public static func parse(_ data: Data) throws -> RawPullPage {
-        var scanner = JSONScanner(data)
+        let body = [UInt8](data)
+        var reader = Reader(scanner: JSONScanner(body), base: body.count)
         do {
             var changes: [RawChange] = []
             var cursor: String?
             var hasMore: Bool?
             var serverTime: String?
-            try scanner.expect(UInt8(ascii: "{"))
-            if !(try scanner.consume(UInt8(ascii: "}"))) {
+            try reader.scanner.expect(UInt8(ascii: "{"))
+            if !(try reader.scanner.consume(UInt8(ascii: "}"))) {
                 repeat {
-                    let key = try scanner.readString()
-                    try scanner.expect(UInt8(ascii: ":"))
+                    let key = try reader.scanner.readString()
+                    try reader.scanner.expect(UInt8(ascii: ":"))
                     switch key {
                     case "changes":
-                        try scanner.expect(UInt8(ascii: "["))
-                        if !(try scanner.consume(UInt8(ascii: "]"))) {
-                            repeat { changes.append(try RawChange.read(&scanner, index: changes.count)) } while try scanner.consume(
+                        try reader.scanner.expect(UInt8(ascii: "["))
+                        if !(try reader.scanner.consume(UInt8(ascii: "]"))) {
+                            repeat { changes.append(try reader.change(index: changes.count)) } while try reader.scanner.consume(
                                 UInt8(ascii: ","))
-                            try scanner.expect(UInt8(ascii: "]"))
+                            try reader.scanner.expect(UInt8(ascii: "]"))
                         }
-                    case "cursor": cursor = try scanner.readValue().stringValue
-                    case "has_more": hasMore = try scanner.readValue().boolValue
-                    case "server_time": serverTime = try scanner.readValue().stringValue
-                    default: _ = try scanner.skipValue()
+                    case "cursor": cursor = try reader.scanner.readValue().stringValue
+                    case "has_more": hasMore = try reader.scanner.readValue().boolValue
+                    case "server_time": serverTime = try reader.scanner.readValue().stringValue
+                    default: _ = try reader.scanner.skipValue()
                     }
-                } while try scanner.consume(UInt8(ascii: ","))
-                try scanner.expect(UInt8(ascii: "}"))
+                } while try reader.scanner.consume(UInt8(ascii: ","))
+                try reader.scanner.expect(UInt8(ascii: "}"))
             }
-            guard scanner.atEnd() else { throw WireError(path: "", problem: "is not valid JSON") }
+            guard reader.scanner.atEnd() else { throw WireError(path: "", problem: "is not valid JSON") }
             guard let cursor else { throw WireError(path: "cursor", problem: "is missing") }
             guard let hasMore else { throw WireError(path: "has_more", problem: "is missing") }
             guard let serverTime, ServerTimestamp(rawValue: serverTime).date != nil else {
                 throw WireError(path: "server_time", problem: "must be an RFC 3339 time")
             }
             return RawPullPage(
-                changes: changes, cursor: PullCursor(rawValue: cursor), hasMore: hasMore,
-                serverTime: ServerTimestamp(rawValue: serverTime))
+                text: reader.extra.isEmpty ? body : body + reader.extra, changes: changes, cursor: PullCursor(rawValue: cursor),
+                hasMore: hasMore, serverTime: ServerTimestamp(rawValue: serverTime))
         } catch is JSONScanner.Failure {
             throw WireError(path: "", problem: "is not valid JSON")
         }
     }
+
+    /// Reads changes, keeping their text where it lies.
+    private struct Reader {
+        var scanner: JSONScanner
+        /// Where `extra` will start in the page's text.
+        let base: Int
+        /// Unescaped or respelled text, appended after the body.
+        var extra: [UInt8] = []
+        /// Collection names seen so far, so each change reuses one String.
+        var names: [(bytes: [UInt8], name: String)] = []
+
+        /// The keys of a change, as bytes, in the order `change` switches on them.
+        static let keys: [[UInt8]] = ["collection", "uuid", "removed", "deleted", "id", "version", "updated_at", "owner", "team", "data"]
+            .map { Array($0.utf8) }
+
+        mutating func change(index: Int) throws -> RawChange {
+            let path = "changes[\(index)]"
+            var change = RawChange()
+            var collection: String?
+            var uuid: TextSpan?
+            var deleted: Bool?
+            var id: Int64?
+            var version: Int64?
+            var updatedAt: TextSpan?
+            var owner: TextSpan?
+            var team: TextSpan?
+            try scanner.expect(UInt8(ascii: "{"))
+            if !(try scanner.consume(UInt8(ascii: "}"))) {
+                repeat {
+                    let key = try scanner.readKey(Self.keys)
+                    try scanner.expect(UInt8(ascii: ":"))
+                    switch key {
+                    case 0: collection = try name()
+                    case 1: uuid = try uuidSpan(path)
+                    case 2: change.removed = try scanner.readBoolValue()
+                    case 3: deleted = try scanner.readBoolValue()
+                    case 4: id = try scanner.readIntegerValue()
+                    case 5: version = try scanner.readIntegerValue()
+                    case 6: updatedAt = try span()
+                    case 7: owner = try span()
+                    case 8: team = try span()
+                    case 9:
+                        switch try scanner.peek() {
+                        case UInt8(ascii: "n"): _ = try scanner.readValue()
+                        case UInt8(ascii: "{"):
+                            let range = try scanner.skipContainer()
+                            change.data = TextSpan(start: range.lowerBound, count: range.count)
+                        default: throw WireError(path: "\(path).data", problem: "must be an object")
+                        }
+                    default: _ = try scanner.skipValue()
+                    }
+                } while try scanner.consume(UInt8(ascii: ","))
+                try scanner.expect(UInt8(ascii: "}"))
+            }
+            guard let collection, !collection.isEmpty else { throw WireError(path: "\(path).collection", problem: "is missing") }
+            guard let uuid else { throw WireError(path: "\(path).uuid", problem: "is missing") }
+            change.collection = collection
+            change.uuid = uuid
+            if change.removed {
+                change.deleted = true
+                change.data = nil
+                return change
+            }
+            guard let deleted else { throw WireError(path: "\(path).deleted", problem: "is missing") }
+            guard let id else { throw WireError(path: "\(path).id", problem: "is missing") }
+            guard let version else { throw WireError(path: "\(path).version", problem: "is missing") }
+            guard let updatedAt else { throw WireError(path: "\(path).updated_at", problem: "is missing") }
+            guard let owner, let team else { throw WireError(path: "\(path).owner", problem: "is missing") }
+            if !deleted && change.data == nil {
+                throw WireError(path: "\(path).data", problem: "must be an object for a record that is not deleted")
+            }
+            change.deleted = deleted
+            change.id = id
+            change.version = version
+            change.updatedAt = updatedAt
+            change.owner = owner
+            change.team = team
+            if deleted { change.data = nil }
+            return change
+        }
+
+        /// A string field (null counts as missing): in place, or unescaped into `extra`.
+        private mutating func span() throws -> TextSpan? {
+            if try scanner.peek() == UInt8(ascii: "n") {
+                _ = try scanner.readValue()
+                return nil
+            }
+            let (content, escaped) = try scanner.readStringSpan()
+            guard escaped else { return TextSpan(start: content.lowerBound, count: content.count) }
+            let start = base + extra.count
+            try scanner.unescape(content, into: &extra)
+            return TextSpan(start: start, count: base + extra.count - start)
+        }
+
+        /// A uuid in the protocol's spelling stays in place; another spelling
+        /// of a valid UUID (uppercase, escapes) is respelled into `extra`.
+        private mutating func uuidSpan(_ path: String) throws -> TextSpan {
+            guard let span = try span() else { throw WireError(path: "\(path).uuid", problem: "must be a UUID") }
+            let inPlace = span.start < base
+            if inPlace, scanner.withBytes(span.range, { UUID.isWireSpelling($0) }) { return span }
+            let text = inPlace ? scanner.withBytes(span.range) { [UInt8]($0) } : [UInt8](extra[(span.start - base)...])
+            guard let uuid = UUID.fromWire(text) else { throw WireError(path: "\(path).uuid", problem: "must be a UUID") }
+            let start = base + extra.count
+            extra.append(contentsOf: uuid.wireText.utf8)
+            return TextSpan(start: start, count: 36)
+        }
+
+        /// A collection name, as one shared String per name.
+        private mutating func name() throws -> String? {
+            guard let span = try span() else { return nil }
+            if span.start < base {
+                let names = self.names
+                if let known = scanner.withBytes(span.range, { bytes in names.first { $0.bytes.elementsEqual(bytes) } }) {
+                    return known.name
+                }
+            }
+            let bytes = span.start < base ? scanner.withBytes(span.range) { [UInt8]($0) } : [UInt8](extra[(span.start - base)...])
+            let name = String(decoding: bytes, as: UTF8.self)
+            names.append((bytes, name))
+            return name
+        }
+    }
 }
 
-/// One change of a raw pull page.
+/// Where a text field of a raw pull page lies in the page's `text`.
+public struct TextSpan: Sendable, Equatable {
+    public var start: Int
+    public var count: Int
+
+    public init(start: Int, count: Int) {
+        self.start = start
+        self.count = count
+    }
+
+    public var range: Range<Int> { start..<(start + count) }
+}
+
+/// One change of a raw pull page. Text fields are spans of the page's text;
+/// removals carry only `collection` and `uuid`.
 public struct RawChange: Sendable, Equatable {
-    public var collection: String
-    public var uuid: UUID
+    public var collection = ""
+    /// The uuid in the protocol's lowercase spelling.
+    public var uuid = TextSpan(start: 0, count: 0)
     /// Left the caller's scope: drop the local copy.
-    public var removed: Bool
-    public var deleted: Bool
-    public var id: Int64
-    public var version: Int64
+    public var removed = false
+    public var deleted = false
+    public var id: Int64 = 0
+    public var version: Int64 = 0
     /// Server text, kept byte for byte.
-    public var updatedAt: String
-    public var owner: String
-    public var team: String
+    public var updatedAt = TextSpan(start: 0, count: 0)
+    public var owner = TextSpan(start: 0, count: 0)
+    public var team = TextSpan(start: 0, count: 0)
     /// The record's fields as the server's JSON text; nil for tombstones and removals.
-    public var dataText: String?
-    /// `uuid` in the protocol's spelling, kept from the page so it is not formatted again.
-    public var uuidText: String
-
-    public init(
-        collection: String, uuid: UUID, removed: Bool, deleted: Bool, id: Int64 = 0, version: Int64 = 0,
-        updatedAt: String = "", owner: String = "", team: String = "", dataText: String? = nil
-    ) {
-        self.collection = collection
-        self.uuid = uuid
-        self.removed = removed
-        self.deleted = deleted
-        self.id = id
-        self.version = version
-        self.updatedAt = updatedAt
-        self.owner = owner
-        self.team = team
-        self.dataText = dataText
-        self.uuidText = uuid.wireText
-    }
-
-    /// The keys of a change, as bytes, in the order `read` switches on them.
-    static let keys: [[UInt8]] = ["collection", "uuid", "removed", "deleted", "id", "version", "updated_at", "owner", "team", "data"]
-        .map { Array($0.utf8) }
-
-    static func read(_ scanner: inout JSONScanner, index: Int) throws -> RawChange {
-        let path = "changes[\(index)]"
-        var collection: String?
-        var uuid: (uuid: UUID, text: String)?
-        var removed = false
-        var deleted: Bool?
-        var id: Int64?
-        var version: Int64?
-        var updatedAt: String?
-        var owner: String?
-        var team: String?
-        var dataText: String?
-        try scanner.expect(UInt8(ascii: "{"))
-        if !(try scanner.consume(UInt8(ascii: "}"))) {
-            repeat {
-                let key = try scanner.readKey(keys)
-                try scanner.expect(UInt8(ascii: ":"))
-                switch key {
-                case 0: collection = try scanner.readStringValue()
-                case 1:
-                    guard let value = try scanner.readUUIDValue() else {
-                        throw WireError(path: "\(path).uuid", problem: "must be a UUID")
-                    }
-                    uuid = value
-                case 2: removed = try scanner.readBoolValue()
-                case 3: deleted = try scanner.readBoolValue()
-                case 4: id = try scanner.readIntegerValue()
-                case 5: version = try scanner.readIntegerValue()
-                case 6: updatedAt = try scanner.readStringValue()
-                case 7: owner = try scanner.readStringValue()
-                case 8: team = try scanner.readStringValue()
-                case 9:
-                    if try scanner.peek() == UInt8(ascii: "n") {
-                        _ = try scanner.readStringValue()
-                    } else {
-                        guard try scanner.peek() == UInt8(ascii: "{") else {
-                            throw WireError(path: "\(path).data", problem: "must be an object")
-                        }
-                        dataText = scanner.text(try scanner.skipContainer())
-                    }
-                default: _ = try scanner.skipValue()
-                }
-            } while try scanner.consume(UInt8(ascii: ","))
-            try scanner.expect(UInt8(ascii: "}"))
-        }
-        guard let collection, !collection.isEmpty else { throw WireError(path: "\(path).collection", problem: "is missing") }
-        guard let uuid else { throw WireError(path: "\(path).uuid", problem: "is missing") }
-        if removed { return RawChange(collection: collection, uuid: uuid.uuid, removed: true, deleted: true) }
-        guard let deleted else { throw WireError(path: "\(path).deleted", problem: "is missing") }
-        guard let id else { throw WireError(path: "\(path).id", problem: "is missing") }
-        guard let version else { throw WireError(path: "\(path).version", problem: "is missing") }
-        guard let updatedAt else { throw WireError(path: "\(path).updated_at", problem: "is missing") }
-        guard let owner, let team else { throw WireError(path: "\(path).owner", problem: "is missing") }
-        if !deleted && dataText == nil {
-            throw WireError(path: "\(path).data", problem: "must be an object for a record that is not deleted")
-        }
-        var change = RawChange(
-            collection: collection, uuid: uuid.uuid, removed: false, deleted: deleted, id: id, version: version,
-            updatedAt: updatedAt, owner: owner, team: team, dataText: deleted ? nil : dataText)
-        change.uuidText = uuid.text.lowercased()
-        return change
-    }
+    public var data: TextSpan?
 }

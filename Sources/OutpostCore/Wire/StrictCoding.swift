@@ -58,6 +58,20 @@ extension UUID {
         }
     }
 
+    /// Whether the bytes are a UUID in the protocol's exact spelling
+    /// (lowercase), so the text can be stored as it is without parsing it.
+    public static func isWireSpelling(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard utf8.count == 36 else { return false }
+        for (position, byte) in utf8.enumerated() {
+            if position == 8 || position == 13 || position == 18 || position == 23 {
+                guard byte == UInt8(ascii: "-") else { return false }
+            } else {
+                guard (48...57).contains(byte) || (97...102).contains(byte) else { return false }
+            }
+        }
+        return true
+    }
+
     /// Parses the protocol's spelling (36 characters, hex and hyphens, either case).
     public static func fromWire(_ text: String) -> UUID? {
         var text = text
