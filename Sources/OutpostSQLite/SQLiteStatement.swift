@@ -88,6 +88,12 @@ public struct SQLiteRow {
 
     public func optionalString(_ index: Int) -> String? { isNull(index) ? nil : string(index) }
 
+    /// A column's text in place (nil when NULL), valid until the next step.
+    public func bytes(_ index: Int) -> UnsafeBufferPointer<UInt8>? {
+        guard let text = sqlite3_column_text(statement, Int32(index)) else { return nil }
+        return UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, Int32(index))))
+    }
+
     public func value(_ index: Int) -> SQLiteValue {
         switch sqlite3_column_type(statement, Int32(index)) {
         case SQLITE_INTEGER: return .integer(int64(index))

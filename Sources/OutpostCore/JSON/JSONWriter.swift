@@ -8,7 +8,7 @@ public enum JSONWriter {
         switch value {
         case .null: out.append(contentsOf: [110, 117, 108, 108])
         case .bool(let flag): out.append(contentsOf: flag ? Array("true".utf8) : Array("false".utf8))
-        case .int(let number): out.append(contentsOf: String(number).utf8)
+        case .int(let number): writeInteger(number, to: &out)
         case .double(let number): out.append(contentsOf: format(number).utf8)
         case .string(let text): writeString(text, to: &out)
         case .array(let values):
@@ -38,8 +38,40 @@ public enum JSONWriter {
     }
 
     public static func writeString(_ text: String, to out: inout [UInt8]) {
+        writeEscaped(text.utf8, to: &out)
+    }
+
+    /// The same from UTF-8 bytes (a database column read in place): text
+    /// that needs no escapes is copied in one go.
+    public static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        guard bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: bytes)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        writeEscaped(bytes, to: &out)
+    }
+
+    /// Writes an integer's digits without making a String.
+    public static func writeInteger(_ number: Int64, to out: inout [UInt8]) {
+        if number < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = number.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 20 digits at most, written backwards
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[19 - count] = UInt8(truncatingIfNeeded: magnitude % 10) + 48
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            out.append(contentsOf: buffer[(20 - count)..<20])
+        }
+    }
+
+    private static func writeEscaped<Bytes: Sequence<UInt8>>(_ bytes: Bytes, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
+        for byte in bytes {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
             case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])

@@ -202,6 +202,20 @@ struct PostgresExecutor: SQLExecutor {
         }
     }
 
+    func scan(_ sql: String, _ arguments: [SQLValue], _ body: (SQLRawRow) throws -> Void) throws {
+        try connection.withResult(sql, arguments) { result in
+            for row in 0..<PQntuples(result) {
+                try body(SQLRawRow(source: .postgres(result: result, row: row)))
+            }
+        }
+    }
+
+    static func bytes(_ result: OpaquePointer, _ row: Int32, _ column: Int32) -> UnsafeBufferPointer<UInt8>? {
+        guard PQgetisnull(result, row, column) == 0, let value = PQgetvalue(result, row, column) else { return nil }
+        return UnsafeBufferPointer(
+            start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: Int(PQgetlength(result, row, column)))
+    }
+
     func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
         try connection.withResult(sql, arguments) { result in
             let rowCount = Int(PQntuples(result))

@@ -115,6 +115,10 @@ struct SQLiteExecutor: SQLExecutor {
         }
     }
 
+    func scan(_ sql: String, _ arguments: [SQLValue], _ body: (SQLRawRow) throws -> Void) throws {
+        try connection.forEach(sql, arguments.map(Self.convert)) { try body(SQLRawRow(source: .sqlite($0))) }
+    }
+
     static func convert(_ value: SQLValue) -> SQLiteValue {
         switch value {
         case .null: return .null

@@ -1,4 +1,5 @@
 import Foundation
+import OutpostSQLite
 
 /// Which SQL the server's database speaks. The sync logic is written once in
 /// the subset both understand (`?` placeholders, `ON CONFLICT … DO UPDATE`,
@@ -69,6 +70,47 @@ public protocol SQLExecutor {
     func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int
     /// Runs a query and returns every row.
     func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow]
+    /// Runs a query and hands each row to `body` as the database's own
+    /// bytes, without making values: the hot path of pull writes its answer
+    /// straight from them. A row is valid only during its call.
+    func scan(_ sql: String, _ arguments: [SQLValue], _ body: (SQLRawRow) throws -> Void) throws
+}
+
+/// A result row read in place (see `SQLExecutor.scan`).
+public struct SQLRawRow {
+    enum Source {
+        case sqlite(SQLiteRow)
+        /// A libpq result and a row number: every value is text.
+        case postgres(result: OpaquePointer, row: Int32)
+    }
+
+    let source: Source
+
+    /// A column's text as UTF-8 bytes; nil when NULL.
+    public func text(_ column: Int) -> UnsafeBufferPointer<UInt8>? {
+        switch source {
+        case .sqlite(let row): return row.bytes(column)
+        case .postgres(let result, let row): return PostgresExecutor.bytes(result, row, Int32(column))
+        }
+    }
+
+    public func int(_ column: Int) -> Int64 {
+        switch source {
+        case .sqlite(let row): return row.int64(column)
+        case .postgres:
+            guard let text = text(column) else { return 0 }
+            return Int64(String(decoding: text, as: UTF8.self)) ?? 0
+        }
+    }
+
+    public func bool(_ column: Int) -> Bool {
+        switch source {
+        case .sqlite(let row): return row.int64(column) != 0
+        case .postgres:
+            guard let first = text(column)?.first else { return false }
+            return first == UInt8(ascii: "1") || first == UInt8(ascii: "t")
+        }
+    }
 }
 
 extension SQLExecutor {

@@ -50,13 +50,15 @@ struct PullService {
                     .resyncRequired,
                     "This device has been away longer than the server keeps deletions. It will download its data again; unsent changes are kept.")
             }
-            // One more than the page, to know whether more follows. Each scope
-            // branch is read in version order up to the page size, then merged.
-            var arguments: [SQLValue] = []
-            var parts: [String] = []
-            for (index, branch) in scope.readableBranches().enumerated() {
+            // Each scope branch, and the scope exits, are read in version order
+            // up to one more than the page (to know whether more follows), each
+            // row written as JSON as it is read; the streams are merged by
+            // version here, so the database never sorts or compares whole rows
+            // (a UNION did, for every page).
+            var streams: [FeedStream] = []
+            for branch in scope.readableBranches() {
                 var part = "SELECT \(ServerRecord.columns) FROM records WHERE \(branch.condition) AND version > ?"
-                arguments += branch.arguments + [.integer(after)]
+                var arguments = branch.arguments + [.integer(after)]
                 part += " AND collection IN (\(collections.map { _ in "?" }.joined(separator: ", ")))"
                 arguments += collections.map { .text($0) }
                 if let windowStart {
@@ -65,56 +67,59 @@ struct PullService {
                 }
                 part += " ORDER BY version LIMIT ?"
                 arguments.append(.integer(Int64(limit + 1)))
-                parts.append("SELECT * FROM (\(part)) AS branch\(index)")
+                var stream = FeedStream()
+                try sql.scan(part, arguments) { row in
+                    stream.append(version: row.int(3)) { ServerRecord.appendJSON(row, to: &$0) }
+                }
+                streams.append(stream)
             }
-            let query = parts.joined(separator: " UNION ") + " ORDER BY version LIMIT ?"
-            arguments.append(.integer(Int64(limit + 1)))
-            let records = try sql.query(query, arguments).map(ServerRecord.init)
-
-            var exits: [(version: Int64, collection: String, uuid: String)] = []
             var exitArguments: [SQLValue] = [.integer(after)]
-            let collectionList = collections.map { _ in "?" }.joined(separator: ", ")
             exitArguments += collections.map { .text($0) }
             if let condition = scope.exited(&exitArguments) {
                 exitArguments.append(.integer(Int64(limit + 1)))
-                exits = try sql.query(
+                var stream = FeedStream()
+                try sql.scan(
                     """
                     SELECT version, collection, uuid FROM scope_exits
-                    WHERE version > ? AND collection IN (\(collectionList)) AND \(condition)
+                    WHERE version > ? AND collection IN (\(collections.map { _ in "?" }.joined(separator: ", "))) AND \(condition)
                     ORDER BY version LIMIT ?
                     """, exitArguments
-                ).map { ($0.int(0), $0.string(1), $0.string(2)) }
+                ) { row in
+                    stream.append(version: row.int(0)) { out in
+                        let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
+                        out.append(contentsOf: #"{"collection":"#.utf8)
+                        JSONWriter.writeString(utf8: row.text(1) ?? empty, to: &out)
+                        out.append(contentsOf: #","uuid":"#.utf8)
+                        JSONWriter.writeString(utf8: row.text(2) ?? empty, to: &out)
+                        out.append(contentsOf: #","deleted":true,"removed":true}"#.utf8)
+                    }
+                }
+                streams.append(stream)
             }
 
-            // Merge both streams by version and cut the page.
+            // Merge the streams by version and cut the page. A record in two
+            // branches comes once: versions are unique.
             var out: [UInt8] = []
-            out.reserveCapacity(records.count * 400 + 128)
+            out.reserveCapacity(streams.reduce(128) { $0 + $1.json.count })
             out.append(contentsOf: #"{"changes":["#.utf8)
-            var recordIndex = 0
-            var exitIndex = 0
             var taken = 0
             var lastVersion = after
-            while taken < limit, recordIndex < records.count || exitIndex < exits.count {
-                if taken > 0 { out.append(UInt8(ascii: ",")) }
-                let nextRecord = recordIndex < records.count ? records[recordIndex].version : Int64.max
-                let nextExit = exitIndex < exits.count ? exits[exitIndex].version : Int64.max
-                if nextRecord < nextExit {
-                    records[recordIndex].appendJSON(to: &out)
-                    lastVersion = nextRecord
-                    recordIndex += 1
-                } else {
-                    let exit = exits[exitIndex]
-                    out.append(contentsOf: #"{"collection":"#.utf8)
-                    JSONWriter.writeString(exit.collection, to: &out)
-                    out.append(contentsOf: #","uuid":""#.utf8)
-                    out.append(contentsOf: exit.uuid.utf8)
-                    out.append(contentsOf: #"","deleted":true,"removed":true}"#.utf8)
-                    lastVersion = exit.version
-                    exitIndex += 1
+            while taken < limit {
+                var next: Int?
+                for index in streams.indices where streams[index].hasNext {
+                    if next == nil || streams[index].nextVersion < streams[next!].nextVersion { next = index }
                 }
+                guard let next else { break }
+                let version = streams[next].nextVersion
+                if taken > 0 { out.append(UInt8(ascii: ",")) }
+                out.append(contentsOf: streams[next].json[streams[next].takeNext()])
+                for other in streams.indices where streams[other].hasNext && streams[other].nextVersion == version {
+                    _ = streams[other].takeNext()
+                }
+                lastVersion = version
                 taken += 1
             }
-            let hasMore = recordIndex < records.count || exitIndex < exits.count
+            let hasMore = streams.contains(where: \.hasNext)
             // An empty page returns the cursor it was given.
             let cursor = taken == 0 && request.cursor != nil
                 ? request.cursor! : PullCursorCodec.encode(lastVersion, scopeTag: scope.tag)
@@ -171,4 +176,26 @@ enum PullCursorCodec {
 
     static let invalid = APIError(
         .invalidRequest, "The pull cursor is not one this server issued.", fields: ["cursor": "is not a valid cursor"])
+}
+
+/// One ordered source of a pull page (a scope branch, or the scope exits):
+/// each change's JSON in one buffer, and where each lies.
+private struct FeedStream {
+    var json: [UInt8] = []
+    private var entries: [(version: Int64, range: Range<Int>)] = []
+    private var position = 0
+
+    mutating func append(version: Int64, _ write: (inout [UInt8]) -> Void) {
+        let start = json.count
+        write(&json)
+        entries.append((version, start..<json.count))
+    }
+
+    var hasNext: Bool { position < entries.count }
+    var nextVersion: Int64 { entries[position].version }
+
+    mutating func takeNext() -> Range<Int> {
+        defer { position += 1 }
+        return entries[position].range
+    }
 }

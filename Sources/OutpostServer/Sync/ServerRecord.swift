@@ -44,29 +44,31 @@ struct ServerRecord {
             data: deleted ? nil : try data())
     }
 
-    /// The record as JSON, with the stored data text spliced in without
-    /// decoding it (the hot path of pull: FACTS.md shows JSON coding, not
-    /// SQLite or HTTP, is what costs).
-    func appendJSON(to out: inout [UInt8]) {
+    /// A row selected with `columns`, written as the wire JSON straight from
+    /// the database's bytes: stored data text is spliced in as is (the hot
+    /// path of pull: FACTS.md shows JSON coding, not SQLite or HTTP, is what
+    /// costs), and no value is made per row.
+    static func appendJSON(_ row: SQLRawRow, to out: inout [UInt8]) {
+        let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
         out.append(contentsOf: #"{"collection":"#.utf8)
-        JSONWriter.writeString(collection, to: &out)
-        out.append(contentsOf: #","uuid":""#.utf8)
-        out.append(contentsOf: uuid.utf8)
-        out.append(contentsOf: #"","id":"#.utf8)
-        out.append(contentsOf: String(id).utf8)
+        JSONWriter.writeString(utf8: row.text(1) ?? empty, to: &out)
+        out.append(contentsOf: #","uuid":"#.utf8)
+        JSONWriter.writeString(utf8: row.text(2) ?? empty, to: &out)
+        out.append(contentsOf: #","id":"#.utf8)
+        JSONWriter.writeInteger(row.int(0), to: &out)
         out.append(contentsOf: #","version":"#.utf8)
-        out.append(contentsOf: String(version).utf8)
-        out.append(contentsOf: #","updated_at":""#.utf8)
-        out.append(contentsOf: updatedAt.utf8)
-        out.append(contentsOf: #"","deleted":"#.utf8)
-        out.append(contentsOf: (deleted ? "true" : "false").utf8)
+        JSONWriter.writeInteger(row.int(3), to: &out)
+        out.append(contentsOf: #","updated_at":"#.utf8)
+        JSONWriter.writeString(utf8: row.text(4) ?? empty, to: &out)
+        let deleted = row.bool(5)
+        out.append(contentsOf: deleted ? #","deleted":true"#.utf8 : #","deleted":false"#.utf8)
         out.append(contentsOf: #","owner":"#.utf8)
-        JSONWriter.writeString(owner, to: &out)
+        JSONWriter.writeString(utf8: row.text(6) ?? empty, to: &out)
         out.append(contentsOf: #","team":"#.utf8)
-        JSONWriter.writeString(team, to: &out)
+        JSONWriter.writeString(utf8: row.text(7) ?? empty, to: &out)
         out.append(contentsOf: #","data":"#.utf8)
-        if !deleted, let dataText {
-            out.append(contentsOf: dataText.utf8)
+        if !deleted, let data = row.text(10) {
+            out.append(contentsOf: data)
         } else {
             out.append(contentsOf: "null".utf8)
         }
