@@ -50,9 +50,10 @@ final class Outbox {
 
     // MARK: Enqueueing (with coalescing between never-sent entries)
 
-    /// Queues a create of a new record.
-    func enqueueCreate(_ record: RecordReference, data: JSONObject, references: [String: String]) throws {
-        try insert(record, op: .create, baseVersion: nil, data: data, parents: Self.parents(of: data, references))
+    /// Queues a create of a new record (`dataText`: the data's JSON, when the caller already wrote it).
+    func enqueueCreate(_ record: RecordReference, data: JSONObject, dataText: String? = nil, references: [String: String]) throws {
+        try insert(
+            record, op: .create, baseVersion: nil, dataText: try dataText ?? data.jsonText(), parents: Self.parents(of: data, references))
     }
 
     /// Queues a partial update; merges into the last entry when that one was never sent.
@@ -78,7 +79,7 @@ final class Outbox {
                 break
             }
         }
-        try insert(record, op: .update, baseVersion: baseVersion, data: patch, parents: parents)
+        try insert(record, op: .update, baseVersion: baseVersion, dataText: try patch.jsonText(), parents: parents)
     }
 
     /// Queues a delete. Returns false when it cancelled a create that was
@@ -98,12 +99,12 @@ final class Outbox {
                 return true
             }
         }
-        try insert(record, op: .delete, baseVersion: baseVersion, data: nil, parents: [])
+        try insert(record, op: .delete, baseVersion: baseVersion, dataText: nil, parents: [])
         return true
     }
 
     private func insert(
-        _ record: RecordReference, op: MutationOp, baseVersion: Int64?, data: JSONObject?, parents: Set<RecordReference>
+        _ record: RecordReference, op: MutationOp, baseVersion: Int64?, dataText: String?, parents: Set<RecordReference>
     ) throws {
         try connection.run(
             """
@@ -112,7 +113,7 @@ final class Outbox {
             """,
             [
                 .text(ids.next().wireText), .text(record.collection), .text(record.uuid.wireText), .text(op.rawValue),
-                .integer(baseVersion), .text(try data?.jsonText()), .text(OutboxRow.parentsText(parents)),
+                .integer(baseVersion), .text(dataText), .text(OutboxRow.parentsText(parents)),
                 .text(ServerTimestamp(clock.now()).rawValue),
             ])
     }

@@ -56,18 +56,18 @@ extension SyncRecord {
 
 /// Converts between record types and the JSON objects the store keeps.
 enum RecordCoding {
+    /// A typed record's fields, encoded straight into JSON values (no text
+    /// in between: see `JSONValueCoding`).
     static func object<T: Encodable>(from value: T) throws -> JSONObject {
-        let data = try WireCoding.encode(value)
-        guard case .object(let object) = try JSONValue.parse(data) else {
+        guard case .object(let object) = try JSONValueCoding.encode(value) else {
             throw StoreError.invalidRecord("\(T.self) does not encode to a JSON object")
         }
         return object
     }
 
     static func value<T: Decodable>(_ type: T.Type, from object: JSONObject) throws -> T {
-        let data = Data(JSONWriter.text(.object(object)).utf8)
         do {
-            return try WireCoding.decode(type, from: data)
+            return try JSONValueCoding.decode(type, from: .object(object))
         } catch let error as WireError {
             throw StoreError.invalidRecord("stored data does not decode as \(T.self): \(error)")
         }

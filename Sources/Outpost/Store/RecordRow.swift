@@ -65,13 +65,23 @@ struct RecordTables {
         try connection.first("SELECT 1 FROM \"\(collection)\" WHERE uuid = ?", [.text(uuid.wireText)]) { _ in true } ?? false
     }
 
-    func insert(_ row: RecordRow) throws {
-        try connection.run(
-            """
-            INSERT INTO "\(row.collection)" (\(RecordRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            try values(row))
+    /// Inserts a new row (`dataText`: its data's JSON, when the caller
+    /// already wrote it). A row with the same uuid is reported as
+    /// `StoreError.recordExists`: the primary key decides, no lookup first.
+    func insert(_ row: RecordRow, dataText: String? = nil) throws {
+        do {
+            try connection.run(
+                """
+                INSERT INTO "\(row.collection)" (\(RecordRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                try values(row, dataText: dataText))
+        } catch let error as SQLiteError where error.extendedCode == Self.primaryKeyConflict {
+            throw StoreError.recordExists(collection: row.collection, uuid: row.uuid)
+        }
     }
+
+    /// SQLITE_CONSTRAINT_PRIMARYKEY.
+    private static let primaryKeyConflict: Int32 = 1555
 
     /// Writes every column of an existing row.
     func save(_ row: RecordRow) throws {
@@ -94,13 +104,13 @@ struct RecordTables {
             "UPDATE \"\(collection)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
     }
 
-    private func values(_ row: RecordRow) throws -> [SQLiteValue] {
+    private func values(_ row: RecordRow, dataText: String? = nil) throws -> [SQLiteValue] {
         [
             .text(row.uuid.wireText), .integer(row.serverID), .text(row.syncState.rawValue),
             .text(row.serverUpdatedAt?.rawValue), .text(row.localUpdatedAt),
             .text(try row.rejection.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }),
             .integer(row.baseVersion), .integer(row.serverVersion), .integer(row.onServer ? 1 : 0),
-            .integer(row.deleted ? 1 : 0), .text(row.owner), .text(row.team), .text(try row.data.jsonText()),
+            .integer(row.deleted ? 1 : 0), .text(row.owner), .text(row.team), .text(try dataText ?? row.data.jsonText()),
         ]
     }
 }

@@ -29,7 +29,13 @@ enum StoreMigrator {
                     try connection.execute(StoreSchema.fieldIndex(collection: descriptor.name, field: field))
                 }
                 // Nothing is in flight in a process that just opened the store.
-                try connection.run("UPDATE \"\(descriptor.name)\" SET sync_state = 'pending' WHERE sync_state = 'sending'")
+                // Only a record with an outbox entry can be sending: look there
+                // rather than scan the whole table.
+                try connection.run(
+                    """
+                    UPDATE "\(descriptor.name)" SET sync_state = 'pending'
+                    WHERE uuid IN (SELECT record_uuid FROM outbox WHERE collection = ?) AND sync_state = 'sending'
+                    """, [.text(descriptor.name)])
             }
         }
     }

@@ -99,7 +99,12 @@ enum StoreSchema {
             team              TEXT,
             data              TEXT NOT NULL
         ) WITHOUT ROWID;
-        CREATE INDEX IF NOT EXISTS "\(name)_by_state" ON "\(name)" (sync_state) WHERE sync_state != 'synced';
+        -- Only refused records are indexed (the status counts them after
+        -- every sync): a local write leaves its record pending and so writes
+        -- no index page. (Stores made before this had "_by_state", which
+        -- took a page per write and served no query.)
+        DROP INDEX IF EXISTS "\(name)_by_state";
+        CREATE INDEX IF NOT EXISTS "\(name)_rejected" ON "\(name)" (sync_state) WHERE sync_state = 'rejected';
         """
     }
 

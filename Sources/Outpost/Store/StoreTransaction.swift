@@ -37,15 +37,16 @@ public final class StoreTransaction {
     public func create(in collection: String, _ data: JSONObject, uuid: UUID? = nil) throws -> UUID {
         let descriptor = try registry.descriptor(collection)
         let uuid = uuid ?? ids.next()
-        if try tables.exists(collection, uuid) { throw StoreError.recordExists(collection: collection, uuid: uuid) }
         let data = data.filter { !$0.value.isNull }
         let row = RecordRow(
             collection: collection, uuid: uuid, serverID: nil, syncState: .pending, serverUpdatedAt: nil,
             localUpdatedAt: now(), rejection: nil, baseVersion: nil, serverVersion: nil, onServer: false,
             deleted: false, owner: nil, team: nil, data: data)
-        try tables.insert(row)
+        // The record and its create carry the same text: written once.
+        let text = try data.jsonText()
+        try tables.insert(row, dataText: text)
         try outbox.enqueueCreate(
-            RecordReference(collection: collection, uuid: uuid), data: data, references: descriptor.references)
+            RecordReference(collection: collection, uuid: uuid), data: data, dataText: text, references: descriptor.references)
         touched.insert(collection)
         return uuid
     }
@@ -54,10 +55,23 @@ public final class StoreTransaction {
     /// field, a key set to null clears it. A patch that changes nothing
     /// queues nothing.
     public func update(in collection: String, _ uuid: UUID, patch: JSONObject) throws {
-        let descriptor = try registry.descriptor(collection)
-        guard var row = try tables.load(collection, uuid), !row.deleted else {
+        _ = try registry.descriptor(collection)
+        try update(try liveRow(collection, uuid), patch: patch)
+    }
+
+    /// The stored row of a record that exists and is not deleted.
+    private func liveRow(_ collection: String, _ uuid: UUID) throws -> RecordRow {
+        guard let row = try tables.load(collection, uuid), !row.deleted else {
             throw StoreError.recordNotFound(collection: collection, uuid: uuid)
         }
+        return row
+    }
+
+    private func update(_ loaded: RecordRow, patch: JSONObject) throws {
+        var row = loaded
+        let collection = row.collection
+        let uuid = row.uuid
+        let descriptor = try registry.descriptor(collection)
         let newData = row.data.applyingPatch(patch)
         let record = RecordReference(collection: collection, uuid: uuid)
         if row.syncState == .rejected {
@@ -132,16 +146,15 @@ public final class StoreTransaction {
 
     /// Edits a typed record in place; only the fields that changed are sent.
     public func update<T: SyncRecord>(_ type: T.Type, _ uuid: UUID, _ edit: (inout T) throws -> Void) throws {
-        guard let current = try get(in: T.collection, uuid) else {
-            throw StoreError.recordNotFound(collection: T.collection, uuid: uuid)
-        }
-        var value = try RecordCoding.value(T.self, from: current.value)
+        _ = try registry.descriptor(T.collection)
+        let row = try liveRow(T.collection, uuid)
+        var value = try RecordCoding.value(T.self, from: row.data)
         // Compare the type's own encoding before and after, so fields the type
         // does not know (added by a newer server) are never cleared.
         let before = try RecordCoding.object(from: value)
         try edit(&value)
         let after = try RecordCoding.object(from: value)
-        try update(in: T.collection, uuid, patch: after.patch(from: before))
+        try update(row, patch: after.patch(from: before))
     }
 
     public func delete<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws {

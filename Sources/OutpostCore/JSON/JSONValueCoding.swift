@@ -1,0 +1,384 @@
+import Foundation
+
+/// Encodes `Encodable` values straight into `JSONValue`s, and decodes them
+/// back, without JSON text in between.
+///
+/// A typed record write used to go value → JSONEncoder → bytes → parse →
+/// `JSONValue`, and a typed read the reverse; the text step was most of the
+/// Swift cost of a local write. The results match `WireCoding`'s
+/// coders: dates as `deferredToDate` numbers, `Data` as base64, URLs as
+/// their absolute string, non-finite numbers refused, nil optionals left out.
+public enum JSONValueCoding {
+    public static func encode<T: Encodable>(_ value: T) throws -> JSONValue {
+        try ValueEncoder.box(value, codingPath: [])
+    }
+
+    /// Decodes a value; failures are `WireError`s naming the field at fault.
+    public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
+        do {
+            return try ValueDecoder.unbox(type, from: value, codingPath: [])
+        } catch let error as DecodingError {
+            throw WireError(error)
+        }
+    }
+}
+
+// MARK: Encoding
+
+/// A node being filled in: containers are references, so a nested container
+/// handed out earlier can still add to its parent.
+private final class EncodedNode {
+    var value: JSONValue?
+    var object: [String: EncodedNode]?
+    var array: [EncodedNode]?
+
+    init(_ value: JSONValue? = nil) { self.value = value }
+
+    var json: JSONValue {
+        if let object { return .object(object.mapValues(\.json)) }
+        if let array { return .array(array.map(\.json)) }
+        return value ?? .object([:])
+    }
+}
+
+private struct ValueEncoder: Encoder {
+    let node: EncodedNode
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    static func box<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws -> JSONValue {
+        switch value {
+        case let data as Data: return .string(data.base64EncodedString())
+        case let url as URL: return .string(url.absoluteString)
+        case let decimal as Decimal: return .double(NSDecimalNumber(decimal: decimal).doubleValue)
+        case let text as String: return .string(text)
+        case let flag as Bool: return .bool(flag)
+        case let number as Int: return .int(Int64(number))
+        case let number as Double: return try double(number, codingPath)
+        // Every other primitive is handled here too: the containers' typed
+        // `encode` requirements are met by their generic one, which calls
+        // `box`, and a primitive's own `encode(to:)` would call back.
+        case let number as any BinaryInteger: return try integer(number, codingPath)
+        case let number as Float: return try double(Double(number), codingPath)
+        default:
+            let node = EncodedNode()
+            try value.encode(to: ValueEncoder(node: node, codingPath: codingPath))
+            return node.json
+        }
+    }
+
+    static func double(_ number: Double, _ codingPath: [any CodingKey]) throws -> JSONValue {
+        guard number.isFinite else {
+            throw EncodingError.invalidValue(
+                number, EncodingError.Context(codingPath: codingPath, debugDescription: "\(number) is not a JSON number"))
+        }
+        return .double(number)
+    }
+
+    static func integer<N: BinaryInteger>(_ number: N, _ codingPath: [any CodingKey]) throws -> JSONValue {
+        if let exact = Int64(exactly: number) { return .int(exact) }
+        return try double(Double(number), codingPath)
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        if node.object == nil { node.object = [:] }
+        return KeyedEncodingContainer(KeyedValueEncoder<Key>(node: node, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        if node.array == nil { node.array = [] }
+        return UnkeyedValueEncoder(node: node, codingPath: codingPath)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer { SingleValueEncoder(node: node, codingPath: codingPath) }
+}
+
+private struct KeyedValueEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let node: EncodedNode
+    let codingPath: [any CodingKey]
+
+    private func set(_ value: JSONValue, _ key: Key) { node.object![key.stringValue] = EncodedNode(value) }
+
+    mutating func encodeNil(forKey key: Key) throws { set(.null, key) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { set(.bool(value), key) }
+    mutating func encode(_ value: String, forKey key: Key) throws { set(.string(value), key) }
+    mutating func encode(_ value: Double, forKey key: Key) throws {
+        set(try ValueEncoder.double(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: Float, forKey key: Key) throws {
+        set(try ValueEncoder.double(Double(value), codingPath + [key]), key)
+    }
+    mutating func encode(_ value: Int, forKey key: Key) throws { set(.int(Int64(value)), key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { set(.int(value), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { set(try ValueEncoder.integer(value, codingPath + [key]), key) }
+    mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+        set(try ValueEncoder.box(value, codingPath: codingPath + [key]), key)
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
+        -> KeyedEncodingContainer<NestedKey>
+    {
+        let child = EncodedNode()
+        node.object![key.stringValue] = child
+        return ValueEncoder(node: child, codingPath: codingPath + [key]).container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+        let child = EncodedNode()
+        node.object![key.stringValue] = child
+        return ValueEncoder(node: child, codingPath: codingPath + [key]).unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder { superEncoder(named: PathKey.super) }
+
+    mutating func superEncoder(forKey key: Key) -> any Encoder { superEncoder(named: key) }
+
+    private func superEncoder(named key: any CodingKey) -> any Encoder {
+        let child = EncodedNode()
+        node.object![key.stringValue] = child
+        return ValueEncoder(node: child, codingPath: codingPath + [key])
+    }
+}
+
+private struct UnkeyedValueEncoder: UnkeyedEncodingContainer {
+    let node: EncodedNode
+    let codingPath: [any CodingKey]
+    var count: Int { node.array!.count }
+
+    private var nextKey: PathKey { PathKey(count) }
+
+    mutating func encodeNil() throws { node.array!.append(EncodedNode(.null)) }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        node.array!.append(EncodedNode(try ValueEncoder.box(value, codingPath: codingPath + [nextKey])))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        let child = EncodedNode()
+        let path = codingPath + [nextKey]
+        node.array!.append(child)
+        return ValueEncoder(node: child, codingPath: path).container(keyedBy: keyType)
+    }
+
+    mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+        let child = EncodedNode()
+        let path = codingPath + [nextKey]
+        node.array!.append(child)
+        return ValueEncoder(node: child, codingPath: path).unkeyedContainer()
+    }
+
+    mutating func superEncoder() -> any Encoder {
+        let child = EncodedNode()
+        let path = codingPath + [nextKey]
+        node.array!.append(child)
+        return ValueEncoder(node: child, codingPath: path)
+    }
+}
+
+private struct SingleValueEncoder: SingleValueEncodingContainer {
+    let node: EncodedNode
+    let codingPath: [any CodingKey]
+
+    mutating func encodeNil() throws { node.value = .null }
+    mutating func encode(_ value: Bool) throws { node.value = .bool(value) }
+    mutating func encode(_ value: String) throws { node.value = .string(value) }
+    mutating func encode(_ value: Double) throws { node.value = try ValueEncoder.double(value, codingPath) }
+    mutating func encode(_ value: Float) throws { node.value = try ValueEncoder.double(Double(value), codingPath) }
+    mutating func encode(_ value: Int) throws { node.value = .int(Int64(value)) }
+    mutating func encode(_ value: Int64) throws { node.value = .int(value) }
+    mutating func encode(_ value: UInt64) throws { node.value = try ValueEncoder.integer(value, codingPath) }
+    mutating func encode<T: Encodable>(_ value: T) throws { node.value = try ValueEncoder.box(value, codingPath: codingPath) }
+}
+
+/// A key of a coding path that is not one of the type's own: an array
+/// element's index, or "super".
+private struct PathKey: CodingKey {
+    let stringValue: String
+    let intValue: Int?
+    init(_ index: Int) {
+        stringValue = "\(index)"
+        intValue = index
+    }
+    init?(stringValue: String) {
+        self.stringValue = stringValue
+        intValue = nil
+    }
+    init?(intValue: Int) { self.init(intValue) }
+    static let `super` = PathKey(stringValue: "super")!
+}
+
+// MARK: Decoding
+
+private struct ValueDecoder: Decoder {
+    let value: JSONValue
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    static func unbox<T: Decodable>(_ type: T.Type, from value: JSONValue, codingPath: [any CodingKey]) throws -> T {
+        if type == Data.self {
+            guard case .string(let text) = value, let data = Data(base64Encoded: text) else {
+                throw mismatch(type, value, codingPath)
+            }
+            return data as! T
+        }
+        if type == URL.self {
+            guard case .string(let text) = value, let url = URL(string: text) else { throw mismatch(type, value, codingPath) }
+            return url as! T
+        }
+        if type == Decimal.self {
+            guard let number = number(value) else { throw mismatch(type, value, codingPath) }
+            return Decimal(number) as! T
+        }
+        return try T(from: ValueDecoder(value: value, codingPath: codingPath))
+    }
+
+    static func number(_ value: JSONValue) -> Double? {
+        switch value {
+        case .int(let number): return Double(number)
+        case .double(let number): return number
+        default: return nil
+        }
+    }
+
+    static func integer<N: FixedWidthInteger>(_ type: N.Type, _ value: JSONValue, _ codingPath: [any CodingKey]) throws -> N {
+        switch value {
+        case .int(let number):
+            if let exact = N(exactly: number) { return exact }
+        case .double(let number):
+            if let exact = N(exactly: number) { return exact }
+        default: break
+        }
+        throw mismatch(type, value, codingPath)
+    }
+
+    static func mismatch(_ type: Any.Type, _ value: JSONValue, _ codingPath: [any CodingKey]) -> DecodingError {
+        if value.isNull {
+            return .valueNotFound(type, DecodingError.Context(codingPath: codingPath, debugDescription: "found null"))
+        }
+        return .typeMismatch(type, DecodingError.Context(codingPath: codingPath, debugDescription: "found \(value.typeName)"))
+    }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        guard case .object(let object) = value else { throw Self.mismatch(JSONObject.self, value, codingPath) }
+        return KeyedDecodingContainer(KeyedValueDecoder<Key>(object: object, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard case .array(let array) = value else { throw Self.mismatch([JSONValue].self, value, codingPath) }
+        return UnkeyedValueDecoder(array: array, codingPath: codingPath)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
+}
+
+extension ValueDecoder: SingleValueDecodingContainer {
+    func decodeNil() -> Bool { value.isNull }
+    func decode(_ type: Bool.Type) throws -> Bool {
+        guard case .bool(let flag) = value else { throw Self.mismatch(type, value, codingPath) }
+        return flag
+    }
+    func decode(_ type: String.Type) throws -> String {
+        guard case .string(let text) = value else { throw Self.mismatch(type, value, codingPath) }
+        return text
+    }
+    func decode(_ type: Double.Type) throws -> Double {
+        guard let number = Self.number(value) else { throw Self.mismatch(type, value, codingPath) }
+        return number
+    }
+    func decode(_ type: Float.Type) throws -> Float {
+        guard let number = Self.number(value) else { throw Self.mismatch(type, value, codingPath) }
+        return Float(number)
+    }
+    func decode(_ type: Int.Type) throws -> Int { try Self.integer(type, value, codingPath) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try Self.integer(type, value, codingPath) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try Self.integer(type, value, codingPath) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try Self.integer(type, value, codingPath) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try Self.integer(type, value, codingPath) }
+    func decode(_ type: UInt.Type) throws -> UInt { try Self.integer(type, value, codingPath) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try Self.integer(type, value, codingPath) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try Self.integer(type, value, codingPath) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try Self.integer(type, value, codingPath) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try Self.integer(type, value, codingPath) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try Self.unbox(type, from: value, codingPath: codingPath) }
+}
+
+private struct KeyedValueDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let object: JSONObject
+    let codingPath: [any CodingKey]
+
+    var allKeys: [Key] { object.keys.compactMap { Key(stringValue: $0) } }
+
+    func contains(_ key: Key) -> Bool { object[key.stringValue] != nil }
+
+    private func value(_ key: Key) throws -> ValueDecoder {
+        guard let value = object[key.stringValue] else {
+            throw DecodingError.keyNotFound(
+                key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for \(key.stringValue)"))
+        }
+        return ValueDecoder(value: value, codingPath: codingPath + [key])
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool { try value(key).decodeNil() }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try value(key).decode(type) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try value(key).decode(type) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try value(key).decode(type) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try value(key).decode(type) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try value(key).decode(type) }
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try value(key).decode(type) }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
+        -> KeyedDecodingContainer<NestedKey>
+    {
+        try value(key).container(keyedBy: type)
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer { try value(key).unkeyedContainer() }
+
+    func superDecoder() throws -> any Decoder {
+        ValueDecoder(value: object[PathKey.super.stringValue] ?? .null, codingPath: codingPath + [PathKey.super])
+    }
+
+    func superDecoder(forKey key: Key) throws -> any Decoder {
+        ValueDecoder(value: object[key.stringValue] ?? .null, codingPath: codingPath + [key])
+    }
+}
+
+private struct UnkeyedValueDecoder: UnkeyedDecodingContainer {
+    let array: [JSONValue]
+    let codingPath: [any CodingKey]
+    var currentIndex = 0
+
+    init(array: [JSONValue], codingPath: [any CodingKey]) {
+        self.array = array
+        self.codingPath = codingPath
+    }
+
+    var count: Int? { array.count }
+    var isAtEnd: Bool { currentIndex >= array.count }
+
+    private mutating func next(_ type: Any.Type) throws -> ValueDecoder {
+        let path = codingPath + [PathKey(currentIndex)]
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: path, debugDescription: "the array ended"))
+        }
+        defer { currentIndex += 1 }
+        return ValueDecoder(value: array[currentIndex], codingPath: path)
+    }
+
+    mutating func decodeNil() throws -> Bool {
+        guard !isAtEnd, array[currentIndex].isNull else { return false }
+        currentIndex += 1
+        return true
+    }
+
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try next(type).decode(type) }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        try next(JSONObject.self).container(keyedBy: type)
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        try next([JSONValue].self).unkeyedContainer()
+    }
+
+    mutating func superDecoder() throws -> any Decoder { try next(Any.self) }
+}
