@@ -50,6 +50,15 @@ struct PullService {
                     .resyncRequired,
                     "This device has been away longer than the server keeps deletions. It will download its data again; unsent changes are kept.")
             }
+            if sql.dialect == .postgres {
+                // A branch must be read by walking an index in version order
+                // and stopping at the page size. Without fresh statistics (a
+                // bulk import before autovacuum's ANALYZE) PostgreSQL instead
+                // collected the whole remaining scope and sorted it, for every
+                // page: 160 ms a page on 235,000 records instead of 3 ms.
+                try sql.execute("SET LOCAL enable_sort = off", [])
+                try sql.execute("SET LOCAL enable_bitmapscan = off", [])
+            }
             // Each scope branch, and the scope exits, are read in version order
             // up to one more than the page (to know whether more follows), each
             // row written as JSON as it is read; the streams are merged by
