@@ -135,12 +135,16 @@ extension LocalStore {
             try setKV(Self.cursorKey, page.cursor.rawValue)
             try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
             if !page.hasMore {
-                if resyncing { try finishResync() }
+                if resyncing {
+                    try finishResync()
+                    liveCounts.forget(registry.all.map(\.name))
+                }
                 for collection in collections {
                     try setKV(Self.lastSyncPrefix + collection, page.serverTime.rawValue)
                 }
             }
         }
+        if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
         notify(touched)
         return result
     }
@@ -222,10 +226,13 @@ extension LocalStore {
         try checkOpen()
         var counts: [String: Int] = [:]
         for descriptor in registry.all {
-            counts[descriptor.name] =
+            counts[descriptor.name] = try liveCounts.value(descriptor.name) {
                 try connection.first("SELECT count(*) FROM \"\(descriptor.name)\" WHERE deleted = 0") { Int($0.int64(0)) } ?? 0
+            }
         }
-        counts["catalogs"] = try connection.first("SELECT count(*) FROM catalogs") { Int($0.int64(0)) } ?? 0
+        counts["catalogs"] = try liveCounts.value("catalogs") {
+            try connection.first("SELECT count(*) FROM catalogs") { Int($0.int64(0)) } ?? 0
+        }
         return counts
     }
 }
@@ -377,6 +384,7 @@ extension LocalStore {
                 }
             }
         }
+        liveCounts.forget(touched)
         notify(touched)
     }
 }

@@ -24,6 +24,7 @@ public actor LocalStore {
     var observers: [UUID: QueryObserver] = [:]
     var localChangeContinuations: [UUID: AsyncStream<Void>.Continuation] = [:]
     var isClosed = false
+    var liveCounts = LiveCounts()
 
     /// The device's client id, made once and kept for the life of the database.
     public nonisolated let clientID: UUID
@@ -83,6 +84,7 @@ public actor LocalStore {
         let transaction = StoreTransaction(
             connection: connection, outbox: outbox, registry: registry, clock: clock, ids: ids)
         let result = try connection.transaction { try body(transaction) }
+        liveCounts.adjust(transaction.liveDelta)
         notify(transaction.touched)
         if !transaction.touched.isEmpty { localChangeContinuations.values.forEach { $0.yield() } }
         return result
@@ -175,8 +177,21 @@ public actor LocalStore {
     /// Applies the server's per-mutation results of a push.
     public func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
         try checkOpen()
-        let settlement = try outbox.settle(batch, with: response)
-        notify(Set(batch.entries.map(\.record.collection)))
+        let touched = Set(batch.entries.map(\.record.collection))
+        let settlement: PushSettlement
+        do {
+            settlement = try outbox.settle(batch, with: response)
+        } catch {
+            liveCounts.forget(touched)
+            throw error
+        }
+        // Confirmed creates and edits leave every record where it was; a
+        // confirmed delete drops its hidden row, and conflicts and rejections
+        // may bring a record back or drop it.
+        if !settlement.conflicts.isEmpty || !settlement.rejected.isEmpty || batch.entries.contains(where: { $0.op == .delete }) {
+            liveCounts.forget(touched)
+        }
+        notify(touched)
         return settlement
     }
 

@@ -105,8 +105,9 @@ public struct RecordQuery: Sendable, Equatable {
         case .isNull(let field):
             return "\(try path(field)) IS NULL"
         case .syncState(let state):
-            arguments.append(.text(state.rawValue))
-            return "sync_state = ?"
+            // A literal (from a fixed enum): only then can SQLite use the
+            // partial index of refused records for `.rejected`.
+            return "sync_state = '\(state.rawValue)'"
         case .and(let filters):
             guard !filters.isEmpty else { return "1" }
             return "(" + (try filters.map { try render($0, &arguments) }).joined(separator: " AND ") + ")"

@@ -14,6 +14,8 @@ public final class StoreTransaction {
     let ids: any IDGenerator
     /// Collections written, so observers of other collections are not woken.
     var touched: Set<String> = []
+    /// Live records added (+) or removed (-) per collection, for `LiveCounts`.
+    var liveDelta: [String: Int] = [:]
 
     init(
         connection: SQLiteConnection, outbox: Outbox, registry: CollectionRegistry, clock: any WallClock,
@@ -48,6 +50,7 @@ public final class StoreTransaction {
         try outbox.enqueueCreate(
             RecordReference(collection: collection, uuid: uuid), data: data, dataText: text, references: descriptor.references)
         touched.insert(collection)
+        liveDelta[collection, default: 0] += 1
         return uuid
     }
 
@@ -112,6 +115,8 @@ public final class StoreTransaction {
         }
         let record = RecordReference(collection: collection, uuid: uuid)
         touched.insert(collection)
+        // Removed or hidden below: either way one live record fewer.
+        liveDelta[collection, default: 0] -= 1
         let queued = try outbox.rows(for: record)
         if !row.onServer && queued.isEmpty {
             // Refused create, never on the server: nothing to tell it.
