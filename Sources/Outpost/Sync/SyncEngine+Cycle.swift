@@ -12,9 +12,14 @@ extension SyncEngine {
     /// One sync cycle: push everything that can go, then pull until up to date.
     func runCycle(_ trigger: SyncTrigger, generation: UInt64) async -> SyncReport {
         var report = SyncReport(trigger: trigger)
+        let started = clock.now()
+        let networkBefore = connectivity.state
         status.isSyncing = true
         await publishStatus()
-        defer { status.isSyncing = false }
+        defer {
+            status.isSyncing = false
+            emitTelemetry(SyncTelemetryEvent(report, networkBefore: networkBefore, connectivity: connectivity, duration: clock.now() - started))
+        }
         if status.signInRequired || status.lastError == .accessRevoked {
             // An expired token never authorises a server call (SPEC C17).
             report.failure = status.signInRequired ? .signInRequired : .accessRevoked

@@ -46,6 +46,7 @@ public actor SyncEngine {
     var scopeTotals: [String: Int64] = [:]
     var statusContinuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
     var eventContinuations: [UUID: AsyncStream<SyncEvent>.Continuation] = [:]
+    var telemetryContinuations: [UUID: AsyncStream<SyncTelemetryEvent>.Continuation] = [:]
     var refreshHandlers: [String: @Sendable () async -> Void] = [:]
     var isStopped = false
 
@@ -108,6 +109,8 @@ public actor SyncEngine {
         statusContinuations.removeAll()
         eventContinuations.values.forEach { $0.finish() }
         eventContinuations.removeAll()
+        telemetryContinuations.values.forEach { $0.finish() }
+        telemetryContinuations.removeAll()
     }
 
     /// A new token after the person signed in again: server calls resume.
@@ -263,6 +266,24 @@ public actor SyncEngine {
     }
 
     private func removeEventListener(_ id: UUID) { eventContinuations.removeValue(forKey: id) }
+
+    /// One event per finished sync cycle, for the app's telemetry: coarse
+    /// network state, trigger, outcome and counts (see `SyncTelemetryEvent`).
+    public func telemetry() -> AsyncStream<SyncTelemetryEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SyncTelemetryEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let id = UUID()
+        telemetryContinuations[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.removeTelemetryListener(id) }
+        }
+        return stream
+    }
+
+    private func removeTelemetryListener(_ id: UUID) { telemetryContinuations.removeValue(forKey: id) }
+
+    func emitTelemetry(_ event: SyncTelemetryEvent) {
+        for continuation in telemetryContinuations.values { continuation.yield(event) }
+    }
 
     func emit(_ event: SyncEvent) {
         for continuation in eventContinuations.values { continuation.yield(event) }

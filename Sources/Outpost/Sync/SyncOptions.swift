@@ -38,7 +38,7 @@ public struct SyncOptions: Sendable {
 }
 
 /// What started a sync cycle (SPEC C10).
-public enum SyncTrigger: String, Sendable, Equatable {
+public enum SyncTrigger: String, Sendable, Equatable, Codable {
     case launch
     case connectivityRegained = "connectivity_regained"
     case foreground
