@@ -21,9 +21,14 @@ public final class SQLiteConnection {
     /// WAL with `synchronous=NORMAL` keeps every committed transaction across
     /// a process crash (the case the outbox must survive); only a power loss
     /// may roll back the last commits, never corrupt the file.
-    public init(path: String, readOnly: Bool = false) throws {
+    ///
+    /// `protection` is the Apple data protection class of the file and its
+    /// WAL/SHM files (ignored where there is none).
+    public init(path: String, readOnly: Bool = false, protection: FileProtection = .untilFirstUnlock) throws {
         var handle: OpaquePointer?
-        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+            | protection.openFlag
         let code = sqlite3_open_v2(path, &handle, flags, nil)
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
@@ -143,4 +148,30 @@ public final class SQLiteConnection {
 
     /// Whether a transaction is open on this connection.
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+}
+
+/// Apple's data protection for the database files (SPEC C17): readable only
+/// while, or once, the device has been unlocked. SQLite applies it to the
+/// database, WAL and SHM files it creates.
+public enum FileProtection: Sendable {
+    /// Readable after the first unlock since boot: background sync still works.
+    case untilFirstUnlock
+    /// Readable only while the device is unlocked: no background sync when locked.
+    case complete
+    /// No protection class.
+    case none
+
+    /// The `SQLITE_OPEN_FILEPROTECTION_*` flag of Apple's SQLite (values from its
+    /// sqlite3.h); 0 elsewhere, where the flag means nothing.
+    var openFlag: Int32 {
+        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+        switch self {
+        case .complete: return 0x0010_0000
+        case .untilFirstUnlock: return 0x0030_0000
+        case .none: return 0x0040_0000
+        }
+        #else
+        return 0
+        #endif
+    }
 }

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import OutpostCore
 
 /// A collection the local store keeps: its name, which fields point at other
@@ -10,11 +10,19 @@ public struct CollectionDescriptor: Sendable, Equatable {
     public var references: [String: String]
     /// Fields queried often enough to deserve an index on the device.
     public var indexedFields: [String]
+    /// How long the device keeps a synced record the server has not changed
+    /// since (SPEC C17: retention limits); nil keeps everything. Older copies
+    /// are removed from the device, never from the server, and never while
+    /// the record has local changes waiting. Reckoned on the server's clock.
+    public var retention: TimeInterval?
 
-    public init(name: String, references: [String: String] = [:], indexedFields: [String] = []) {
+    public init(
+        name: String, references: [String: String] = [:], indexedFields: [String] = [], retention: TimeInterval? = nil
+    ) {
         self.name = name
         self.references = references
         self.indexedFields = indexedFields
+        self.retention = retention
     }
 
     /// A descriptor taken from the server's collection schema.
@@ -42,15 +50,18 @@ public protocol SyncRecord: Codable, Sendable {
     static var references: [String: String] { get }
     /// Fields to index locally.
     static var indexedFields: [String] { get }
+    /// How long synced copies are kept on the device (nil: always).
+    static var retention: TimeInterval? { get }
 }
 
 extension SyncRecord {
     public static var references: [String: String] { [:] }
     public static var indexedFields: [String] { [] }
+    public static var retention: TimeInterval? { nil }
 
     /// The descriptor the store registers for this type.
     public static var descriptor: CollectionDescriptor {
-        CollectionDescriptor(name: collection, references: references, indexedFields: indexedFields)
+        CollectionDescriptor(name: collection, references: references, indexedFields: indexedFields, retention: retention)
     }
 }
 

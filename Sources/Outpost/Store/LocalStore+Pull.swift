@@ -142,6 +142,9 @@ extension LocalStore {
                 for collection in collections {
                     try setKV(Self.lastSyncPrefix + collection, page.serverTime.rawValue)
                 }
+                let purged = try applyRetention(now: page.serverTime)
+                liveCounts.forget(purged)
+                touched.formUnion(purged)
             }
         }
         if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }

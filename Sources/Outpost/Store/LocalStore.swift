@@ -1,6 +1,6 @@
 public import Foundation
 public import OutpostCore
-import OutpostSQLite
+public import OutpostSQLite
 
 /// The device's database: records of every registered collection, the
 /// durable outbox, and the client's identity (SPEC C1-C5).
@@ -35,12 +35,15 @@ public actor LocalStore {
     ///
     /// Nothing is in flight after opening: a push this process did not see
     /// answered is resent, with the same seq, by the next sync.
+    ///
+    /// On Apple platforms the files get `protection` (default: readable
+    /// once the device was unlocked after boot, so background sync works).
     public init(
         path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
-        ids: any IDGenerator = UUIDv7Generator()
+        ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock
     ) throws {
         let registry = try CollectionRegistry(collections)
-        let connection = try SQLiteConnection(path: path)
+        let connection = try SQLiteConnection(path: path, protection: protection)
         try StoreMigrator.migrate(connection, collections: registry.all)
         let clientID = try StoreMigrator.clientID(connection, ids: ids)
         self.connection = connection
