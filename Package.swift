@@ -32,6 +32,11 @@ var package = Package(
             providers: [.apt(["libmicrohttpd-dev"]), .brew(["libmicrohttpd"])]
         ),
         .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
             name: "CLibPQ",
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
@@ -47,7 +52,11 @@ var package = Package(
         ),
 
         // The client library: local store, durable outbox, (later) sync engine.
-        .target(name: "Outpost", dependencies: ["OutpostCore", "OutpostSQLite"]),
+        // AES-GCM for payloads at rest: CryptoKit on Apple platforms, OpenSSL elsewhere.
+        .target(
+            name: "Outpost",
+            dependencies: ["OutpostCore", "OutpostSQLite", .target(name: "COpenSSL", condition: .when(platforms: [.linux, .android]))]
+        ),
 
         // The sync server behind `outpost serve`.
         .target(name: "OutpostServer", dependencies: ["OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CLibPQ"]),

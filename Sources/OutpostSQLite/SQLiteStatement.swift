@@ -128,6 +128,11 @@ public struct SQLitePreparedStatement {
         try check(sqlite3_bind_text(statement.handle, index, text, -1, sqliteTransient))
     }
 
+    /// Binds a blob (copied by SQLite).
+    public func bind(_ index: Int32, blob bytes: [UInt8]) throws {
+        try check(bytes.withUnsafeBytes { sqlite3_bind_blob(statement.handle, index, $0.baseAddress ?? UnsafeRawPointer(Self.empty.utf8Start), Int32($0.count), sqliteTransient) })
+    }
+
     /// Binds UTF-8 text without copying it: `bytes` must stay valid until `run()` returns.
     public func bind(_ index: Int32, text bytes: UnsafeBufferPointer<UInt8>) throws {
         // A null pointer would bind NULL: empty text points at a static "".

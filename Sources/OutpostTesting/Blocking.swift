@@ -10,19 +10,6 @@ public func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
 }
 
 #if os(Linux) || os(macOS)
-/// Starts child processes one at a time: Foundation's `Process.run()` on
-/// Linux is not safe to call from several threads at once (seen crashing in
-/// its memcpy when parallel tests launched processes together).
-public enum ProcessLauncher {
-    private static let lock = NSLock()
-
-    public static func run(_ process: Process) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        try process.run()
-    }
-}
-
 /// A built product of this package, run as a child process in tests.
 public enum ChildProcess {
     public struct Output: Sendable {
@@ -39,21 +26,44 @@ public enum ChildProcess {
 
     /// Runs to completion; `environment` is added to this process's own.
     public static func run(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> Output {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try ProcessLauncher.run(process)
-        let out = output.fileHandleForReading.readDataToEndOfFile()
-        let err = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let process = try SpawnedProcess(executable, arguments, environment: environment, stdout: .pipe, stderr: .pipe)
+        // Both pipes are drained at once: a child filling one while we wait on the other would never finish.
+        let errors = Thread.detachedRead(process.standardError!)
+        let out = process.standardOutput!.readDataToEndOfFile()
+        let err = errors.wait()
         return Output(
             status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
             stderr: String(decoding: err, as: UTF8.self))
+    }
+}
+
+extension Thread {
+    /// Reads a file handle to its end on a thread of its own.
+    static func detachedRead(_ handle: FileHandle) -> PendingRead {
+        let pending = PendingRead()
+        Thread.detachNewThread { pending.finish(handle.readDataToEndOfFile()) }
+        return pending
+    }
+}
+
+/// The result of a read running on another thread.
+final class PendingRead: @unchecked Sendable {
+    // @unchecked Sendable: `data` is only touched while `condition` is held.
+    private let condition = NSCondition()
+    private var data: Data?
+
+    func finish(_ value: Data) {
+        condition.lock()
+        data = value
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait() -> Data {
+        condition.lock()
+        defer { condition.unlock() }
+        while data == nil { condition.wait() }
+        return data!
     }
 }
 #endif

@@ -20,26 +20,20 @@ struct ProcessCrashTests {
     /// A running `outpost` child process.
     final class Child: @unchecked Sendable {
         // @unchecked Sendable: the process handle is only used from the test's task.
-        let process = Process()
-        let output = Pipe()
+        let process: SpawnedProcess
+        var output: FileHandle { process.standardOutput! }
 
         init(_ arguments: [String], environment: [String: String]) throws {
-            process.executableURL = ProcessCrashTests.executable
-            process.arguments = arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-            process.standardOutput = output
-            process.standardError = FileHandle.nullDevice
-            try ProcessLauncher.run(process)
+            process = try SpawnedProcess(ProcessCrashTests.executable, arguments, environment: environment, stdout: .pipe)
         }
 
         func kill9() {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.signal(SIGKILL)
             process.waitUntilExit()
         }
 
         func wait() -> (Int32, String) {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
+            let data = output.readDataToEndOfFile()
             return (process.terminationStatus, String(decoding: data, as: UTF8.self))
         }
 
@@ -47,7 +41,7 @@ struct ProcessCrashTests {
         func port() throws -> UInt16 {
             var buffer = Data()
             while !buffer.contains(UInt8(ascii: "\n")) {
-                let chunk = output.fileHandleForReading.availableData
+                let chunk = output.availableData
                 if chunk.isEmpty { throw CancellationError() }
                 buffer += chunk
             }
@@ -116,7 +110,7 @@ struct ProcessCrashTests {
             let (status, out) = try await run(["sync"])
             #expect(status == 0, "healed sync: \(out)")
         }
-        server.process.terminate()
+        server.process.signal(SIGTERM)
         server.process.waitUntilExit()
 
         let database = try SQLiteServerDatabase(path: databasePath)

@@ -38,11 +38,7 @@ struct CrashTests {
         for run in 0..<20 {
             let output = directory.path("run-\(run).log")
             _ = FileManager.default.createFile(atPath: output, contents: nil)
-            let process = Process()
-            process.executableURL = Self.writerURL
-            process.arguments = [database, String(random.next() % 1_000_000)]
-            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-            try ProcessLauncher.run(process)
+            let process = try SpawnedProcess(Self.writerURL, [database, String(random.next() % 1_000_000)], stdout: .file(output))
             // Kill at a random moment after the store is open (a loaded
             // machine may take long to start the process at all).
             let opened = ContinuousClock.now + .seconds(20)
@@ -53,9 +49,8 @@ struct CrashTests {
             }
             let delay = 50 + Int(random.next() % 400)
             try await Task.sleep(for: .milliseconds(delay))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            #expect(process.terminationReason == .uncaughtSignal, "run \(run) was killed, not finished")
+            process.signal(SIGKILL)
+            #expect(process.wasKilledBySignal, "run \(run) was killed, not finished")
 
             // Only complete lines were acknowledged after a commit.
             let text = try String(contentsOfFile: output, encoding: .utf8)

@@ -5,6 +5,7 @@ import OutpostSQLite
 /// The `conflicts` table: reports of edits that lost.
 struct ConflictLog {
     let connection: SQLiteConnection
+    let payloads: PayloadCodec
 
     func all() throws -> [ConflictReport] {
         try connection.query(
@@ -18,8 +19,8 @@ struct ConflictLog {
                 record: RecordReference(collection: row.string(1), uuid: UUID.fromWire(row.string(2)) ?? UUID()),
                 mutationID: UUID.fromWire(row.string(3)) ?? UUID(),
                 op: MutationOp(rawValue: row.string(4)) ?? .update,
-                localChange: try row.optionalString(5).map { try JSONObject.parseObject($0) },
-                serverRecord: try row.optionalString(6).map { try WireCoding.decode(WireRecord.self, from: Data($0.utf8)) },
+                localChange: try payloads.text(row, 5).map { try JSONObject.parseObject($0) },
+                serverRecord: try payloads.text(row, 6).map { try WireCoding.decode(WireRecord.self, from: Data($0.utf8)) },
                 detectedAt: ServerTimestamp(rawValue: row.string(7)).date)
         }
     }

@@ -26,9 +26,9 @@ final class Outbox {
     /// earlier one would make the earlier one look like a duplicate.
     var inFlight: PushBatch?
 
-    init(connection: SQLiteConnection, ids: any IDGenerator, clock: any WallClock) {
+    init(connection: SQLiteConnection, ids: any IDGenerator, clock: any WallClock, payloads: PayloadCodec) {
         self.connection = connection
-        self.tables = RecordTables(connection: connection)
+        self.tables = RecordTables(connection: connection, payloads: payloads)
         self.ids = ids
         self.clock = clock
     }
@@ -40,7 +40,7 @@ final class Outbox {
     {
         try connection.query(
             "SELECT \(OutboxRow.columns) FROM outbox WHERE \(condition) ORDER BY \(order)" + (limit.map { " LIMIT \($0)" } ?? ""),
-            values, OutboxRow.init)
+            values) { [payloads = tables.payloads] in try OutboxRow($0, payloads: payloads) }
     }
 
     func rows(for record: RecordReference) throws -> [OutboxRow] {
@@ -113,7 +113,7 @@ final class Outbox {
             """,
             [
                 .text(ids.next().wireText), .text(record.collection), .text(record.uuid.wireText), .text(op.rawValue),
-                .integer(baseVersion), .text(dataText), .text(OutboxRow.parentsText(parents)),
+                .integer(baseVersion), try tables.payloads.stored(dataText), .text(OutboxRow.parentsText(parents)),
                 .text(ServerTimestamp(clock.now()).rawValue),
             ])
     }
@@ -125,7 +125,7 @@ final class Outbox {
         try connection.run(
             "UPDATE outbox SET op = ?, base_version = ?, data = ?, parents = ? WHERE entry = ? AND seq IS NULL",
             [
-                .text(op.rawValue), .integer(baseVersion), .text(try data?.jsonText()),
+                .text(op.rawValue), .integer(baseVersion), try tables.payloads.stored(try data?.jsonText()),
                 .text(OutboxRow.parentsText(parents)), .integer(row.entry),
             ])
     }

@@ -20,13 +20,13 @@ struct OutboxRow {
     static let columns =
         "entry, mutation_id, collection, record_uuid, op, base_version, data, parents, seq, attempts, failures, last_error"
 
-    init(_ row: SQLiteRow) {
+    init(_ row: SQLiteRow, payloads: PayloadCodec) throws {
         entry = row.int64(0)
         mutationID = UUID.fromWire(row.string(1)) ?? UUID()
         record = RecordReference(collection: row.string(2), uuid: UUID.fromWire(row.string(3)) ?? UUID())
         op = MutationOp(rawValue: row.string(4)) ?? .update
         baseVersion = row.optionalInt64(5)
-        dataText = row.optionalString(6)
+        dataText = try payloads.text(row, 6)
         parentsText = row.string(7)
         seq = row.optionalInt64(8)
         attempts = Int(row.int64(9))

@@ -142,8 +142,8 @@ extension Outbox {
             """,
             [
                 .text(entry.record.collection), .text(entry.record.uuid.wireText), .text(entry.mutationID.wireText),
-                .text(op.rawValue), .text(try localChange?.jsonText()),
-                .text(try serverRecord.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }),
+                .text(op.rawValue), try tables.payloads.stored(try localChange?.jsonText()),
+                try tables.payloads.stored(try serverRecord.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }),
                 .text(now.rawValue),
             ])
         return ConflictReport(

@@ -101,7 +101,7 @@ extension LocalStore {
                     }
                     if change.collection != current.collection {
                         let known = registered.contains(change.collection)
-                        current = (change.collection, known ? try SyncedCopyWriter(connection, change.collection) : nil)
+                        current = (change.collection, known ? try SyncedCopyWriter(connection, change.collection, payloads: outbox.tables.payloads) : nil)
                         if known { touched.insert(change.collection) }
                     }
                     guard let writer = current.writer else {
@@ -248,13 +248,15 @@ struct SyncedCopyWriter {
 
     private let collection: String
     private let connection: SQLiteConnection
+    private let payloads: PayloadCodec
     private let single: SQLitePreparedStatement
     private let batch: SQLitePreparedStatement
     private let deleteStatement: SQLitePreparedStatement
 
-    init(_ connection: SQLiteConnection, _ collection: String) throws {
+    init(_ connection: SQLiteConnection, _ collection: String, payloads: PayloadCodec) throws {
         self.collection = collection
         self.connection = connection
+        self.payloads = payloads
         single = try connection.prepared(Self.upsertSQL(collection, rows: 1))
         batch = try connection.prepared(Self.upsertSQL(collection, rows: Self.batchSize))
         deleteStatement = try connection.prepared(
@@ -317,7 +319,10 @@ struct SyncedCopyWriter {
         try statement.bind(offset + 4, record.version)
         try statement.bind(offset + 5, text: text.span(record.owner))
         try statement.bind(offset + 6, text: text.span(record.team))
-        if let data = record.data {
+        if let cipher = payloads.cipher {
+            // Sealed at rest: the one copy made of a record's text.
+            try statement.bind(offset + 7, blob: try cipher.seal(record.data.map { Array(text.span($0)) } ?? Array("{}".utf8)))
+        } else if let data = record.data {
             try statement.bind(offset + 7, text: text.span(data))
         } else {
             try statement.bind(offset + 7, "{}")
@@ -381,7 +386,7 @@ extension LocalStore {
                 for index in page.changes.indices {
                     let collection = page.changes[index].collection
                     // The writer itself leaves rows with local changes waiting alone.
-                    if try SyncedCopyWriter(connection, collection).upsert(page.changes[index...index], text).applied > 0 {
+                    if try SyncedCopyWriter(connection, collection, payloads: outbox.tables.payloads).upsert(page.changes[index...index], text).applied > 0 {
                         touched.insert(collection)
                     }
                 }

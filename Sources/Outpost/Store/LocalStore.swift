@@ -38,16 +38,22 @@ public actor LocalStore {
     ///
     /// On Apple platforms the files get `protection` (default: readable
     /// once the device was unlocked after boot, so background sync works).
+    ///
+    /// With a `cipher`, every payload written from then on — record fields,
+    /// queued changes, conflict reports — is sealed at rest (SPEC C17); queries
+    /// over fields then run over the opened records instead of SQL.
     public init(
         path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
-        ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock
+        ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock,
+        cipher: (any PayloadCipher)? = nil
     ) throws {
         let registry = try CollectionRegistry(collections)
         let connection = try SQLiteConnection(path: path, protection: protection)
-        try StoreMigrator.migrate(connection, collections: registry.all)
+        let payloads = PayloadCodec(cipher: cipher)
+        try StoreMigrator.migrate(connection, collections: registry.all, payloads: payloads)
         let clientID = try StoreMigrator.clientID(connection, ids: ids)
         self.connection = connection
-        self.outbox = Outbox(connection: connection, ids: ids, clock: clock)
+        self.outbox = Outbox(connection: connection, ids: ids, clock: clock, payloads: payloads)
         self.registry = registry
         self.clock = clock
         self.ids = ids
@@ -249,13 +255,13 @@ public actor LocalStore {
     /// Edits that lost to a newer server copy, oldest first.
     public func conflicts() throws -> [ConflictReport] {
         try checkOpen()
-        return try ConflictLog(connection: connection).all()
+        return try ConflictLog(connection: connection, payloads: outbox.tables.payloads).all()
     }
 
     /// Forgets a conflict report once the person has seen it.
     public func dismissConflict(_ id: Int64) throws {
         try checkOpen()
-        try ConflictLog(connection: connection).remove(id)
+        try ConflictLog(connection: connection, payloads: outbox.tables.payloads).remove(id)
     }
 }
 

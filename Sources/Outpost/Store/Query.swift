@@ -123,9 +123,16 @@ public struct RecordQuery: Sendable, Equatable {
 extension RecordTables {
     /// Runs a query; deleted records (local tombstones awaiting the server) are never returned.
     func query(_ query: RecordQuery) throws -> [JSONRecord] {
+        if payloads.seals {
+            // SQLite cannot read sealed fields: open the records and query them here.
+            let rows = try connection.query(
+                "SELECT \(RecordRow.columns) FROM \"\(query.collection)\" WHERE deleted = 0"
+            ) { try RecordRow(collection: query.collection, row: $0, payloads: payloads) }
+            return try query.apply(to: rows).map { $0.localRecord($0.data) }
+        }
         let (sql, arguments) = try query.sql()
         return try connection.query(sql, arguments) { row in
-            let record = try RecordRow(collection: query.collection, row: row)
+            let record = try RecordRow(collection: query.collection, row: row, payloads: payloads)
             return record.localRecord(record.data)
         }
     }

@@ -25,7 +25,7 @@ struct RecordRow {
 
 extension RecordRow {
     /// Reads a row selected with `RecordRow.columns`.
-    init(collection: String, row: SQLiteRow) throws {
+    init(collection: String, row: SQLiteRow, payloads: PayloadCodec) throws {
         self.collection = collection
         uuid = UUID.fromWire(row.string(0)) ?? UUID()
         serverID = row.optionalInt64(1)
@@ -39,7 +39,7 @@ extension RecordRow {
         deleted = row.int64(9) != 0
         owner = row.optionalString(10)
         team = row.optionalString(11)
-        data = try JSONObject.parseObject(row.string(12))
+        data = try JSONObject.parseObject(try payloads.text(row, 12) ?? "{}")
     }
 
     func localRecord<Value>(_ value: Value) -> LocalRecord<Value> {
@@ -54,11 +54,12 @@ extension RecordRow {
 /// The SQL of the collection tables, shared by store writes, the outbox and settlement.
 struct RecordTables {
     let connection: SQLiteConnection
+    let payloads: PayloadCodec
 
     func load(_ collection: String, _ uuid: UUID) throws -> RecordRow? {
         try connection.first(
             "SELECT \(RecordRow.columns) FROM \"\(collection)\" WHERE uuid = ?", [.text(uuid.wireText)]
-        ) { try RecordRow(collection: collection, row: $0) }
+        ) { try RecordRow(collection: collection, row: $0, payloads: payloads) }
     }
 
     func exists(_ collection: String, _ uuid: UUID) throws -> Bool {
@@ -110,7 +111,7 @@ struct RecordTables {
             .text(row.serverUpdatedAt?.rawValue), .text(row.localUpdatedAt),
             .text(try row.rejection.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }),
             .integer(row.baseVersion), .integer(row.serverVersion), .integer(row.onServer ? 1 : 0),
-            .integer(row.deleted ? 1 : 0), .text(row.owner), .text(row.team), .text(try dataText ?? row.data.jsonText()),
+            .integer(row.deleted ? 1 : 0), .text(row.owner), .text(row.team), try payloads.stored(try dataText ?? row.data.jsonText()),
         ]
     }
 }

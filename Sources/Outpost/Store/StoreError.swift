@@ -16,6 +16,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRecord(String)
     /// The store was closed.
     case closed
+    /// The stored data is encrypted and the store was opened without a cipher.
+    case encrypted
 
     public var description: String {
         switch self {
@@ -29,6 +31,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             return "A record \(uuid.wireText) already exists in '\(collection)'."
         case .invalidRecord(let problem): return "The record is not valid: \(problem)."
         case .closed: return "The store is closed."
+        case .encrypted: return "The stored data is encrypted: open the store with its key."
         }
     }
 }

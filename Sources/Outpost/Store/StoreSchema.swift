@@ -114,6 +114,10 @@ enum StoreSchema {
         """
     }
 
+    static func dropFieldIndex(collection: String, field: String) -> String {
+        "DROP INDEX IF EXISTS \"\(collection)_by_\(field)\";"
+    }
+
     /// Names the store uses itself; a collection may not take them.
     static let reservedNames: Set<String> = ["kv", "catalogs", "outbox", "conflicts", "resync_seen"]
 }

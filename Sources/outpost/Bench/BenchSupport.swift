@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostTesting
 import OutpostSQLite
 import OutpostServer
 
@@ -125,25 +126,20 @@ struct FixedClock: WallClock {
 }
 
 /// `outpost serve` as a child process, for benchmarks that measure the client alone.
+/// (Started with `SpawnedProcess`: Foundation's `Process.run()` crashes now and then on Linux.)
 final class ServerProcess {
-    let process = Process()
+    let process: SpawnedProcess
     let port: UInt16
 
     /// `logPath` keeps the server's request log (one JSON line per request, with its duration).
     init(database: String, threads: Int = 8, logPath: String? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: Bench.executable)
-        process.arguments = ["serve", "--database", database, "--port", "0", "--threads", String(threads)] + (logPath == nil ? ["--quiet"] : [])
-        let output = Pipe()
-        process.standardOutput = output
-        if let logPath, FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) {
-            process.standardError = log
-        } else {
-            process.standardError = FileHandle.nullDevice
-        }
-        try process.run()
+        let arguments = ["serve", "--database", database, "--port", "0", "--threads", String(threads)] + (logPath == nil ? ["--quiet"] : [])
+        if let logPath { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
+        process = try SpawnedProcess(
+            URL(fileURLWithPath: Bench.executable), arguments, stdout: .pipe, stderr: logPath.map { .file($0) } ?? .discard)
         var buffer = Data()
         while !buffer.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
+            let chunk = process.standardOutput!.availableData
             if chunk.isEmpty { throw CommandFailure("The benchmark server did not start.") }
             buffer += chunk
         }
@@ -170,8 +166,7 @@ final class ServerProcess {
     }
 
     func stop() {
-        guard process.isRunning else { return }
-        process.terminate()
+        process.signal(SIGTERM)
         process.waitUntilExit()
     }
 }

@@ -40,17 +40,11 @@ enum InitialSyncBench {
             let log = directory.path("server-\(backend).log")
             let server = try ServerProcess(database: location, logPath: log)
             defer { server.stop() }
-            let client = Process()
-            client.executableURL = URL(fileURLWithPath: Bench.executable)
-            client.arguments = [
-                "_bench-client", "--server", server.url.absoluteString, "--token", token, "--db",
-                directory.path("device-\(backend).sqlite"),
-            ]
-            let output = Pipe()
-            client.standardOutput = output
-            try client.run()
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            client.waitUntilExit()
+            let client = try SpawnedProcess(
+                URL(fileURLWithPath: Bench.executable),
+                ["_bench-client", "--server", server.url.absoluteString, "--token", token, "--db", directory.path("device-\(backend).sqlite")],
+                stdout: .pipe)
+            let data = client.standardOutput!.readDataToEndOfFile()
             guard client.terminationStatus == 0, let figures = try? JSONDecoder().decode(ClientFigures.self, from: data) else {
                 throw CommandFailure("The initial-sync client failed: \(String(decoding: data, as: UTF8.self))")
             }

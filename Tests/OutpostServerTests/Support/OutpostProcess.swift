@@ -26,16 +26,10 @@ enum OutpostProcess {
 
     /// Starts `outpost serve` on a free port and waits until it listens.
     static func serve(_ location: String) throws -> RunningServer {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = ["serve", "--database", location, "--port", "0", "--quiet"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try ProcessLauncher.run(process)
+        let process = try SpawnedProcess(executable, ["serve", "--database", location, "--port", "0", "--quiet"], stdout: .pipe)
         var buffer = Data()
         while !buffer.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
+            let chunk = process.standardOutput!.availableData
             if chunk.isEmpty { throw ProcessFailure(status: -1, stderr: "outpost serve exited before listening") }
             buffer += chunk
         }
@@ -48,14 +42,12 @@ enum OutpostProcess {
 
 /// A live `outpost serve` child process.
 struct RunningServer {
-    let process: Process
+    let process: SpawnedProcess
     let base: URL
 
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        process.signal(SIGTERM)
+        process.waitUntilExit()
     }
 
     func push(_ request: PushRequest, token: String) async throws -> PushResponse {
