@@ -11,6 +11,8 @@ public final class SyncServer: Sendable {
     let clock: any WallClock
     /// Fault and delay injection for tests.
     let hooks = ServerHooks()
+    /// Per-user request budget, when the configuration sets one.
+    let limiter: RateLimiter?
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -19,6 +21,7 @@ public final class SyncServer: Sendable {
         self.config = config
         self.clock = clock
         self.tokens = TokenStore(database: database, clock: clock)
+        self.limiter = config.rateLimit.map { RateLimiter($0, clock: clock) }
         try ServerSchema.migrate(database)
         try CatalogSeed.seedIfEmpty(database, config: config, clock: clock)
         try runMaintenance()
@@ -86,6 +89,7 @@ public final class SyncServer: Sendable {
             }
             let principal = try tokens.authenticate(token)
             user = principal.user
+            try limiter?.admit(principal.user)
             return principal
         }
         func json<T: Encodable>(_ value: T) throws -> HTTPResponse {

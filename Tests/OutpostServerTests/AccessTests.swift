@@ -29,6 +29,29 @@ struct AccessTests {
         #expect(!stored.contains(revoked) && !stored.contains(short))
     }
 
+    @Test func aUserOverTheRateLimitGets429WithRetryAfterAndOthersGoOn() async throws {
+        var config = try ServerConfig()
+        config.rateLimit = try ServerConfig.RateLimit(perMinute: 60, burst: 3)
+        let live = try LiveServer(.sqlite, config: config)
+        let busy = try live.token("u-1")
+        let calm = try live.token("u-2")
+        for _ in 0..<3 { #expect(try await live.get("/v1/scope", token: busy).status == 200) }
+        let refused = try await live.get("/v1/scope", token: busy)
+        #expect(refused.status == 429)
+        #expect(refused.error?.code == .rateLimited)
+        #expect(refused.headers["retry-after"] == "1")
+        #expect(try await live.get("/v1/scope", token: calm).status == 200, "the budget is per user")
+        #expect(try await live.get("/v1/health", token: nil).status == 200, "health is never limited")
+        // A second brings one request back, and no more.
+        live.clock.advance(by: 1)
+        #expect(try await live.get("/v1/scope", token: busy).status == 200)
+        #expect(try await live.get("/v1/scope", token: busy).status == 429)
+        // After a quiet minute the whole burst is back.
+        live.clock.advance(by: 60)
+        for _ in 0..<3 { #expect(try await live.get("/v1/scope", token: busy).status == 200) }
+        #expect(throws: ConfigError.self) { _ = try ServerConfig.RateLimit(perMinute: 0, burst: 1) }
+    }
+
     @Test(arguments: Backend.available)
     func everyRoleSeesExactlyItsScope(_ backend: Backend) async throws {
         let live = try LiveServer(backend)

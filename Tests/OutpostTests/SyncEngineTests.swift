@@ -180,6 +180,24 @@ struct SyncEngineTests {
         #expect(pulls.filter { !$0.target.contains("cursor=") }.count == 1, "not downloaded again from the start")
     }
 
+    @Test func aRateLimitedDeviceWaitsAsToldThenSendsEverything() async throws {
+        var config = try ServerConfig()
+        config.rateLimit = try ServerConfig.RateLimit(perMinute: 6, burst: 3)
+        let harness = try SyncHarness(config: config)
+        let device = try harness.device("u-1")
+        try await device.store.create(Person(name: "Ana"))
+        try await device.engine.sync()  // the burst: a push, the scope, a pull
+        #expect(device.network.delivered.count == 3)
+        try await device.store.create(Person(name: "Bruno"))
+        await #expect(throws: SyncFailure.serverBusy(retryAfter: 10)) { try await device.engine.sync() }
+        let retryAt = try #require(await device.engine.nextRetryAt)
+        #expect(retryAt >= .seconds(10), "Retry-After is honoured")
+        #expect(try await device.store.outboxEntries().first?.failures == 0, "a 429 does not use up the retry budget")
+        harness.serverClock.advance(by: 60)
+        harness.clock.advance(by: .seconds(11))
+        try await eventually("the retry sent the capture") { try harness.serverRecords().count == 2 }
+    }
+
     @Test func endpointFailingWhileTheServerIsUpBacksOffAsToldAndLosesNothing() async throws {
         let harness = try SyncHarness()
         let device = try harness.device("u-1")

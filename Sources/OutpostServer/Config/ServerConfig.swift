@@ -16,6 +16,20 @@ public struct ServerConfig: Sendable {
     public var maxPullLimit: Int
     public var defaultPullLimit: Int
     public var maxSearchLimit: Int
+    /// Requests per user before 429 `rate_limited`; nil: no limit.
+    public var rateLimit: RateLimit?
+
+    /// A token bucket per user: `burst` requests at once, refilled at `perMinute`.
+    public struct RateLimit: Sendable, Equatable {
+        public var perMinute: Int
+        public var burst: Int
+
+        public init(perMinute: Int, burst: Int) throws {
+            guard perMinute > 0, burst > 0 else { throw ConfigError("a rate limit needs positive requests per minute and burst") }
+            self.perMinute = perMinute
+            self.burst = burst
+        }
+    }
 
     public init(
         collections: [CollectionSchema] = DefaultCollections.all, tombstoneHorizon: TimeInterval = 90 * 86_400,
@@ -57,15 +71,23 @@ public struct ServerConfig: Sendable {
         struct File: Decodable {
             var collections: [CollectionSchema]
             var tombstoneHorizonDays: Double?
+            var rateLimitPerMinute: Int?
+            var rateLimitBurst: Int?
             enum CodingKeys: String, CodingKey {
                 case collections
                 case tombstoneHorizonDays = "tombstone_horizon_days"
+                case rateLimitPerMinute = "rate_limit_per_minute"
+                case rateLimitBurst = "rate_limit_burst"
             }
         }
         do {
             let file = try WireCoding.decode(File.self, from: data)
-            return try ServerConfig(
+            var config = try ServerConfig(
                 collections: file.collections, tombstoneHorizon: (file.tombstoneHorizonDays ?? 90) * 86_400)
+            if let perMinute = file.rateLimitPerMinute {
+                config.rateLimit = try RateLimit(perMinute: perMinute, burst: file.rateLimitBurst ?? max(1, perMinute / 6))
+            }
+            return config
         } catch let error as WireError {
             throw ConfigError("the configuration file \(path) is not valid: \(error)")
         }

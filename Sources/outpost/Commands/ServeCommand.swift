@@ -5,7 +5,8 @@ import OutpostServer
 /// `outpost serve`: the sync server on a socket until SIGTERM or SIGINT.
 enum ServeCommand {
     static let help = """
-        Usage: outpost serve [--database PATH|URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N] [--quiet]
+        Usage: outpost serve [--database PATH|URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N]
+                             [--rate-limit N] [--quiet]
 
         Runs the Outpost sync server. With no options it keeps its data in the SQLite file
         \(DatabaseLocation.defaultSQLitePath) in the current folder and needs no set-up.
@@ -15,6 +16,8 @@ enum ServeCommand {
           --host ADDRESS       the IPv4 address to listen on (default 127.0.0.1)
           --config FILE        a JSON collections configuration (default: people, visits, catalogs)
           --threads N          request threads (default 8)
+          --rate-limit N       requests per minute per user, in bursts of N/6, before 429 (default: none;
+                               also "rate_limit_per_minute" and "rate_limit_burst" in the configuration)
           --quiet              no request log on stderr
 
         Stops gracefully on SIGTERM or SIGINT: requests in progress finish first.
@@ -27,13 +30,15 @@ enum ServeCommand {
         let host = arguments.option("host") ?? "127.0.0.1"
         let configPath = arguments.option("config")
         let threads = try arguments.integer("threads", in: 1...256) ?? 8
+        let rateLimit = try arguments.integer("rate-limit", in: 1...1_000_000)
         let quiet = arguments.flag("quiet")
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("serve takes no words, only options.") }
 
-        let config: ServerConfig
+        var config: ServerConfig
         do {
             config = try configPath.map(ServerConfig.load(path:)) ?? ServerConfig()
+            if let rateLimit { config.rateLimit = try ServerConfig.RateLimit(perMinute: rateLimit, burst: max(1, rateLimit / 6)) }
         } catch let error as ConfigError {
             throw UsageError(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }
