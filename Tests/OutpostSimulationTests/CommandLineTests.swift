@@ -181,11 +181,14 @@ struct CommandLineTests {
         let json = station.directory.path("bench.json")
         let result = try await station.run(["bench", "--quick", "--json", json])
         #expect(result.status == 0, "\(result.stderr)")
-        for name in ["initial-sync", "local-write", "push", "many-devices", "reconnect-storm-no-jitter", "reconnect-storm-jitter"] {
+        for name in [
+            "initial-sync", "initial-sync-encrypted", "local-write", "push", "many-devices", "reconnect-storm-no-jitter",
+            "reconnect-storm-jitter",
+        ] {
             #expect(result.stdout.contains("\(name):"), "\(name) missing")
         }
         let data = try #require(FileManager.default.contents(atPath: json))
         let object = try JSONValue.parse(data).objectValue
-        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 6)
+        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 7)
     }
 }

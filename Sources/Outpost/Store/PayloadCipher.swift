@@ -33,14 +33,20 @@ public struct AESGCMCipher: PayloadCipher {
     }
 
     /// A new random 256-bit key.
-    public static func makeKey() -> [UInt8] {
+    public static func makeKey() -> [UInt8] { randomBytes(32) }
+
+    /// Random bytes drawn 8 at a time: each draw is a system call, and a
+    /// byte-at-a-time nonce doubled the cost of sealing a record.
+    static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
-        return (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count + 8)
+        while bytes.count < count { withUnsafeBytes(of: generator.next()) { bytes.append(contentsOf: $0) } }
+        return Array(bytes.prefix(count))
     }
 
     public func seal(_ plaintext: [UInt8]) throws -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        let nonce = (0..<Self.nonceSize).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let nonce = Self.randomBytes(Self.nonceSize)
         #if canImport(CryptoKit)
         let box = try AES.GCM.seal(plaintext, using: SymmetricKey(data: key), nonce: AES.GCM.Nonce(data: nonce))
         return nonce + Array(box.ciphertext) + Array(box.tag)

@@ -43,7 +43,7 @@ enum BenchCommand {
             case "initial-sync":
                 let sizes = series ? [10_000, 50_000, 100_000, records] : [records]
                 for size in sizes {
-                    report(try await InitialSyncBench.run(records: size, postgres: series ? nil : postgres).map { result in
+                    report(try await InitialSyncBench.run(records: size, postgres: series ? nil : postgres, encrypted: !series).map { result in
                         var result = result
                         if series { result.name += "-\(size)" }
                         return result

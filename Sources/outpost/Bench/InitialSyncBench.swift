@@ -13,7 +13,9 @@ enum InitialSyncBench {
         var records: Int
     }
 
-    static func run(records: Int, postgres: String?) async throws -> [BenchResult] {
+    /// `encrypted` adds a run of the same download into a store that seals
+    /// every record at rest (AES-256-GCM), to show what encryption costs.
+    static func run(records: Int, postgres: String?, encrypted: Bool = false) async throws -> [BenchResult] {
         var results: [BenchResult] = []
         let directory = try TemporaryDirectory(prefix: "outpost-bench")
         let serverPath = directory.path("server.sqlite")
@@ -24,7 +26,9 @@ enum InitialSyncBench {
         database.close()
         let baseline = try Bench.sqliteCopySeconds(from: serverPath, to: directory.path("copy.sqlite"))
 
-        for (backend, location) in [("sqlite", serverPath)] + (postgres.map { [("postgres", $0)] } ?? []) {
+        let runs = [("sqlite", serverPath)] + (encrypted ? [("sqlite-encrypted", serverPath)] : [])
+            + (postgres.map { [("postgres", $0)] } ?? [])
+        for (backend, location) in runs {
             var token = token
             if backend == "postgres" {
                 let pg = try DatabaseLocation.open(location)
@@ -42,7 +46,8 @@ enum InitialSyncBench {
             defer { server.stop() }
             let client = try SpawnedProcess(
                 URL(fileURLWithPath: Bench.executable),
-                ["_bench-client", "--server", server.url.absoluteString, "--token", token, "--db", directory.path("device-\(backend).sqlite")],
+                ["_bench-client", "--server", server.url.absoluteString, "--token", token, "--db", directory.path("device-\(backend).sqlite")]
+                    + (backend.hasSuffix("encrypted") ? ["--encrypt"] : []),
                 stdout: .pipe)
             let data = client.standardOutput!.readDataToEndOfFile()
             guard client.terminationStatus == 0, let figures = try? JSONDecoder().decode(ClientFigures.self, from: data) else {
@@ -51,11 +56,15 @@ enum InitialSyncBench {
             server.stop()
             let (serverSeconds, pages) = ServerProcess.serverSeconds(log: log, path: "/v1/pull")
             let ratio = figures.seconds / baseline
+            // The target (SPEC P1) is for the SQLite server and a plain store; the other runs are reported.
+            let isTarget = backend == "sqlite"
             var result = BenchResult(
-                name: backend == "sqlite" ? "initial-sync" : "initial-sync-postgres", figure: figures.seconds, unit: "s",
+                name: isTarget ? "initial-sync" : "initial-sync-\(backend.replacingOccurrences(of: "sqlite-", with: ""))",
+                figure: figures.seconds, unit: "s",
                 baseline: baseline, baselineLabel: "SQLite copying the same rows between two files", ratio: ratio,
-                ratioMeaning: "device download time / SQLite copy time", target: "at most 3x, client peak RSS at most 150 MB",
-                met: ratio <= 3 && figures.rssMegabytes <= 150)
+                ratioMeaning: "device download time / SQLite copy time",
+                target: isTarget ? "at most 3x, client peak RSS at most 150 MB" : "reported",
+                met: isTarget ? ratio <= 3 && figures.rssMegabytes <= 150 : nil)
             result.details = [
                 "records": Double(figures.records), "records_per_second": Double(figures.records) / figures.seconds,
                 "client_peak_rss_mb": figures.rssMegabytes, "server_seconds_building_pages": serverSeconds,
@@ -68,13 +77,15 @@ enum InitialSyncBench {
 
     /// The device side, in its own process so its memory is measured alone.
     static func client(_ words: [String]) async throws {
-        var arguments = try Arguments(words)
+        var arguments = try Arguments(words, flagNames: ["encrypt"])
         let server = try arguments.required("server", "the server")
         let token = try arguments.required("token", "the token")
         let path = try arguments.required("db", "the device database")
+        let encrypt = arguments.flag("encrypt")
         try arguments.checkAllUsed()
         let store = try LocalStore(
-            path: path, collections: [CollectionDescriptor(name: "people"), CollectionDescriptor(name: "visits", references: ["person": "people"])])
+            path: path, collections: [CollectionDescriptor(name: "people"), CollectionDescriptor(name: "visits", references: ["person": "people"])],
+            cipher: encrypt ? try AESGCMCipher(key: AESGCMCipher.makeKey()) : nil)
         var options = SyncOptions()
         options.periodicInterval = nil
         options.pullPageSize = 5000
