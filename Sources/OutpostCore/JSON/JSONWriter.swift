@@ -38,7 +38,9 @@ public enum JSONWriter {
     }
 
     public static func writeString(_ text: String, to out: inout [UInt8]) {
-        writeEscaped(text.utf8, to: &out)
+        // Through the contiguous UTF-8, so text without escapes is copied in one go.
+        var text = text
+        text.withUTF8 { writeString(utf8: $0, to: &out) }
     }
 
     /// The same from UTF-8 bytes (a database column read in place): text
