@@ -7,17 +7,10 @@ extension SyncEngine {
 
     /// The status now, then after every change (coalesced to the newest).
     public func statusUpdates() -> AsyncStream<SyncStatus> {
-        let (stream, continuation) = AsyncStream.makeStream(of: SyncStatus.self, bufferingPolicy: .bufferingNewest(1))
-        let id = UUID()
-        statusContinuations[id] = continuation
+        let (stream, continuation) = statusListeners.add(newest: 1, ended: listenerEnded)
         continuation.yield(status)
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.removeStatusListener(id) }
-        }
         return stream
     }
-
-    private func removeStatusListener(_ id: UUID) { statusContinuations.removeValue(forKey: id) }
 
     /// Sends the download progress alone, without reading the store.
     func publishProgress() {
@@ -26,7 +19,7 @@ extension SyncEngine {
         next.connectivity = connectivity.state
         guard next != status else { return }
         status = next
-        for continuation in statusContinuations.values { continuation.yield(next) }
+        statusListeners.yield(next)
     }
 
     /// Recomputes the status from the store and the engine, and sends it if it changed.
@@ -69,6 +62,6 @@ extension SyncEngine {
         }
         guard next != status else { return }
         status = next
-        for continuation in statusContinuations.values { continuation.yield(next) }
+        statusListeners.yield(next)
     }
 }

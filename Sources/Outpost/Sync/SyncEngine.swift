@@ -44,9 +44,9 @@ public actor SyncEngine {
     var status = SyncStatus()
     var progress: SyncProgress?
     var scopeTotals: [String: Int64] = [:]
-    var statusContinuations: [UUID: AsyncStream<SyncStatus>.Continuation] = [:]
-    var eventContinuations: [UUID: AsyncStream<SyncEvent>.Continuation] = [:]
-    var telemetryContinuations: [UUID: AsyncStream<SyncTelemetryEvent>.Continuation] = [:]
+    var statusListeners = Listeners<SyncStatus>()
+    var eventListeners = Listeners<SyncEvent>()
+    var telemetryListeners = Listeners<SyncTelemetryEvent>()
     var refreshHandlers: [String: @Sendable () async -> Void] = [:]
     var isStopped = false
 
@@ -105,12 +105,9 @@ public actor SyncEngine {
         retryTask?.cancel()
         retryTask = nil
         cycleTask?.cancel()
-        statusContinuations.values.forEach { $0.finish() }
-        statusContinuations.removeAll()
-        eventContinuations.values.forEach { $0.finish() }
-        eventContinuations.removeAll()
-        telemetryContinuations.values.forEach { $0.finish() }
-        telemetryContinuations.removeAll()
+        statusListeners.finishAll()
+        eventListeners.finishAll()
+        telemetryListeners.finishAll()
     }
 
     /// A new token after the person signed in again: server calls resume.
@@ -256,37 +253,28 @@ public actor SyncEngine {
 
     /// Events one at a time: fresh session needed, sign-in required, conflicts, refusals.
     public func events() -> AsyncStream<SyncEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: SyncEvent.self, bufferingPolicy: .bufferingNewest(64))
-        let id = UUID()
-        eventContinuations[id] = continuation
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.removeEventListener(id) }
-        }
-        return stream
+        eventListeners.add(newest: 64, ended: listenerEnded).stream
     }
 
-    private func removeEventListener(_ id: UUID) { eventContinuations.removeValue(forKey: id) }
+    func emit(_ event: SyncEvent) { eventListeners.yield(event) }
 
     /// One event per finished sync cycle, for the app's telemetry: coarse
     /// network state, trigger, outcome and counts (see `SyncTelemetryEvent`).
     public func telemetry() -> AsyncStream<SyncTelemetryEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: SyncTelemetryEvent.self, bufferingPolicy: .bufferingNewest(256))
-        let id = UUID()
-        telemetryContinuations[id] = continuation
-        continuation.onTermination = { [weak self] _ in
-            Task { await self?.removeTelemetryListener(id) }
-        }
-        return stream
+        telemetryListeners.add(newest: 256, ended: listenerEnded).stream
     }
 
-    private func removeTelemetryListener(_ id: UUID) { telemetryContinuations.removeValue(forKey: id) }
+    func emitTelemetry(_ event: SyncTelemetryEvent) { telemetryListeners.yield(event) }
 
-    func emitTelemetry(_ event: SyncTelemetryEvent) {
-        for continuation in telemetryContinuations.values { continuation.yield(event) }
+    /// Called from a stream's termination; ids are unique across the kinds.
+    nonisolated var listenerEnded: @Sendable (UUID) -> Void {
+        { [weak self] id in Task { await self?.removeListener(id) } }
     }
 
-    func emit(_ event: SyncEvent) {
-        for continuation in eventContinuations.values { continuation.yield(event) }
+    private func removeListener(_ id: UUID) {
+        statusListeners.remove(id)
+        eventListeners.remove(id)
+        telemetryListeners.remove(id)
     }
 
     /// Registers a feature's refresh, run after each reconnection with its
