@@ -53,17 +53,17 @@ extension RecordFilter {
         case .equals(let field, let value):
             let stored = SQLScalar(json: row.data[field])
             if value.isNull { return stored.isNull }
-            return SQLScalar.compare(stored, SQLScalar(bound: value)).map { $0 == 0 }
+            return SQLScalar.compare(stored, SQLScalar(json: value)).map { $0 == 0 }
         case .notEquals(let field, let value):
             // `IS NOT`: never NULL.
             let stored = SQLScalar(json: row.data[field])
-            let bound = SQLScalar(bound: value)
+            let bound = SQLScalar(json: value)
             if stored.isNull || bound.isNull { return stored.isNull != bound.isNull }
             return SQLScalar.compare(stored, bound) != 0
         case .lessThan(let field, let value):
-            return SQLScalar.compare(SQLScalar(json: row.data[field]), SQLScalar(bound: value)).map { $0 < 0 }
+            return SQLScalar.compare(SQLScalar(json: row.data[field]), SQLScalar(json: value)).map { $0 < 0 }
         case .greaterThan(let field, let value):
-            return SQLScalar.compare(SQLScalar(json: row.data[field]), SQLScalar(bound: value)).map { $0 > 0 }
+            return SQLScalar.compare(SQLScalar(json: row.data[field]), SQLScalar(json: value)).map { $0 > 0 }
         case .contains(let field, let text):
             guard let haystack = SQLScalar(json: row.data[field]).text else { return nil }
             // LIKE: case-insensitive for ASCII letters only.
@@ -105,7 +105,8 @@ enum SQLScalar {
     case real(Double)
     case text(String)
 
-    /// What `json_extract(data, '$.field')` returns for a stored field.
+    /// What `json_extract(data, '$.field')` returns for a stored field (and
+    /// what `RecordQuery` binds for a value).
     init(json: JSONValue?) {
         switch json {
         case nil, .null?: self = .null
@@ -116,9 +117,6 @@ enum SQLScalar {
         case let value?: self = .text((try? value.jsonText()) ?? "null")
         }
     }
-
-    /// What `RecordQuery` binds for a value.
-    init(bound value: JSONValue) { self.init(json: value) }
 
     init(_ text: String?) { self = text.map { .text($0) } ?? .null }
 

@@ -215,28 +215,6 @@ struct PostgresExecutor: SQLExecutor {
         return UnsafeBufferPointer(
             start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: Int(PQgetlength(result, row, column)))
     }
-
-    func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
-        try connection.withResult(sql, arguments) { result in
-            let rowCount = Int(PQntuples(result))
-            let columnCount = Int(PQnfields(result))
-            var rows: [SQLRow] = []
-            rows.reserveCapacity(rowCount)
-            for row in 0..<Int32(rowCount) {
-                var values: [SQLValue] = []
-                values.reserveCapacity(columnCount)
-                for column in 0..<Int32(columnCount) {
-                    if PQgetisnull(result, row, column) != 0 {
-                        values.append(.null)
-                    } else {
-                        values.append(.text(String(cString: PQgetvalue(result, row, column))))
-                    }
-                }
-                rows.append(SQLRow(values))
-            }
-            return rows
-        }
-    }
 }
 
 /// One libpq connection and its prepared statements. Not thread-safe: used by

@@ -100,21 +100,6 @@ struct SQLiteExecutor: SQLExecutor {
         try connection.run(sql, arguments.map(Self.convert))
     }
 
-    func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
-        try connection.query(sql, arguments.map(Self.convert)) { row in
-            SQLRow(
-                (0..<row.columnCount).map { index in
-                    switch row.value(index) {
-                    case .null: return .null
-                    case .integer(let value): return .integer(value)
-                    case .real(let value): return .real(value)
-                    case .text(let text): return .text(text)
-                    case .blob(let data): return .text(String(decoding: data, as: UTF8.self))
-                    }
-                })
-        }
-    }
-
     func scan(_ sql: String, _ arguments: [SQLValue], _ body: (SQLRawRow) throws -> Void) throws {
         try connection.forEach(sql, arguments.map(Self.convert)) { try body(SQLRawRow(source: .sqlite($0))) }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import CLibPQ
 import OutpostSQLite
 
 /// Which SQL the server's database speaks. The sync logic is written once in
@@ -68,11 +69,10 @@ public protocol SQLExecutor {
     /// Runs a statement; returns the number of rows it changed.
     @discardableResult
     func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int
-    /// Runs a query and returns every row.
-    func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow]
     /// Runs a query and hands each row to `body` as the database's own
     /// bytes, without making values: the hot path of pull writes its answer
-    /// straight from them. A row is valid only during its call.
+    /// straight from them. A row is valid only during its call. (`query`
+    /// copies rows out of it.)
     func scan(_ sql: String, _ arguments: [SQLValue], _ body: (SQLRawRow) throws -> Void) throws
 }
 
@@ -85,6 +85,27 @@ public struct SQLRawRow {
     }
 
     let source: Source
+
+    /// Every column as a value kept after the row is gone: SQLite's typed
+    /// values (a blob read as text), PostgreSQL's text.
+    public var values: [SQLValue] {
+        switch source {
+        case .sqlite(let row):
+            return (0..<row.columnCount).map { index in
+                switch row.value(index) {
+                case .null: return .null
+                case .integer(let value): return .integer(value)
+                case .real(let value): return .real(value)
+                case .text(let text): return .text(text)
+                case .blob(let data): return .text(String(decoding: data, as: UTF8.self))
+                }
+            }
+        case .postgres(let result, _):
+            return (0..<Int(PQnfields(result))).map { column in
+                text(column).map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null
+            }
+        }
+    }
 
     /// A column's text as UTF-8 bytes; nil when NULL.
     public func text(_ column: Int) -> UnsafeBufferPointer<UInt8>? {
@@ -114,6 +135,13 @@ public struct SQLRawRow {
 }
 
 extension SQLExecutor {
+    /// Runs a query and returns every row.
+    public func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
+        var rows: [SQLRow] = []
+        try scan(sql, arguments) { rows.append(SQLRow($0.values)) }
+        return rows
+    }
+
     public func first(_ sql: String, _ arguments: [SQLValue] = []) throws -> SQLRow? {
         try query(sql, arguments).first
     }

@@ -26,11 +26,12 @@ enum InitialSyncBench {
         database.close()
         let baseline = try Bench.sqliteCopySeconds(from: serverPath, to: directory.path("copy.sqlite"))
 
-        let runs = [("sqlite", serverPath)] + (encrypted ? [("sqlite-encrypted", serverPath)] : [])
-            + (postgres.map { [("postgres", $0)] } ?? [])
-        for (backend, location) in runs {
+        // (result name, server database, whether the device seals what it stores)
+        let runs = [("initial-sync", serverPath, false)] + (encrypted ? [("initial-sync-encrypted", serverPath, true)] : [])
+            + (postgres.map { [("initial-sync-postgres", $0, false)] } ?? [])
+        for (name, location, seals) in runs {
             var token = token
-            if backend == "postgres" {
+            if location != serverPath {
                 let pg = try DatabaseLocation.open(location)
                 _ = try SyncServer(database: pg, config: ServerConfig())
                 let existing = try pg.read { try $0.first("SELECT COUNT(*) FROM records WHERE collection = 'people'")?.int(0) ?? 0 }
@@ -41,13 +42,13 @@ enum InitialSyncBench {
                 token = try TokenStore(database: pg).issue(user: "bench", role: .field, team: "t", ttl: nil)
                 pg.close()
             }
-            let log = directory.path("server-\(backend).log")
+            let log = directory.path("\(name).log")
             let server = try ServerProcess(database: location, logPath: log)
             defer { server.stop() }
             let client = try SpawnedProcess(
                 URL(fileURLWithPath: Bench.executable),
-                ["_bench-client", "--server", server.url.absoluteString, "--token", token, "--db", directory.path("device-\(backend).sqlite")]
-                    + (backend.hasSuffix("encrypted") ? ["--encrypt"] : []),
+                ["_bench-client", "--server", server.url.absoluteString, "--token", token, "--db", directory.path("\(name).sqlite")]
+                    + (seals ? ["--encrypt"] : []),
                 stdout: .pipe)
             let data = client.standardOutput!.readDataToEndOfFile()
             guard client.terminationStatus == 0, let figures = try? JSONDecoder().decode(ClientFigures.self, from: data) else {
@@ -57,9 +58,9 @@ enum InitialSyncBench {
             let (serverSeconds, pages) = ServerProcess.serverSeconds(log: log, path: "/v1/pull")
             let ratio = figures.seconds / baseline
             // The target (SPEC P1) is for the SQLite server and a plain store; the other runs are reported.
-            let isTarget = backend == "sqlite"
+            let isTarget = name == "initial-sync"
             var result = BenchResult(
-                name: isTarget ? "initial-sync" : "initial-sync-\(backend.replacingOccurrences(of: "sqlite-", with: ""))",
+                name: name,
                 figure: figures.seconds, unit: "s",
                 baseline: baseline, baselineLabel: "SQLite copying the same rows between two files", ratio: ratio,
                 ratioMeaning: "device download time / SQLite copy time",
