@@ -24,9 +24,14 @@ public enum ChildProcess {
             .appendingPathComponent(name)
     }
 
-    /// Runs to completion; `environment` is added to this process's own.
-    public static func run(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+    /// Runs to completion; `environment` is added to this process's own. A
+    /// child still running after `timeout` is killed (its status is then -1),
+    /// so a hung command fails its test instead of holding the run.
+    public static func run(
+        _ executable: URL, _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(180)
+    ) throws -> Output {
         let process = try SpawnedProcess(executable, arguments, environment: environment, stdout: .pipe, stderr: .pipe)
+        process.killIfRunning(after: timeout)
         // Both pipes are drained at once: a child filling one while we wait on the other would never finish.
         let errors = Thread.detachedRead(process.standardError!)
         let out = process.standardOutput!.readDataToEndOfFile()

@@ -59,8 +59,15 @@ public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
             }
         }
 
-        /// Suspends until `count` answers are being held (or were held).
-        public func waitForArrivals(_ count: Int = 1) async {
+        /// Suspends until `count` answers are being held (or were held); fails
+        /// after `timeout`, so a request that never comes fails its test.
+        public func waitForArrivals(_ count: Int = 1, within timeout: Duration = .seconds(30)) async throws {
+            try await awaitBounded("\(count) held answer(s) arrived at the gate", within: timeout) {
+                await self.arrivalsReached(count)
+            }
+        }
+
+        private func arrivalsReached(_ count: Int) async {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 lock.lock()
                 if arrivals >= count {

@@ -45,6 +45,29 @@ public final class ManualMonotonicClock: MonotonicClock, @unchecked Sendable {
         }
     }
 
+    /// Suspends until someone sleeps until exactly `deadline`, so a test
+    /// advances past the sleep it means and not past another one that
+    /// happened to register first (a request timeout, a `sync` timer).
+    /// Fails naming the deadline and what was asleep instead.
+    public func waitForSleeper(until deadline: Duration, within timeout: Duration = .seconds(30)) async throws {
+        let giveUp = ContinuousClock.now + timeout
+        while !pendingDeadlines.contains(deadline) {
+            guard ContinuousClock.now < giveUp else {
+                throw WaitTimedOut(
+                    "a sleeper until \(deadline)", timeout: timeout,
+                    detail: "now \(now()), asleep until \(pendingDeadlines)")
+            }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
+    /// Waits until someone sleeps for `duration` from now, then moves time
+    /// by exactly that much: the one safe way to release a known sleep.
+    public func advanceOnceAsleep(for duration: Duration, within timeout: Duration = .seconds(30)) async throws {
+        try await waitForSleeper(until: now() + duration, within: timeout)
+        advance(by: duration)
+    }
+
     /// Moves time forward and wakes every sleeper whose deadline passed.
     public func advance(by duration: Duration) {
         lock.lock()

@@ -118,6 +118,29 @@ public final class SpawnedProcess: @unchecked Sendable {
         }
     }
 
+    /// Waits for the exit without holding a thread, at most `timeout`; a
+    /// child still running then is killed and the wait fails, naming it.
+    public func waitUntilExit(within timeout: Duration, _ what: String) async throws {
+        let giveUp = ContinuousClock.now + timeout
+        while isRunning {
+            guard ContinuousClock.now < giveUp else {
+                kill(processIdentifier, SIGKILL)
+                waitUntilExit()
+                throw WaitTimedOut(what, timeout: timeout, detail: "pid \(processIdentifier) killed")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Kills the child if it is still running after `timeout`: a child that
+    /// hangs then ends with a signal instead of holding its waiter for ever.
+    public func killIfRunning(after timeout: Duration) {
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
+            if isRunning { kill(processIdentifier, SIGKILL) }
+        }
+    }
+
     public func signal(_ signal: Int32) {
         if isRunning { kill(processIdentifier, signal) }
     }

@@ -2,7 +2,7 @@ import Foundation
 import OutpostCore
 import Testing
 
-@Suite("JSON reader and writer")
+@Suite("JSON reader and writer", .timeLimit(.minutes(5)))
 struct JSONScannerTests {
     @Test(arguments: [
         "{", "[1,]", "{\"a\":}", "{\"a\" 1}", "01", "1.", ".5", "-", "1e", "tru", "nul", "\"abc", "\"\\x\"",

@@ -4,7 +4,7 @@ import Testing
 
 /// Typed records are encoded straight into JSON values; what comes out must
 /// be what Foundation's coders (the wire's) would have made.
-@Suite("Coding typed values as JSON values")
+@Suite("Coding typed values as JSON values", .timeLimit(.minutes(5)))
 struct JSONValueCodingTests {
     enum Kind: String, Codable { case home, work }
 

@@ -3,7 +3,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-@Suite("JSON values, timestamps and ids")
+@Suite("JSON values, timestamps and ids", .timeLimit(.minutes(5)))
 struct ValueTypesTests {
     @Test func integersStayIntegers() throws {
         let value = try JSONValue.parse(#"{"section": 3, "ratio": 0.5, "ok": true, "none": null, "list": [1, "a"]}"#)
@@ -56,7 +56,7 @@ struct ValueTypesTests {
     }
 }
 
-@Suite("UUID text")
+@Suite("UUID text", .timeLimit(.minutes(5)))
 struct UUIDTextTests {
     @Test func wireTextMatchesFoundationLowercased() {
         for _ in 0..<1000 {

@@ -2,7 +2,7 @@ import Foundation
 import OutpostCore
 import Testing
 
-@Suite("Wire types")
+@Suite("Wire types", .timeLimit(.minutes(5)))
 struct WireTypesTests {
     let uuid = "0190a3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6b"
     let other = "0190a3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6c"

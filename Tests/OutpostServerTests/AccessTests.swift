@@ -5,7 +5,7 @@ import OutpostTesting
 import Testing
 
 /// Tokens and row-level scope (SPEC S3, invariant I7), once per backend.
-@Suite("Access and scope")
+@Suite("Access and scope", .timeLimit(.minutes(5)))
 struct AccessTests {
     @Test(arguments: Backend.available)
     func tokensMissingUnknownExpiredRevoked(_ backend: Backend) async throws {
@@ -108,7 +108,7 @@ struct AccessTests {
 }
 
 /// SPEC S4: bad input gets a clear 4xx with the error body and changes nothing.
-@Suite("Bad input")
+@Suite("Bad input", .timeLimit(.minutes(5)))
 struct BadInputTests {
     @Test(arguments: Backend.available)
     func malformedRequestsAreRefusedAndChangeNothing(_ backend: Backend) async throws {

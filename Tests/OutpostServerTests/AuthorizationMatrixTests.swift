@@ -11,7 +11,7 @@ import Testing
 /// by all, writable by none), and every raw body is searched for the ids and
 /// data of records outside the caller's scope. Zero leaks, and no write
 /// attempt changes another user's record.
-@Suite("Authorization matrix")
+@Suite("Authorization matrix", .timeLimit(.minutes(5)))
 struct AuthorizationMatrixTests {
     @Test(arguments: Backend.available)
     func everyRoleEveryEndpointEveryRecord(_ backend: Backend) async throws {

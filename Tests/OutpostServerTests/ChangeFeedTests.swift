@@ -6,7 +6,7 @@ import Testing
 
 /// The change feed has no gaps under concurrent writers (SPEC S2), and two
 /// server processes on one PostgreSQL keep idempotency and order (SPEC S1).
-@Suite("Change feed")
+@Suite("Change feed", .timeLimit(.minutes(5)))
 struct ChangeFeedTests {
     @Test(arguments: Backend.available)
     func aReaderPullingInALoopGetsEveryRecordExactlyOnce(_ backend: Backend) async throws {

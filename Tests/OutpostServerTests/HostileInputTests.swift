@@ -14,7 +14,7 @@ import Glibc
 /// request that is in fact valid, every 4xx the JSON error body, no answer may
 /// carry another user's data, the server must still answer afterwards, and
 /// not one row of the server's tables may change.
-@Suite("Hostile input")
+@Suite("Hostile input", .timeLimit(.minutes(10)))
 struct HostileInputTests {
     /// Requests per backend. Replay a failure with the same seed: the
     /// generator is deterministic (fixture ids are seeded too).

@@ -7,7 +7,8 @@ import Testing
 /// Every test uses its own table: they run in parallel against one database.
 @Suite(
     "PostgreSQL server database",
-    .enabled(if: ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] != nil, "needs scripts/with-postgres")
+    .enabled(if: ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] != nil, "needs scripts/with-postgres"),
+    .timeLimit(.minutes(10))
 )
 struct PostgresDatabaseTests {
     let url = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] ?? ""
@@ -326,7 +327,7 @@ struct PostgresDatabaseTests {
 }
 
 /// Tests that need no server.
-@Suite("PostgreSQL helpers")
+@Suite("PostgreSQL helpers", .timeLimit(.minutes(10)))
 struct PostgresHelperTests {
     @Test func placeholdersAreRewritten() {
         #expect(PostgresSQL.rewritePlaceholders("SELECT 1").sql == "SELECT 1")

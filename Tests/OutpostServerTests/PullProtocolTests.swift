@@ -5,7 +5,7 @@ import OutpostTesting
 import Testing
 
 /// PROTOCOL "GET /v1/pull", against a live server, once per backend.
-@Suite("Pull protocol")
+@Suite("Pull protocol", .timeLimit(.minutes(5)))
 struct PullProtocolTests {
     @Test(.enabled(if: ProcessInfo.processInfo.environment["CI"] != nil))
     func postgresIsTestedInCI() {

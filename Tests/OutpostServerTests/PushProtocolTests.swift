@@ -5,7 +5,7 @@ import OutpostTesting
 import Testing
 
 /// PROTOCOL push rules 1-7, against a live server over a real socket, once per backend.
-@Suite("Push protocol")
+@Suite("Push protocol", .timeLimit(.minutes(5)))
 struct PushProtocolTests {
     @Test(arguments: Backend.available)
     func createIsAppliedAndAResendIsADuplicateWithTheOriginalResult(_ backend: Backend) async throws {

@@ -3,7 +3,7 @@ import OutpostServer
 import OutpostTesting
 import Testing
 
-@Suite("SQLite server database")
+@Suite("SQLite server database", .timeLimit(.minutes(5)))
 struct SQLiteServerDatabaseTests {
     @Test func writesCommitAndFailedWritesRollBack() throws {
         let directory = try TemporaryDirectory()

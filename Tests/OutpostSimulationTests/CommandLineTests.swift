@@ -5,7 +5,7 @@ import OutpostTesting
 import Testing
 
 /// The `outpost` command line, run as a subprocess as a person would.
-@Suite("Command line")
+@Suite("Command line", .timeLimit(.minutes(10)))
 struct CommandLineTests {
     static var executable: URL { ChildProcess.product("outpost") }
 

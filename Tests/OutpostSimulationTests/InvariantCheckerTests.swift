@@ -7,7 +7,7 @@ import OutpostTesting
 import Testing
 
 /// The checker must catch what it claims to catch: each test breaks one invariant on purpose.
-@Suite("Invariant checker")
+@Suite("Invariant checker", .timeLimit(.minutes(10)))
 struct InvariantCheckerTests {
     struct Person: SyncRecord {
         static let collection = "people"

@@ -13,7 +13,7 @@ import Glibc
 /// Real processes, really killed: the `outpost` CLI syncing through the chaos
 /// proxy is killed with SIGKILL at random moments, and `outpost serve` is
 /// killed mid-push and restarted. Invariants are checked at the end.
-@Suite("Process crashes", .serialized)
+@Suite("Process crashes", .serialized, .timeLimit(.minutes(10)))
 struct ProcessCrashTests {
     static var executable: URL { CommandLineTests.executable }
 
@@ -111,7 +111,7 @@ struct ProcessCrashTests {
             #expect(status == 0, "healed sync: \(out)")
         }
         server.process.signal(SIGTERM)
-        server.process.waitUntilExit()
+        try await server.process.waitUntilExit(within: .seconds(30), "outpost serve exited on SIGTERM")
 
         let database = try SQLiteServerDatabase(path: databasePath)
         defer { database.close() }

@@ -5,7 +5,7 @@ import Testing
 
 /// The deterministic simulation: many seeds, several devices each, every
 /// fault kind, invariants I1-I7 checked after each run.
-@Suite("Simulation")
+@Suite("Simulation", .timeLimit(.minutes(10)))
 struct SimulationTests {
     /// CI runs at least 300 seeds; `OUTPOST_SIM_SEEDS` asks for more.
     static let seedCount = Int(ProcessInfo.processInfo.environment["OUTPOST_SIM_SEEDS"] ?? "") ?? 300

@@ -13,7 +13,7 @@ import Darwin
 /// SPEC C2: nothing a person typed is lost, whatever a crash does. A child
 /// process writes through the store and is killed with SIGKILL at a random
 /// moment, 20 times over the same database.
-@Suite("Crash safety")
+@Suite("Crash safety", .timeLimit(.minutes(10)))
 struct CrashTests {
     struct CrashCounter: SyncRecord, Equatable {
         static let collection = "counters"

@@ -5,7 +5,7 @@ import OutpostTesting
 import Testing
 
 /// SPEC C3-C4 and the cases of seed 004: what "sent" and "in flight" mean.
-@Suite("In-flight entries")
+@Suite("In-flight entries", .timeLimit(.minutes(5)))
 struct InFlightTests {
     @Test func createThenDeleteWhileTheInsertIsInFlight() async throws {
         let fixture = try StoreFixture()
@@ -131,7 +131,7 @@ struct InFlightTests {
 }
 
 /// Seqs must reach the server in increasing order, even across batch sizes.
-@Suite("Seq order across batches")
+@Suite("Seq order across batches", .timeLimit(.minutes(5)))
 struct SeqOrderTests {
     /// A higher seq reaching the server before a lower one would make the lower
     /// one a false duplicate that never applies: the order must hold even when

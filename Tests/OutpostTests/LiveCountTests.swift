@@ -7,7 +7,7 @@ import Testing
 /// The status's per-collection counts are kept between reads instead of
 /// counted every sync cycle; they must still equal a fresh count after every
 /// kind of change.
-@Suite("Counts of records on the device")
+@Suite("Counts of records on the device", .timeLimit(.minutes(5)))
 struct LiveCountTests {
     let time = ServerTimestamp(rawValue: "2026-11-29T10:00:00.123456Z")
 

@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-@Suite("Local store")
+@Suite("Local store", .timeLimit(.minutes(5)))
 struct LocalStoreTests {
     @Test func createGetUpdateDeleteTyped() async throws {
         let fixture = try StoreFixture()

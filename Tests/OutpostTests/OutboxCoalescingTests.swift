@@ -5,7 +5,7 @@ import OutpostTesting
 import Testing
 
 /// SPEC C3: coalescing happens only between entries that were never sent.
-@Suite("Outbox coalescing")
+@Suite("Outbox coalescing", .timeLimit(.minutes(5)))
 struct OutboxCoalescingTests {
     @Test func createThenUpdateIsOneCreate() async throws {
         let fixture = try StoreFixture()

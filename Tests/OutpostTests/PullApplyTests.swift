@@ -6,7 +6,7 @@ import Testing
 
 /// Applying pull pages to a real store: records go in many to a statement,
 /// so every outcome is checked on runs longer than one statement.
-@Suite("Applying pull pages")
+@Suite("Applying pull pages", .timeLimit(.minutes(5)))
 struct PullApplyTests {
     let time = ServerTimestamp(rawValue: "2026-11-29T10:00:00.123456Z")
 

@@ -34,7 +34,7 @@ enum ReadmeExample {
     }
 }
 
-@Suite("README")
+@Suite("README", .timeLimit(.minutes(5)))
 struct ReadmeExampleTests {
     @Test func theLibraryExampleRunsAgainstALiveServer() async throws {
         let directory = try TemporaryDirectory()

@@ -10,7 +10,7 @@ import FoundationNetworking
 #endif
 
 /// SPEC C10-C13: triggers, fresh sessions, jitter, the connectivity model.
-@Suite("Reconnection and connectivity")
+@Suite("Reconnection and connectivity", .timeLimit(.minutes(5)))
 struct ReconnectTests {
     @Test func backOnlineInTheForegroundAndAfterBackground() async throws {
         let harness = try SyncHarness()
@@ -159,7 +159,7 @@ final class StartLog: @unchecked Sendable {
 }
 
 /// The engine over a real socket: URLSession against `outpost serve`'s HTTP layer.
-@Suite("Sync over a real socket")
+@Suite("Sync over a real socket", .timeLimit(.minutes(5)))
 struct LiveSocketSyncTests {
     @Test func devicesSyncThroughURLSessionAndLibmicrohttpd() async throws {
         let directory = try TemporaryDirectory()

@@ -7,7 +7,7 @@ import Testing
 /// SPEC C17: retention limits per collection. Old synced copies leave the
 /// device (never the server), reckoned on the server's clock, and never a
 /// record with local changes waiting.
-@Suite("Retention limits")
+@Suite("Retention limits", .timeLimit(.minutes(5)))
 struct RetentionTests {
     let day: TimeInterval = 86_400
     let now = Date(timeIntervalSince1970: 1_796_000_000)

@@ -6,7 +6,7 @@ import OutpostTesting
 import Testing
 
 /// SPEC C16: what each role keeps offline, and that the UI can say what is not downloaded.
-@Suite("Scope modes")
+@Suite("Scope modes", .timeLimit(.minutes(5)))
 struct ScopeModeTests {
     @Test func anAdministratorSearchesOnlineAndCachesWhatSheOpens() async throws {
         let harness = try SyncHarness()

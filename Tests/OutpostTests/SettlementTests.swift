@@ -5,7 +5,7 @@ import OutpostTesting
 import Testing
 
 /// SPEC C5-C6: what each result does to the store.
-@Suite("Settling push results")
+@Suite("Settling push results", .timeLimit(.minutes(5)))
 struct SettlementTests {
     @Test func appliedAdoptsTheServersIdVersionAndTime() async throws {
         let fixture = try StoreFixture()
@@ -112,7 +112,7 @@ struct SettlementTests {
 }
 
 /// SPEC C5: children go after their parent; a refused parent holds them.
-@Suite("Parents and children")
+@Suite("Parents and children", .timeLimit(.minutes(5)))
 struct ParentChildTests {
     @Test func childrenAreSentAfterTheirParentsCreate() async throws {
         let fixture = try StoreFixture()

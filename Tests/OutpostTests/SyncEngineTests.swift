@@ -7,7 +7,7 @@ import Testing
 
 /// The sync engine against the real server's request handling, with faults
 /// injected in the transport (SPEC C6-C15 and the scenario list).
-@Suite("Sync engine")
+@Suite("Sync engine", .timeLimit(.minutes(5)))
 struct SyncEngineTests {
     @Test func startWithNoNetworkCapturesThenSendsOnceWhenBack() async throws {
         let harness = try SyncHarness()
@@ -68,9 +68,9 @@ struct SyncEngineTests {
         // The server applies the insert, then the network is too slow to answer in time.
         device.network.inject(.delay(.seconds(30))) { $0.target.hasPrefix("/v1/push") }
         let attempt = Task { try await device.engine.sync() }
-        try await eventually("the request waits") { harness.clock.pendingDeadlines.count >= 1 }
-        harness.clock.advance(by: .seconds(2))
-        await #expect(throws: SyncFailure.noAnswer) { try await attempt.value }
+        // Release exactly the 2 s request timeout, not whichever sleep registered first.
+        try await harness.clock.advanceOnceAsleep(for: .seconds(2))
+        await #expect(throws: SyncFailure.noAnswer) { try await attempt.value(within: .seconds(30), "the timed-out push gave up") }
         #expect(try await device.store.outboxSummary().awaitingConfirmation == 1, "checking result, not a new mutation")
         #expect(try harness.serverRecords().count == 1)
 
@@ -102,13 +102,13 @@ struct SyncEngineTests {
         let gate = FaultInjectingTransport.Gate()
         device.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
         let first = Task { try await device.engine.sync() }
-        await gate.waitForArrivals()
+        try await gate.waitForArrivals()
         // Second tap, and a reconnect trigger, while the first push is in flight.
         let second = Task { try await device.engine.sync() }
         await device.engine.trigger(.connectivityRegained)
         gate.open()
-        _ = try await first.value
-        _ = try await second.value
+        _ = try await first.value(within: .seconds(30), "the first tap's sync finished")
+        _ = try await second.value(within: .seconds(30), "the second tap's sync finished")
         let pushes = device.network.delivered(to: "/v1/push")
         let mutations = try pushes.flatMap { try WireCoding.decode(PushRequest.self, from: $0.body ?? Data()).mutations }
         #expect(mutations.count == 2, "each mutation sent exactly once")
@@ -238,7 +238,7 @@ struct SyncEngineTests {
         let gate = FaultInjectingTransport.Gate()
         viewer.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/pull") }
         let stale = Task { try await viewer.engine.sync() }
-        await gate.waitForArrivals()
+        try await gate.waitForArrivals()
         // ...the record changes, the network comes back, a fresh cycle runs.
         try await editor.store.update(Person.self, id) { $0.name = "New name" }
         try await editor.engine.sync()
@@ -249,7 +249,7 @@ struct SyncEngineTests {
         }
         // The old answer finally arrives: it must not overwrite fresher data.
         gate.open()
-        _ = try? await stale.value
+        _ = try? await stale.value(within: .seconds(30), "the stale cycle ended")
         #expect(try await viewer.store.get(Person.self, id)?.value.name == "New name")
     }
 
@@ -260,10 +260,10 @@ struct SyncEngineTests {
         let gate = FaultInjectingTransport.Gate()
         device.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
         let inFlight = Task { try await device.engine.sync() }
-        await gate.waitForArrivals()
+        try await gate.waitForArrivals()
         try await device.store.delete(Person.self, id)
         gate.open()
-        _ = try await inFlight.value
+        _ = try await inFlight.value(within: .seconds(30), "the in-flight push settled")
         try await device.engine.sync()
         #expect(try harness.serverRecords().map(\.deleted) == [true], "the record does not come back")
         try await device.engine.sync()

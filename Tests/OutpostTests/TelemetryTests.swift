@@ -6,7 +6,7 @@ import Testing
 
 /// SPEC C17: telemetry carries coarse network state, trigger and outcome —
 /// never SSIDs, addresses or record contents.
-@Suite("Sync telemetry")
+@Suite("Sync telemetry", .timeLimit(.minutes(5)))
 struct TelemetryTests {
     /// Every event the engine reports, gathered as they come.
     actor Collected {

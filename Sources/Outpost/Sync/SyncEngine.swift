@@ -34,7 +34,8 @@ public actor SyncEngine {
     var followUp: SyncTrigger?
     var startedCycles = 0
     var completedCycles = 0
-    var waiters: [(target: Int, continuation: CheckedContinuation<SyncReport, Never>)] = []
+    var waiters: [(target: Int, id: UInt64, continuation: CheckedContinuation<SyncReport?, Never>)] = []
+    var nextWaiterID: UInt64 = 0
     var lastReport: SyncReport?
     /// While set (monotonic time), automatic triggers wait; manual ones do not.
     var backoffUntil: Duration?
@@ -170,11 +171,29 @@ public actor SyncEngine {
             await self?.expireWaiters(target)
         }
         defer { timer.cancel() }
-        let report = await withCheckedContinuation { continuation in
-            waiters.append((target, continuation))
+        nextWaiterID += 1
+        let id = nextWaiterID
+        // A cancelled caller (a dismissed pull-to-refresh) stops waiting at
+        // once; the cycle itself goes on in the background.
+        let answer: SyncReport? = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                if Task.isCancelled {
+                    continuation.resume(returning: nil)
+                } else {
+                    waiters.append((target, id, continuation))
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelWaiter(id) }
         }
+        guard let report = answer else { throw CancellationError() }
         if report.failure == .timedOut && completedCycles < target { throw SyncFailure.timedOut }
         return report
+    }
+
+    private func cancelWaiter(_ id: UInt64) {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        waiters.remove(at: index).continuation.resume(returning: nil)
     }
 
     private func expireWaiters(_ target: Int) {

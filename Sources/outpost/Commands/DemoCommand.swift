@@ -165,7 +165,7 @@ enum DemoCommand {
         bruno.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
         let mistake = try await bruno.create("people", ["name": "Duplicate entry", "section": 2])
         let upload = Task { try await bruno.engine.sync() }
-        await gate.waitForArrivals()
+        try await gate.waitForArrivals()
         try await bruno.delete("people", mistake)
         gate.open()
         _ = try await upload.value

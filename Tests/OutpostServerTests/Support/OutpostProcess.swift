@@ -45,8 +45,10 @@ struct RunningServer {
     let process: SpawnedProcess
     let base: URL
 
+    /// SIGTERM, then SIGKILL if it has not exited within 30 s.
     func stop() {
         process.signal(SIGTERM)
+        process.killIfRunning(after: .seconds(30))
         process.waitUntilExit()
     }
 

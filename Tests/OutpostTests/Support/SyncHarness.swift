@@ -82,6 +82,5 @@ func eventually(
         if try await condition() { return }
         try await Task.sleep(for: .milliseconds(5))
     }
-    Issue.record("timed out waiting until \(what)")
-    throw CancellationError()
+    throw WaitTimedOut(what, timeout: timeout)
 }
