@@ -34,6 +34,10 @@ struct OutboxRow {
         lastError = row.optionalString(11)
     }
 
+    /// About what this entry adds to a push body: its data plus the
+    /// envelope (seq, ids, op, collection, base version).
+    var wireSizeEstimate: Int { (dataText?.utf8.count ?? 0) + 200 + record.collection.utf8.count }
+
     var parents: [RecordReference] {
         parentsText.split(separator: " ").compactMap(RecordReference.init(text:))
     }

@@ -54,10 +54,22 @@ extension Outbox {
     /// their place, when an earlier entry of the same record is not settled
     /// (its base version would be stale) or when a parent's create has not
     /// reached the server; a parent refused for good makes them held.
-    func takeBatch(clientID: UUID, limit: Int) throws -> PushBatch? {
+    ///
+    /// A batch also stays under `maxBytes` of mutation text (one entry always
+    /// goes, whatever its size): a request over the server's body limit is
+    /// refused whole, so the count alone cannot size it.
+    func takeBatch(clientID: UUID, limit: Int, maxBytes: Int = .max) throws -> PushBatch? {
         guard inFlight == nil else { return nil }
         let limit = max(1, min(limit, PushRequest.maximumMutations))
         var chosen: [OutboxRow] = []
+        var bytes = 0
+        func fits(_ row: OutboxRow) -> Bool {
+            guard chosen.count < limit else { return false }
+            let size = row.wireSizeEstimate
+            guard chosen.isEmpty || bytes + size <= maxBytes else { return false }
+            bytes += size
+            return true
+        }
         var held: [HeldEntry] = []
         // Records with an entry earlier in the queue that is not in this batch.
         var blocked: Set<RecordReference> = []
@@ -73,7 +85,10 @@ extension Outbox {
             for row in try rows(where: "seq IS NOT NULL", order: "seq") {
                 // An already-sent entry left for a later batch means this one
                 // is full, so no new (higher) seq can overtake it.
-                guard chosen.count < limit else { break }
+                guard fits(row) else {
+                    bytes = .max
+                    break
+                }
                 chosen.append(row)
                 included.insert(row.record)
                 if row.op == .create { createdInBatch.insert(row.record) }
@@ -93,7 +108,7 @@ extension Outbox {
                 after = row.entry
                 return row
             }
-            while chosen.count < limit, var row = try nextUnsent() {
+            while chosen.count < limit, bytes < maxBytes, var row = try nextUnsent() {
                 if blocked.contains(row.record) || included.contains(row.record) {
                     blocked.insert(row.record)
                     continue
@@ -114,6 +129,7 @@ extension Outbox {
                     blocked.insert(row.record)
                     continue
                 }
+                guard fits(row) else { break }
                 lastSeq += 1
                 row.seq = lastSeq
                 try connection.run(
@@ -145,6 +161,9 @@ extension Outbox {
     /// seq and content and are resent first next time; nothing is removed.
     func release(_ batch: PushBatch, failure: PushFailure) throws {
         guard inFlight?.id == batch.id else { throw OutboxError.notInFlight }
+        // Ended even when the update below fails: the entries keep their seqs
+        // in the database, so a later batch resends them as they are.
+        defer { inFlight = nil }
         try connection.transaction {
             for entry in batch.entries {
                 try connection.run(
@@ -162,7 +181,6 @@ extension Outbox {
                     [.text(entry.record.uuid.wireText)])
             }
         }
-        inFlight = nil
     }
 
     // MARK: The durable seq counter
@@ -175,7 +193,7 @@ extension Outbox {
             .flatMap { $0 } ?? 0
     }
 
-    private func setLastSeq(_ seq: Int64) throws {
+    func setLastSeq(_ seq: Int64) throws {
         try connection.run(
             "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             [.text(Self.lastSeqKey), .text(String(seq))])
@@ -186,10 +204,18 @@ extension Outbox {
 public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The batch settled or released is not the one in flight.
     case notInFlight
+    /// The server answered a seq with a result for another record.
+    case mismatchedResult(seq: Int64, sent: RecordReference, answered: RecordReference)
+    /// The server asked to renumber seqs this batch did not send.
+    case renumberingUnknownSeqs([Int64])
 
     public var description: String {
         switch self {
         case .notInFlight: return "This push batch is not the one in flight; it was already settled or released."
+        case .mismatchedResult(let seq, let sent, let answered):
+            return "The server answered change \(seq) (\(sent)) with a result for \(answered); the answer was not applied."
+        case .renumberingUnknownSeqs(let seqs):
+            return "The server asked to renumber changes \(seqs) that this push did not carry."
         }
     }
 }

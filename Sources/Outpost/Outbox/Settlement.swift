@@ -7,8 +7,13 @@ extension Outbox {
     /// result keeps its seq and is resent.
     func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
         guard inFlight?.id == batch.id else { throw OutboxError.notInFlight }
-        var settlement = PushSettlement()
+        // The lease ends here whatever happens: a settlement that fails (a
+        // locked or full disk) rolls back, and the entries, which keep their
+        // seqs, are resent and answered `duplicate` with their results.
+        defer { inFlight = nil }
         let results = Dictionary(response.results.map { ($0.seq, $0) }, uniquingKeysWith: { first, _ in first })
+        try Self.requireResultsMatch(batch, results)
+        var settlement = PushSettlement()
         try connection.transaction {
             for entry in batch.entries {
                 guard let seq = entry.seq, let result = results[seq], result.id == entry.mutationID else {
@@ -23,8 +28,23 @@ extension Outbox {
                 try settle(entry, result, into: &settlement)
             }
         }
-        inFlight = nil
         return settlement
+    }
+
+    /// A result is adopted only for the mutation it names: its record must be
+    /// the entry's record. Anything else (a server that answered `duplicate`
+    /// with another mutation's record for a reused seq) would overwrite a
+    /// local row with another record's data, so the whole answer is refused.
+    static func requireResultsMatch(_ batch: PushBatch, _ results: [Int64: MutationResult]) throws {
+        for entry in batch.entries {
+            guard let seq = entry.seq, let result = results[seq], result.id == entry.mutationID,
+                let record = result.record
+            else { continue }
+            if record.collection != entry.record.collection || record.uuid != entry.record.uuid {
+                throw OutboxError.mismatchedResult(
+                    seq: seq, sent: entry.record, answered: RecordReference(collection: record.collection, uuid: record.uuid))
+            }
+        }
     }
 
     private func settle(_ entry: OutboxEntry, _ result: MutationResult, into settlement: inout PushSettlement) throws {
@@ -149,6 +169,25 @@ extension Outbox {
         return ConflictReport(
             id: connection.lastInsertRowID, record: entry.record, mutationID: entry.mutationID, op: op,
             localChange: localChange, serverRecord: serverRecord, detectedAt: now.date)
+    }
+
+    /// Entries the server will never take as they are, found without a
+    /// per-mutation result: the single mutation left when a whole-request
+    /// refusal was narrowed down, or an entry whose retry budget is spent.
+    /// Each becomes `rejected` like a refused result (editable, deletable),
+    /// and the rest of the queue goes on. Safe for entries with a seq: a
+    /// request refused whole applied nothing, so the server holds none.
+    func rejectLocally(_ entries: [OutboxEntry], code: String, message: String) throws -> [RejectedChange] {
+        var rejected: [RejectedChange] = []
+        try connection.transaction {
+            for entry in entries {
+                try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)])
+                let rejection = Rejection(code: code, errors: [:], op: entry.op, message: message)
+                try reject(entry, rejection)
+                rejected.append(RejectedChange(record: entry.record, mutationID: entry.mutationID, rejection: rejection))
+            }
+        }
+        return rejected
     }
 
     /// Refused for good: the record shows its field errors and stays editable.

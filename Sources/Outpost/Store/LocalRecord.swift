@@ -19,11 +19,15 @@ public struct Rejection: Sendable, Equatable, Codable {
     public var errors: [String: String]
     /// The refused operation (`create`, `update`, `delete`).
     public var op: MutationOp
+    /// The server's sentence when it refused the whole request this change
+    /// was in (and it alone was at fault), or why the device stopped sending it.
+    public var message: String?
 
-    public init(code: String, errors: [String: String], op: MutationOp) {
+    public init(code: String, errors: [String: String], op: MutationOp, message: String? = nil) {
         self.code = code
         self.errors = errors
         self.op = op
+        self.message = message
     }
 }
 

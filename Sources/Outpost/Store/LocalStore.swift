@@ -176,9 +176,9 @@ public actor LocalStore {
 
     /// The next push to send, with seqs written durably; nil while another
     /// push is in flight or when nothing can be sent.
-    public func takePushBatch(limit: Int = PushRequest.maximumMutations) throws -> PushBatch? {
+    public func takePushBatch(limit: Int = PushRequest.maximumMutations, maxBytes: Int = .max) throws -> PushBatch? {
         try checkOpen()
-        guard let batch = try outbox.takeBatch(clientID: clientID, limit: limit) else { return nil }
+        guard let batch = try outbox.takeBatch(clientID: clientID, limit: limit, maxBytes: maxBytes) else { return nil }
         notify(Set(batch.entries.map(\.record.collection)))
         return batch
     }
@@ -209,6 +209,38 @@ public actor LocalStore {
         try checkOpen()
         try outbox.release(batch, failure: failure)
         notify(Set(batch.entries.map(\.record.collection)))
+    }
+
+    /// Ends a batch's lease on any path that did not settle it (a throw,
+    /// a cancellation, an abandoned cycle). Never throws: if recording the
+    /// attempt fails too, the batch still stops being in flight, and its
+    /// entries, whose seqs are on disk, are resent as they are.
+    package func endLease(_ batch: PushBatch, failure: PushFailure) {
+        guard outbox.inFlight?.id == batch.id else { return }
+        try? outbox.release(batch, failure: failure)
+        outbox.inFlight = nil
+        notify(Set(batch.entries.map(\.record.collection)))
+    }
+
+    /// `409 client_behind`: gives the listed entries new seqs (see `Outbox.renumber`).
+    package func renumber(_ batch: PushBatch, seqs: [Int64], serverLastSeq: Int64) throws -> Int {
+        try checkOpen()
+        return try outbox.renumber(batch, seqs: seqs, serverLastSeq: serverLastSeq)
+    }
+
+    /// Entries the server refused (whole requests) `budget` times or more.
+    package func entriesWithSpentBudget(_ budget: Int) throws -> [OutboxEntry] {
+        try checkOpen()
+        return try outbox.rows(where: "failures >= ?", [.integer(Int64(budget))]).map { try $0.entryValue() }
+    }
+
+    /// Makes entries the server will never take `rejected`, visibly (see `Outbox.rejectLocally`).
+    package func rejectLocally(_ entries: [OutboxEntry], code: String, message: String) throws -> [RejectedChange] {
+        try checkOpen()
+        let touched = Set(entries.map(\.record.collection))
+        liveCounts.forget(touched)
+        defer { notify(touched) }
+        return try outbox.rejectLocally(entries, code: code, message: message)
     }
 
     /// The batch this process is waiting on, if any (memory only).

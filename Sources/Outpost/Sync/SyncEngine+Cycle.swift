@@ -27,8 +27,20 @@ extension SyncEngine {
         }
         let tokenAtStart = token
         do {
-            try await pushPhase(generation, &report)
+            // Push trouble never stops the pull: a refused request or a
+            // damaged queue entry must not keep other people's changes (and
+            // catalogs) from arriving. Only failures the pull would meet
+            // too (no network, no answer, busy, signed out) end the cycle.
+            var pushFailure: (any Error)?
+            do {
+                try await pushPhase(generation, &report)
+            } catch let failure as SyncFailure where !failure.stopsThePull {
+                pushFailure = failure
+            } catch let error where !(error is SyncFailure || error is StaleGeneration || error is CancellationError) {
+                pushFailure = error
+            }
             try await pullPhase(generation, &report)
+            if let pushFailure { throw pushFailure }
             report.held = try await store.heldEntries()
             transientFailures = 0
             backoffUntil = nil
@@ -48,9 +60,15 @@ extension SyncEngine {
             } else {
                 await handle(failure)
             }
-        } catch {
-            // The local database failed: nothing to retry against the server.
+        } catch is CancellationError {
+            report.failure = .noAnswer
+        } catch let error as OutboxError {
+            // The server's answer broke the protocol (e.g. a result for another record).
             report.failure = .invalidAnswer("\(error)")
+            status.lastError = report.failure
+        } catch {
+            // The device's own storage failed: a local fault, said as such.
+            report.failure = .localStorage("\(error)")
             status.lastError = report.failure
         }
         progress = nil
@@ -75,45 +93,108 @@ extension SyncEngine {
     // MARK: Push
 
     private func pushPhase(_ generation: UInt64, _ report: inout SyncReport) async throws {
+        // Halved while narrowing a whole-request refusal down to its culprit;
+        // kept for the rest of the cycle once the culprit is found.
+        var limit = options.pushBatchSize
+        var renumberings = 0
         while true {
             guard generation == self.generation else { throw StaleGeneration() }
-            guard let batch = try await store.takePushBatch(limit: options.pushBatchSize) else { return }
-            if let spent = batch.entries.first(where: { $0.failures >= options.retry.budget }) {
-                // The server refused this change's request again and again:
-                // stop retrying it on our own and say so.
-                try await store.release(batch, failure: .notSent("retry budget spent"))
-                throw SyncFailure.refused(
-                    ErrorBody(
-                        code: ErrorCode("retry_budget_spent"),
-                        message: "A change to \(spent.record.collection) was refused \(spent.failures) times: \(spent.lastError ?? "")"))
+            let spent = try await store.entriesWithSpentBudget(options.retry.budget)
+            if !spent.isEmpty {
+                // Refused again and again for reasons no split could pin down:
+                // these entries stop, visibly, and only they do.
+                for entry in spent {
+                    report.rejected += try await store.rejectLocally(
+                        [entry], code: "retry_budget_spent",
+                        message: "Refused \(entry.failures) times: \(entry.lastError ?? "no reason given")")
+                }
             }
+            guard let batch = try await store.takePushBatch(limit: limit, maxBytes: options.pushBatchBytes) else { return }
             report.sent += batch.entries.count
             await publishStatus()
-            let response: PushResponse
-            do {
-                let answer = try await client.push(batch.request)
-                response = answer.body
-                await record(.answered(latency: answer.latency))
-            } catch let failure as ServerClient.Failure {
-                try await store.release(batch, failure: Self.pushFailure(failure.failure))
-                await record(failure)
-                throw failure.failure
+            let next = try await leasing(batch) { () async throws -> PushStep in
+                let response: PushResponse
+                do {
+                    let answer = try await client.push(batch.request)
+                    response = answer.body
+                    await record(.answered(latency: answer.latency))
+                } catch let failure as ServerClient.Failure {
+                    await record(failure)
+                    return try await refused(batch, failure.failure, renumberings: &renumberings, limit: &limit, report: &report)
+                }
+                guard generation == self.generation else {
+                    // An answer for an abandoned cycle: resent later with the same seqs.
+                    await store.endLease(batch, failure: .unknownOutcome("answer arrived for an older cycle"))
+                    throw StaleGeneration()
+                }
+                let settlement = try await store.settle(batch, with: response)
+                report.add(settlement)
+                return settlement.unanswered.isEmpty ? .next : .stop
             }
-            guard generation == self.generation else {
-                // An answer for an abandoned cycle: resent later with the same seqs.
-                try await store.release(batch, failure: .unknownOutcome("answer arrived for an older cycle"))
-                throw StaleGeneration()
-            }
-            let settlement = try await store.settle(batch, with: response)
-            report.add(settlement)
-            if !settlement.unanswered.isEmpty { return }
+            if next == .stop { return }
         }
     }
+
+    enum PushStep { case next, stop }
+
+    /// Runs one push with its batch leased: every way out that did not
+    /// settle or release it (a throwing settlement, a local I/O error, a
+    /// cancellation) ends the lease, so the queue can never stay "sending".
+    private func leasing(_ batch: PushBatch, _ body: () async throws -> PushStep) async throws -> PushStep {
+        do {
+            let step = try await body()
+            await store.endLease(batch, failure: .unknownOutcome("push ended without a settlement"))
+            return step
+        } catch {
+            await store.endLease(batch, failure: .unknownOutcome("push interrupted: \(error)"))
+            throw error
+        }
+    }
+
+    /// A push answered with an error for the whole request.
+    private func refused(
+        _ batch: PushBatch, _ failure: SyncFailure, renumberings: inout Int, limit: inout Int, report: inout SyncReport
+    ) async throws -> PushStep {
+        guard case .refused(let body) = failure else {
+            try await store.release(batch, failure: Self.pushFailure(failure))
+            throw failure
+        }
+        if body.code == .clientBehind, let lastSeq = body.lastSeq, let seqs = body.seqs {
+            // A restored or copied database: the listed seqs name other
+            // mutations on the server. Renumber exactly those, then resend.
+            renumberings += 1
+            guard renumberings <= 3 else {
+                try await store.release(batch, failure: .transient("client_behind again after renumbering"))
+                throw SyncFailure.invalidAnswer("The server kept answering client_behind after the device renumbered its changes.")
+            }
+            _ = try await store.renumber(batch, seqs: seqs, serverLastSeq: lastSeq)
+            return .next
+        }
+        if Self.narrowable.contains(body.code) {
+            if batch.entries.count > 1 {
+                // One bad mutation spoils the request for all: split until it is alone.
+                try await store.release(batch, failure: .notSent("refused whole (\(body.code)); splitting the batch"))
+                limit = max(1, batch.entries.count / 2)
+                return .next
+            }
+            // Alone and still refused: this mutation is at fault. It is
+            // rejected with the server's words, and the queue goes on.
+            await store.endLease(batch, failure: .notSent("refused"))
+            report.rejected += try await store.rejectLocally(batch.entries, code: body.code.rawValue, message: body.message)
+            return .next
+        }
+        try await store.release(batch, failure: Self.pushFailure(failure))
+        throw failure
+    }
+
+    /// Whole-request refusals that one mutation can cause (a value too deep
+    /// or too large, a body over the limit): narrowed down by splitting.
+    static let narrowable: Set<ErrorCode> = [.invalidJSON, .invalidRequest, .payloadTooLarge, ErrorCode("http_400"), ErrorCode("http_413")]
 
     static func pushFailure(_ failure: SyncFailure) -> PushFailure {
         switch failure {
         case .offline: return .notSent("offline")
-        case .noAnswer, .invalidAnswer, .timedOut: return .unknownOutcome("no answer")
+        case .noAnswer, .invalidAnswer, .timedOut, .localStorage: return .unknownOutcome("no answer")
         case .serverBusy: return .transient("server busy")
         case .signInRequired: return .notSent("sign-in required")
         case .accessRevoked: return .notSent("access revoked")

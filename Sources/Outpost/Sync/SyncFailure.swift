@@ -15,10 +15,21 @@ public enum SyncFailure: Error, Sendable, Equatable {
     case accessRevoked
     /// The server refused the request itself (a bug or a version mismatch).
     case refused(ErrorBody)
-    /// The answer could not be read.
+    /// The answer could not be read, or broke the protocol.
     case invalidAnswer(String)
+    /// The device's own storage failed (disk full, read-only, a damaged row):
+    /// a local problem, never the server's; nothing already saved is lost.
+    case localStorage(String)
     /// `sync(timeout:)` gave up waiting; sync goes on in the background.
     case timedOut
+
+    /// Failures of a push that a pull right after would meet as well.
+    var stopsThePull: Bool {
+        switch self {
+        case .offline, .noAnswer, .serverBusy, .timedOut, .signInRequired, .accessRevoked: return true
+        case .refused, .invalidAnswer, .localStorage: return false
+        }
+    }
 
     /// "Not now" failures, retried with backoff without using the budget.
     public var isTransient: Bool {

@@ -18,6 +18,9 @@ public struct SyncOptions: Sendable {
     public var requestTimeout: TimeInterval = 20
     /// Mutations per push (the server takes at most 500). Default 200.
     public var pushBatchSize = 200
+    /// Most bytes of mutation text in one push; kept well under the server's
+    /// body limit (4 MiB by default), which refuses a larger request whole.
+    public var pushBatchBytes = 1_048_576
     /// Records per pull page. Default 1000.
     public var pullPageSize = 1000
     /// Backoff and retry budget.

@@ -17,6 +17,7 @@ public struct SyncTelemetryEvent: Sendable, Equatable, Codable {
         case accessRevoked = "access_revoked"
         case refused
         case invalidAnswer = "invalid_answer"
+        case localStorage = "local_storage"
         case timedOut = "timed_out"
     }
 
@@ -81,6 +82,7 @@ public struct SyncTelemetryEvent: Sendable, Equatable, Codable {
         // The code is the protocol's vocabulary; the message may quote data.
         case .refused(let body): return (.refused, body.code.rawValue, nil)
         case .invalidAnswer: return (.invalidAnswer, nil, nil)
+        case .localStorage: return (.localStorage, nil, nil)
         case .timedOut: return (.timedOut, nil, nil)
         }
     }

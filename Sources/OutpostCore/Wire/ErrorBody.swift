@@ -30,6 +30,8 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
     public static let payloadTooLarge = ErrorCode("payload_too_large")
     public static let rateLimited = ErrorCode("rate_limited")
     public static let unavailable = ErrorCode("unavailable")
+    /// Seqs the server used for other mutations: a restored or cloned device.
+    public static let clientBehind = ErrorCode("client_behind")
 
     /// The HTTP status PROTOCOL.md pairs with each known code.
     public var httpStatus: Int {
@@ -39,6 +41,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
         case .tokenRevoked, .forbidden: return 403
         case .notFound: return 404
         case .methodNotAllowed: return 405
+        case .clientBehind: return 409
         case .resyncRequired: return 410
         case .payloadTooLarge: return 413
         case .rateLimited: return 429
@@ -56,14 +59,24 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
     public var message: String
     /// The fields at fault, with what is wrong with each.
     public var fields: [String: String]?
+    /// With `client_behind`: the server's last seq for this client, and the
+    /// seqs of the request it holds other (or no longer known) mutations for.
+    public var lastSeq: Int64?
+    public var seqs: [Int64]?
 
-    public init(code: ErrorCode, message: String, fields: [String: String]? = nil) {
+    public init(code: ErrorCode, message: String, fields: [String: String]? = nil, lastSeq: Int64? = nil, seqs: [Int64]? = nil) {
         self.code = code
         self.message = message
         self.fields = fields
+        self.lastSeq = lastSeq
+        self.seqs = seqs
     }
 
-    enum OuterKeys: String, CodingKey { case error }
+    enum OuterKeys: String, CodingKey {
+        case error
+        case lastSeq = "last_seq"
+        case seqs
+    }
     enum CodingKeys: String, CodingKey { case code, message, fields }
 
     public init(from decoder: any Decoder) throws {
@@ -72,6 +85,8 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
         code = try container.decode(ErrorCode.self, forKey: .code)
         message = try container.decode(String.self, forKey: .message)
         fields = try container.decodeIfPresent([String: String].self, forKey: .fields)
+        lastSeq = try outer.decodeIfPresent(Int64.self, forKey: .lastSeq)
+        seqs = try outer.decodeIfPresent([Int64].self, forKey: .seqs)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -80,5 +95,7 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
         try container.encode(code, forKey: .code)
         try container.encode(message, forKey: .message)
         try container.encodeIfPresent(fields, forKey: .fields)
+        try outer.encodeIfPresent(lastSeq, forKey: .lastSeq)
+        try outer.encodeIfPresent(seqs, forKey: .seqs)
     }
 }

@@ -28,7 +28,13 @@ struct Maintenance {
                     "UPDATE server_state SET value = ? WHERE key = 'purged_through'",
                     [.text(String(max(previous, purged)))])
             }
-            try sql.execute("DELETE FROM mutation_results WHERE created_at < ?", [.text(retention)])
+            // Results go after their retention, but the id each seq was used
+            // for stays as long as tombstones do: it is what tells a retry
+            // from a restored device reusing the seq (an emptied result).
+            let idMap = ServerTimestamp(now - max(config.tombstoneHorizon, config.resultRetention)).rawValue
+            try sql.execute("DELETE FROM mutation_results WHERE created_at < ?", [.text(idMap)])
+            try sql.execute(
+                "UPDATE mutation_results SET result = '' WHERE created_at < ? AND result <> ''", [.text(retention)])
         }
     }
 }

@@ -27,6 +27,7 @@ struct PushService {
                 try sql.first(
                     "SELECT last_seq FROM client_seqs WHERE user_id = ? AND client_id = ?",
                     [.text(principal.user), .text(client)])?.int(0) ?? 0
+            try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
             let startVersion = session.version
             var results: [MutationResult] = []
             for mutation in request.mutations {
@@ -81,6 +82,36 @@ struct PushSession {
     var version: Int64
 
     var scope: Scope { Scope(principal: principal, config: config) }
+
+    /// A seq at or below `last_seq` is a retry only when this server applied
+    /// the same mutation id under it. A restored backup or a copied profile
+    /// numbers NEW mutations with seqs already used for others; answering
+    /// those `duplicate` would lose them in silence. So when any id differs,
+    /// or is no longer known, the whole push is refused (`409 client_behind`,
+    /// nothing applied) and the client renumbers exactly the listed seqs.
+    func requireSameMutations(under retries: [Mutation], lastSeq: Int64) throws {
+        guard !retries.isEmpty else { return }
+        var known: [Int64: String] = [:]
+        // In slices: a statement's parameter count is bounded on both backends.
+        for start in stride(from: 0, to: retries.count, by: 200) {
+            let slice = retries[start..<min(start + 200, retries.count)]
+            let marks = Array(repeating: "?", count: slice.count).joined(separator: ", ")
+            for row in try sql.query(
+                "SELECT seq, mutation_id FROM mutation_results WHERE user_id = ? AND client_id = ? AND seq IN (\(marks))",
+                [.text(principal.user), .text(client)] + slice.map { .integer($0.seq) })
+            {
+                known[row.int(0)] = row.string(1)
+            }
+        }
+        let behind = retries.filter { known[$0.seq] != $0.id.wireText }.map(\.seq)
+        guard !behind.isEmpty else { return }
+        var error = APIError(
+            .clientBehind,
+            "This device reused \(behind.count) change number(s) the server holds other changes for (a restored backup or a copied profile); renumber them above \(lastSeq) and send again.")
+        error.body.lastSeq = lastSeq
+        error.body.seqs = behind
+        throw error
+    }
 
     /// A seq already processed: never applied again; the original result rides along.
     func duplicate(of mutation: Mutation) throws -> MutationResult {

@@ -102,10 +102,12 @@ struct ReadService {
                 "SELECT result FROM mutation_results WHERE user_id = ? AND mutation_id = ? ORDER BY created_at DESC",
                 [.text(principal.user), .text(id.wireText)])
         }
-        guard let text = stored?.optionalString(0),
-            let result = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8))
-        else {
+        guard let text = stored?.optionalString(0) else {
             throw APIError(.notFound, "The server never processed this change.")
+        }
+        // Processed, but its result is past retention (only the id is kept).
+        guard let result = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8)) else {
+            return MutationLookup(status: .duplicate, record: nil, code: nil, errors: nil)
         }
         return MutationLookup(status: result.status, record: result.record, code: result.code, errors: result.errors)
     }

@@ -66,7 +66,8 @@ enum SyncCommands {
         case .signInRequired: return "sign in again with 'outpost login'"
         case .accessRevoked: return "access was withdrawn"
         case .refused(let body): return body.message
-        case .invalidAnswer: return "the server's answer could not be read"
+        case .invalidAnswer(let detail): return "the server's answer could not be read (\(detail))"
+        case .localStorage(let detail): return "this device's storage failed: \(detail)"
         case .timedOut: return "the sync goes on taking longer than the timeout"
         }
     }

@@ -1,0 +1,189 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostSQLite
+import OutpostTesting
+import Testing
+
+/// A phone restored from a backup, a reinstall that brings the database
+/// back, a profile copied to a second computer: the device numbers new
+/// changes with seqs the server already used for others. Every capture made
+/// after the restore must reach the server exactly once, and no local row
+/// may ever take another record's data.
+@Suite("Restored and cloned devices", .timeLimit(.minutes(5)))
+struct RestoredDeviceTests {
+    /// Copies a device database the way a backup does (a consistent snapshot).
+    static func backup(_ path: String, to copy: String) throws {
+        let connection = try SQLiteConnection(path: path)
+        _ = try connection.run("VACUUM INTO ?", [.text(copy)])
+    }
+
+    /// Puts a backup back in place of a device database (the store is closed).
+    static func restore(_ copy: String, to path: String) throws {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        try FileManager.default.copyItem(atPath: copy, toPath: path)
+    }
+
+    @Test func aRestoredBackupLosesNoCaptureAndMixesNoRows() async throws {
+        let harness = try SyncHarness()
+        let phone = try harness.device("u-1", name: "phone")
+        try await phone.store.create(Person(name: "A"))
+        try await phone.engine.sync()
+        let backup = harness.directory.path("phone-backup.sqlite")
+        try Self.backup(phone.store.path, to: backup)
+        try await phone.store.create(Person(name: "B"))
+        try await phone.store.create(Person(name: "C"))
+        try await phone.engine.sync()
+        await phone.engine.stop()
+        await phone.store.close()
+
+        try Self.restore(backup, to: phone.store.path)
+        // The same database, so the same client id; new ids as on a real phone.
+        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        #expect(restored.store.clientID == phone.store.clientID)
+        let d = try await restored.store.create(Person(name: "D"))
+        let e = try await restored.store.create(Person(name: "E"))
+        let report = try await restored.engine.sync()
+        #expect(report.duplicates == 0, "D and E are new changes, never 'already on the server'")
+        #expect(report.confirmed == 2)
+
+        let names = try harness.serverRecords().compactMap { $0.data }.map { try JSONValue.parse($0).objectValue?["name"] }
+        #expect(names == ["A", "B", "C", "D", "E"].map { JSONValue.string($0) }, "every capture on the server exactly once")
+        #expect(try await restored.store.get(Person.self, d)?.value.name == "D", "D keeps its own data")
+        #expect(try await restored.store.get(Person.self, e)?.value.name == "E", "E keeps its own data")
+        #expect(try await restored.store.get(Person.self, d)?.syncState == .synced)
+        // The server's 409 was answered once, then everything went through.
+        let pushes = restored.network.delivered(to: "/v1/push")
+        #expect(pushes.count == 2, "one refused push naming the reused seqs, one with new seqs")
+        #expect(try await restored.store.outboxEntries().isEmpty)
+    }
+
+    @Test func aBackupOlderThanTheResultsRetentionStillLosesNothing() async throws {
+        var config = try ServerConfig()
+        config.resultRetention = 86_400
+        let harness = try SyncHarness(config: config)
+        let phone = try harness.device("u-1", name: "phone")
+        try await phone.store.create(Person(name: "A"))
+        try await phone.engine.sync()
+        let backup = harness.directory.path("phone-backup.sqlite")
+        try Self.backup(phone.store.path, to: backup)
+        try await phone.store.create(Person(name: "B"))
+        try await phone.engine.sync()
+        await phone.engine.stop()
+        await phone.store.close()
+        // Results are purged after a day; the id each seq was used for is kept.
+        harness.serverClock.advance(by: 10 * 86_400)
+        try harness.server.runMaintenance()
+
+        try Self.restore(backup, to: phone.store.path)
+        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        let c = try await restored.store.create(Person(name: "C"))
+        try await restored.engine.sync()
+        #expect(try harness.serverRecords().count == 3)
+        #expect(try await restored.store.get(Person.self, c)?.value.name == "C")
+        #expect(try await restored.store.get(Person.self, c)?.syncState == .synced)
+    }
+
+    @Test func aBackupOlderThanTheIdMapIsRenumberedAndStillDeduplicated() async throws {
+        var config = try ServerConfig()
+        config.resultRetention = 86_400
+        config.tombstoneHorizon = 2 * 86_400
+        let harness = try SyncHarness(config: config)
+        let phone = try harness.device("u-1", name: "phone")
+        let a = try await phone.store.create(Person(name: "A"))
+        let backup = harness.directory.path("phone-backup.sqlite")
+        // The backup holds A sent but never confirmed (its answer was lost).
+        phone.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.noAnswer) { try await phone.engine.sync() }
+        try Self.backup(phone.store.path, to: backup)
+        try await phone.store.create(Person(name: "B"))
+        try await phone.engine.sync()
+        await phone.engine.stop()
+        await phone.store.close()
+        // Past every horizon: the server no longer knows which id seq 1 was.
+        harness.serverClock.advance(by: 30 * 86_400)
+        try harness.server.runMaintenance()
+
+        try Self.restore(backup, to: phone.store.path)
+        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        try await restored.engine.sync()
+        // Renumbered, then recognised by uuid as the same client's create.
+        #expect(try harness.serverRecords().count == 2, "A once, B once")
+        #expect(try await restored.store.get(Person.self, a)?.syncState == .synced)
+    }
+
+    @Test func twoClonesCapturingInParallelBothReachTheServer() async throws {
+        let harness = try SyncHarness()
+        let laptop = try harness.device("u-1", name: "laptop")
+        try await laptop.store.create(Person(name: "Before the copy"))
+        try await laptop.engine.sync()
+        await laptop.engine.stop()
+        await laptop.store.close()
+        // The profile folder is copied to a second computer.
+        try FileManager.default.copyItem(atPath: laptop.store.path, toPath: harness.directory.path("desktop.sqlite"))
+        let first = try harness.device("u-1", name: "laptop", seed: 1)
+        let second = try harness.device("u-1", name: "desktop", seed: 2)
+        #expect(first.store.clientID == second.store.clientID, "a copy is the same client")
+        for index in 0..<3 {
+            try await first.store.create(Person(name: "laptop \(index)"))
+            try await second.store.create(Person(name: "desktop \(index)"))
+        }
+        try await first.engine.sync()
+        try await second.engine.sync()
+        try await first.store.create(Person(name: "laptop later"))
+        try await first.engine.sync()
+        try await second.engine.sync()
+        let names = Set(try harness.serverRecords().compactMap(\.data))
+        #expect(names.count == 8, "1 before the copy + 3 + 3 + 1, each once")
+        for device in [first, second] {
+            for record in try await device.store.query(Person.self) where record.syncState == .synced {
+                let server = try harness.serverRecords().first { $0.uuid == record.uuid.wireText }
+                #expect(server?.data?.contains(record.value.name) == true, "no local row shows another record's data")
+            }
+        }
+    }
+
+    @Test func aLost409AnswerIsSafeToRepeat() async throws {
+        let harness = try SyncHarness()
+        let phone = try harness.device("u-1", name: "phone")
+        try await phone.store.create(Person(name: "A"))
+        try await phone.engine.sync()
+        let backup = harness.directory.path("phone-backup.sqlite")
+        try Self.backup(phone.store.path, to: backup)
+        try await phone.store.create(Person(name: "B"))
+        try await phone.engine.sync()
+        await phone.engine.stop()
+        await phone.store.close()
+        try Self.restore(backup, to: phone.store.path)
+        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        try await restored.store.create(Person(name: "C"))
+        // The 409 is produced, then lost on the way back.
+        restored.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.noAnswer) { try await restored.engine.sync() }
+        #expect(try harness.serverRecords().count == 2, "a refused push applied nothing")
+        try await restored.engine.sync()
+        #expect(try harness.serverRecords().count == 3)
+        #expect(try await restored.store.outboxEntries().isEmpty)
+    }
+
+    /// Against a server that answers a reused seq `duplicate` with another
+    /// mutation's record (what every server did before the id check), the
+    /// device refuses the answer instead of copying B's data into D's row.
+    @Test func aResultForAnotherRecordIsNeverAdopted() async throws {
+        let harness = try SyncHarness()
+        let phone = try harness.device("u-1", name: "phone")
+        let d = try await phone.store.create(Person(name: "D"))
+        let batch = try #require(try await phone.store.takePushBatch())
+        let other = WireRecord(
+            collection: "people", uuid: UUID(), id: 7, version: 3, updatedAt: ServerTimestamp(Date()), deleted: false,
+            owner: "u-1", team: "t-1", data: ["name": .string("B")])
+        let answer = PushResponse(
+            results: [MutationResult(seq: 1, id: batch.entries[0].mutationID, status: .duplicate, record: other, originalStatus: .applied)],
+            lastSeq: 1, serverTime: ServerTimestamp(Date()))
+        await #expect(throws: OutboxError.self) { try await phone.store.settle(batch, with: answer) }
+        #expect(try await phone.store.get(Person.self, d)?.value.name == "D")
+        #expect(await phone.store.inFlightBatch == nil, "the lease ended anyway")
+        #expect(try await phone.store.outboxEntries().first?.seq == 1, "still queued with its seq")
+    }
+}
