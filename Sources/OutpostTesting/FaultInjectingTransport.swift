@@ -16,10 +16,14 @@ public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
         case dropResponse
         /// The answer arrives late (checked against the request's timeout).
         case delay(Duration)
-        /// The server answers this status with an error body (and Retry-After, when given).
-        case status(Int, retryAfter: Int?)
+        /// The server answers this status with an error body (and Retry-After,
+        /// when given), after `heldBy` opens when one is given.
+        case status(Int, retryAfter: Int?, heldBy: Gate? = nil)
         /// The answer is held until the gate opens.
         case hold(Gate)
+        /// The transport throws this error before sending (e.g. the task
+        /// was cancelled, which URLSession reports in its own way).
+        case fail(any Error & Sendable)
     }
 
     /// Holds answers until the test opens it.
@@ -128,9 +132,12 @@ public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
         switch fault {
         case .notSent?:
             throw TransportError.notSent("connection refused (injected)")
+        case .fail(let error)?:
+            throw error
         case .dropRequest?:
             throw TransportError.noAnswer("request lost (injected)")
-        case .status(let status, let retryAfter)?:
+        case .status(let status, let retryAfter, let gate)?:
+            await gate?.wait()
             var headers: [String: String] = ["Content-Type": "application/json"]
             if let retryAfter { headers["Retry-After"] = String(retryAfter) }
             let body = #"{"error":{"code":"unavailable","message":"Injected failure."}}"#

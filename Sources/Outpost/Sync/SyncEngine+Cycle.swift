@@ -189,7 +189,11 @@ extension SyncEngine {
 
     /// Whole-request refusals that one mutation can cause (a value too deep
     /// or too large, a body over the limit): narrowed down by splitting.
-    static let narrowable: Set<ErrorCode> = [.invalidJSON, .invalidRequest, .payloadTooLarge, ErrorCode("http_400"), ErrorCode("http_413")]
+    /// (Other refusals, a 404 from a wrong address say, are no mutation's
+    /// fault: they count against the entries' retry budget instead.)
+    static let narrowable: Set<ErrorCode> = [
+        .invalidJSON, .invalidRequest, .payloadTooLarge, ErrorCode("http_400"), ErrorCode("http_413"), ErrorCode("http_422"),
+    ]
 
     static func pushFailure(_ failure: SyncFailure) -> PushFailure {
         switch failure {

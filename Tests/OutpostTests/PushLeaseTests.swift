@@ -1,0 +1,128 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostSQLite
+import OutpostTesting
+import Testing
+
+/// The in-flight batch is a lease that ends on every path: success, a
+/// settlement or release that throws, a cancelled request, an abandoned
+/// cycle. A lease left behind stops the queue ("sent 0" for ever).
+@Suite("Push lease", .timeLimit(.minutes(5)))
+struct PushLeaseTests {
+    /// Another connection holding the device's write lock longer than the
+    /// store waits for it (an app extension, a backup tool): the store's
+    /// next write fails with "database is locked".
+    final class WriteLockHolder: @unchecked Sendable {
+        // @unchecked Sendable: used from one test task at a time.
+        let connection: SQLiteConnection
+        init(_ path: String) throws {
+            connection = try SQLiteConnection(path: path)
+            _ = try connection.run("BEGIN IMMEDIATE")
+        }
+        func release() throws { _ = try connection.run("COMMIT") }
+    }
+
+    @Test func aSettlementThatThrowsEndsTheLeaseAndTheNextSyncConfirms() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        let id = try await device.store.create(Person(name: "Ana"))
+        let gate = FaultInjectingTransport.Gate()
+        device.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
+        let sync = Task { try await device.engine.sync() }
+        try await gate.waitForArrivals()
+        let lock = try WriteLockHolder(device.store.path)
+        gate.open()
+        await #expect(throws: SyncFailure.self) { try await sync.value(within: .seconds(60), "the locked settlement failed") }
+        #expect(await device.store.inFlightBatch == nil, "the lease ended")
+        try lock.release()
+        let report = try await device.engine.sync()
+        #expect(report.sent == 1 && report.duplicates == 1, "resent with its seq, answered from the stored result")
+        #expect(try await device.store.get(Person.self, id)?.syncState == .synced)
+        #expect(try harness.serverRecords().count == 1)
+    }
+
+    @Test func aLocalFailureIsReportedAsLocalNotAsTheServers() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        try await device.store.create(Person(name: "Ana"))
+        let gate = FaultInjectingTransport.Gate()
+        device.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
+        let sync = Task { try await device.engine.sync() }
+        try await gate.waitForArrivals()
+        let lock = try WriteLockHolder(device.store.path)
+        defer { try? lock.release() }
+        gate.open()
+        do {
+            _ = try await sync.value(within: .seconds(60), "the locked settlement failed")
+            Issue.record("the sync should have failed")
+        } catch let failure as SyncFailure {
+            guard case .localStorage(let detail) = failure else {
+                Issue.record("expected a local storage failure, got \(failure)")
+                return
+            }
+            #expect(detail.contains("locked"), "\(detail)")
+        }
+    }
+
+    @Test func aReleaseThatThrowsEndsTheLeaseToo() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        try await device.store.create(Person(name: "Ana"))
+        // The push is answered 503 while the database is locked: the release
+        // that records the attempt fails.
+        let gate = FaultInjectingTransport.Gate()
+        device.network.inject(.status(503, retryAfter: 1, heldBy: gate)) { $0.target.hasPrefix("/v1/push") }
+        let failing = Task { try await device.engine.sync() }
+        try await gate.waitForArrivals()
+        let lock = try WriteLockHolder(device.store.path)
+        gate.open()
+        await #expect(throws: SyncFailure.self) { try await failing.value(within: .seconds(60), "the 503 under a lock failed") }
+        #expect(await device.store.inFlightBatch == nil)
+        try lock.release()
+        try await device.engine.sync()
+        #expect(try harness.serverRecords().count == 1)
+        #expect(try await device.store.outboxEntries().isEmpty)
+    }
+
+    @Test func aCancelledRequestEndsTheLease() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        try await device.store.create(Person(name: "Ana"))
+        device.network.inject(.fail(CancellationError())) { $0.target.hasPrefix("/v1/push") }
+        _ = try? await device.engine.sync()
+        #expect(await device.store.inFlightBatch == nil)
+        let report = try await device.engine.sync()
+        #expect(report.confirmed == 1)
+        #expect(try harness.serverRecords().count == 1)
+    }
+
+    @Test func anAbandonedCycleEndsItsLeaseAndTheChangeIsSentOnce() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        try await device.store.create(Person(name: "Ana"))
+        let gate = FaultInjectingTransport.Gate()
+        device.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
+        let stale = Task { try await device.engine.sync() }
+        try await gate.waitForArrivals()
+        // A reconnection abandons the cycle while its push is out.
+        await device.engine.receive(PathHint(isConnected: false))
+        await device.engine.receive(PathHint(isConnected: true))
+        gate.open()
+        _ = try? await stale.value(within: .seconds(30), "the abandoned cycle ended")
+        await device.engine.waitForIdle()
+        #expect(await device.store.inFlightBatch == nil)
+        try await device.engine.sync()
+        #expect(try harness.serverRecords().count == 1)
+        #expect(try await device.store.outboxEntries().isEmpty)
+    }
+
+    @Test func aSuccessfulPushEndsItsLease() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        try await device.store.create(Person(name: "Ana"))
+        try await device.engine.sync()
+        #expect(await device.store.inFlightBatch == nil)
+        #expect(try await device.store.outboxEntries().isEmpty)
+    }
+}
