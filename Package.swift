@@ -61,12 +61,20 @@ var package = Package(
         // The sync server behind `outpost serve`.
         .target(name: "OutpostServer", dependencies: ["OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CLibPQ"]),
 
+        // A SQLite VFS that fails writes, syncs or reads on a schedule: the
+        // device's full disk and I/O errors, for tests and the simulation.
+        .target(
+            name: "CFaultVFS",
+            dependencies: [.target(name: "CSQLite", condition: .when(platforms: [.linux, .android, .windows]))]
+        ),
+
         // Test support shipped as a product: controllable clock, ids, temp stores.
         .target(name: "OutpostTesting", dependencies: ["OutpostCore", "Outpost"]),
 
         // The deterministic multi-device simulation, the invariant checker and
         // the chaos proxy: the real client and the real server together.
-        .target(name: "OutpostSimulation", dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting"]),
+        .target(
+            name: "OutpostSimulation", dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "CFaultVFS"]),
 
         .executableTarget(
             name: "outpost",
@@ -84,11 +92,11 @@ var package = Package(
         .testTarget(name: "OutpostServerTests", dependencies: ["OutpostServer", "OutpostCore", "OutpostTesting", "outpost"]),
         .testTarget(
             name: "OutpostTests",
-            dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "OutpostCrashWriter"]
+            dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "OutpostSimulation", "OutpostCrashWriter"]
         ),
     ]
 )
 
-for target in package.targets where target.type != .system {
+for target in package.targets where target.type != .system && target.name != "CFaultVFS" {
     target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

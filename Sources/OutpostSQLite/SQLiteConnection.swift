@@ -24,12 +24,27 @@ public final class SQLiteConnection {
     ///
     /// `protection` is the Apple data protection class of the file and its
     /// WAL/SHM files (ignored where there is none).
-    public init(path: String, readOnly: Bool = false, protection: FileProtection = .untilFirstUnlock) throws {
+    ///
+    /// `immutable` (with `readOnly`) reads a file nobody can write, such as
+    /// one on a read-only filesystem, without the WAL's shared-memory file
+    /// that could not be created there. `vfs` names a registered SQLite VFS
+    /// (tests inject disk faults through one).
+    public init(
+        path: String, readOnly: Bool = false, immutable: Bool = false, protection: FileProtection = .untilFirstUnlock,
+        vfs: String? = nil
+    ) throws {
         var handle: OpaquePointer?
-        let flags =
+        var flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
             | protection.openFlag
-        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        var name = path
+        if readOnly && immutable {
+            flags |= SQLITE_OPEN_URI
+            let escaped = path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3f")
+                .replacingOccurrences(of: "#", with: "%23")
+            name = "file:\(escaped)?immutable=1"
+        }
+        let code = sqlite3_open_v2(name, &handle, flags, vfs)
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             if let handle { sqlite3_close_v2(handle) }

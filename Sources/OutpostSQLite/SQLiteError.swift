@@ -19,6 +19,7 @@ public struct SQLiteError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let constraint = Code(rawValue: 19)
         public static let misuse = Code(rawValue: 21)
         public static let notADatabase = Code(rawValue: 26)
+        public static let permission = Code(rawValue: 3)
     }
 
     public var code: Code

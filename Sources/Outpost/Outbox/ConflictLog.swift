@@ -14,13 +14,16 @@ struct ConflictLog {
             FROM conflicts ORDER BY id
             """
         ) { row in
-            ConflictReport(
+            let reader = RowReader(table: "conflicts", key: "id \(row.int64(0))")
+            return ConflictReport(
                 id: row.int64(0),
-                record: RecordReference(collection: row.string(1), uuid: UUID.fromWire(row.string(2)) ?? UUID()),
-                mutationID: UUID.fromWire(row.string(3)) ?? UUID(),
-                op: MutationOp(rawValue: row.string(4)) ?? .update,
-                localChange: try payloads.text(row, 5).map { try JSONObject.parseObject($0) },
-                serverRecord: try payloads.text(row, 6).map { try WireCoding.decode(WireRecord.self, from: Data($0.utf8)) },
+                record: RecordReference(collection: row.string(1), uuid: try reader.uuid(row.string(2), "record uuid")),
+                mutationID: try reader.uuid(row.string(3), "mutation id"),
+                op: try reader.op(row.string(4)),
+                localChange: try reader.reading("local change") { try payloads.text(row, 5).map { try JSONObject.parseObject($0) } },
+                serverRecord: try reader.reading("server record") {
+                    try payloads.text(row, 6).map { try WireCoding.decode(WireRecord.self, from: Data($0.utf8)) }
+                },
                 detectedAt: ServerTimestamp(rawValue: row.string(7)).date)
         }
     }

@@ -38,9 +38,43 @@ final class Outbox {
     func rows(where condition: String = "1", _ values: [SQLiteValue] = [], order: String = "entry", limit: Int? = nil)
         throws -> [OutboxRow]
     {
+        // A damaged entry is stepped over and logged (takeBatch then takes it
+        // out of the queue): one bad row never stops the others.
         try connection.query(
             "SELECT \(OutboxRow.columns) FROM outbox WHERE \(condition) ORDER BY \(order)" + (limit.map { " LIMIT \($0)" } ?? ""),
-            values) { [payloads = tables.payloads] in try OutboxRow($0, payloads: payloads) }
+            values
+        ) { [payloads = tables.payloads, damage = tables.damage] row in
+            try damage.tolerating { try OutboxRow(row, payloads: payloads) }
+        }.compactMap { $0 }
+    }
+
+    /// Takes damaged entries out of the queue: the raw row is kept in `kv`
+    /// for whoever investigates, and the record it belonged to, when that
+    /// can still be told, becomes `rejected` so the person sees it and can
+    /// edit it (which queues the whole record again).
+    func quarantineDamagedEntries() throws {
+        for error in tables.damage.all {
+            guard case .damagedRow(let table, let key, let problem) = error, table == "outbox",
+                let entry = Int64(key.dropFirst("entry ".count))
+            else { continue }
+            let raw = try connection.first(
+                "SELECT collection, record_uuid, op, seq, quote(data) FROM outbox WHERE entry = ?", [.integer(entry)]
+            ) { ($0.string(0), $0.string(1), $0.string(2), $0.optionalInt64(3), $0.string(4)) }
+            tables.damage.clear(table, key)
+            guard let raw else { continue }
+            try connection.run(
+                "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [.text("damaged.outbox.\(entry)"), .text("\(problem) | \(raw.0) \(raw.1) \(raw.2) seq \(raw.3.map(String.init) ?? "none") | \(raw.4.prefix(2000))")])
+            try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry)])
+            guard let uuid = UUID.fromWire(raw.1), (try? tables.exists(raw.0, uuid)) == true,
+                var row = try? tables.load(raw.0, uuid)
+            else { continue }
+            row.syncState = try rows(for: RecordReference(collection: raw.0, uuid: uuid)).isEmpty ? .rejected : .pending
+            row.rejection = Rejection(
+                code: "damaged_change", errors: [:], op: MutationOp(rawValue: raw.2) ?? .update,
+                message: "A queued change to this record could not be read (\(problem)); edit the record to send it again.")
+            try tables.save(row)
+        }
     }
 
     func rows(for record: RecordReference) throws -> [OutboxRow] {

@@ -11,6 +11,8 @@ struct OutboxRow {
     var op: MutationOp
     var baseVersion: Int64?
     var dataText: String?
+    /// `dataText` parsed once when read (a row that does not parse is damaged).
+    var parsedData: JSONObject?
     var parentsText: String
     var seq: Int64?
     var attempts: Int
@@ -22,11 +24,14 @@ struct OutboxRow {
 
     init(_ row: SQLiteRow, payloads: PayloadCodec) throws {
         entry = row.int64(0)
-        mutationID = UUID.fromWire(row.string(1)) ?? UUID()
-        record = RecordReference(collection: row.string(2), uuid: UUID.fromWire(row.string(3)) ?? UUID())
-        op = MutationOp(rawValue: row.string(4)) ?? .update
+        let reader = RowReader(table: "outbox", key: "entry \(entry)")
+        mutationID = try reader.uuid(row.string(1), "mutation id")
+        record = RecordReference(collection: row.string(2), uuid: try reader.uuid(row.string(3), "record uuid"))
+        op = try reader.op(row.string(4))
         baseVersion = row.optionalInt64(5)
-        dataText = try payloads.text(row, 6)
+        dataText = try reader.reading("data") { try payloads.text(row, 6) }
+        parsedData = try dataText.map { try reader.object($0, "data") }
+        if op != .delete && dataText == nil { throw reader.damaged("a \(op.rawValue) without data") }
         parentsText = row.string(7)
         seq = row.optionalInt64(8)
         attempts = Int(row.int64(9))
@@ -42,9 +47,7 @@ struct OutboxRow {
         parentsText.split(separator: " ").compactMap(RecordReference.init(text:))
     }
 
-    func data() throws -> JSONObject? {
-        try dataText.map { try JSONObject.parseObject($0) }
-    }
+    func data() throws -> JSONObject? { parsedData }
 
     func entryValue() throws -> OutboxEntry {
         OutboxEntry(

@@ -139,6 +139,7 @@ extension Outbox {
                 if row.op == .create { createdInBatch.insert(row.record) }
             }
             try setLastSeq(lastSeq)
+            try quarantineDamagedEntries()
             for row in chosen { try tables.setState(row.record.collection, row.record.uuid, .sending) }
             return chosen
         }

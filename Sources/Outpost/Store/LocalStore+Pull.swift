@@ -81,7 +81,8 @@ extension LocalStore {
         var result = PullPageResult()
         var touched: Set<String> = []
         let registered = Set(registry.all.map(\.name))
-        try connection.transaction {
+        if isReadOnly { throw StoreError.readOnly }
+        try translatingStorageErrors { try connection.transaction {
             let resyncing = try kvValue(Self.resyncKey) == "1"
             let seen = resyncing ? try ResyncLedger(connection) : nil
             try page.withText { text in
@@ -146,7 +147,7 @@ extension LocalStore {
                 liveCounts.forget(purged)
                 touched.formUnion(purged)
             }
-        }
+        } }
         if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
         notify(touched)
         return result

@@ -6,6 +6,7 @@ extension LocalStore {
     /// changes first; `SyncEngine.signOut(unsentChanges:)` does.
     public func destroy() throws {
         close()
+        StoreMarker(databasePath: path).remove()
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let file = path + suffix
             if FileManager.default.fileExists(atPath: file) {

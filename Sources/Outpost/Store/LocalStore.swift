@@ -30,6 +30,9 @@ public actor LocalStore {
     public nonisolated let clientID: UUID
     /// The database file.
     public nonisolated let path: String
+    /// Opened read-only because the database could not be written: every
+    /// read works, every write throws ``StoreError/readOnly``.
+    public nonisolated let isReadOnly: Bool
 
     /// Opens (creating if needed) the database at `path` with these collections.
     ///
@@ -42,16 +45,56 @@ public actor LocalStore {
     /// With a `cipher`, every payload written from then on — record fields,
     /// queued changes, conflict reports — is sealed at rest (SPEC C17); queries
     /// over fields then run over the opened records instead of SQL.
+    ///
+    /// Opening writes nothing when nothing needs changing, so a full disk
+    /// still shows every record; on a filesystem that cannot be written the
+    /// store opens read-only (``isReadOnly``) and writes throw
+    /// ``StoreError/readOnly``. A database that is missing or empty where a
+    /// store existed throws ``StoreError/databaseLost(path:clientID:)``
+    /// unless `ifDatabaseLost` is `.startOver`.
     public init(
         path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
         ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock,
-        cipher: (any PayloadCipher)? = nil
+        cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse
+    ) throws {
+        try self.init(
+            path: path, collections: collections, clock: clock, ids: ids, protection: protection, cipher: cipher,
+            ifDatabaseLost: ifDatabaseLost, vfs: nil)
+    }
+
+    /// The same, through a named SQLite VFS (tests inject disk faults with one).
+    package init(
+        path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
+        ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock,
+        cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse, vfs: String?
     ) throws {
         let registry = try CollectionRegistry(collections)
-        let connection = try SQLiteConnection(path: path, protection: protection)
+        let marker = StoreMarker(databasePath: path)
+        try marker.check(databasePath: path, policy: ifDatabaseLost)
         let payloads = PayloadCodec(cipher: cipher)
-        try StoreMigrator.migrate(connection, collections: registry.all, payloads: payloads)
-        let clientID = try StoreMigrator.clientID(connection, ids: ids)
+        var readOnly = false
+        let connection: SQLiteConnection
+        do {
+            connection = try SQLiteConnection(path: path, protection: protection, vfs: vfs)
+        } catch let error as SQLiteError
+            where [.readOnly, .cantOpen, .permission].contains(error.code) && FileManager.default.fileExists(atPath: path)
+        {
+            // The file is there but cannot be written (a read-only filesystem):
+            // read what it holds rather than fail outright.
+            connection = try translatingStorageErrors {
+                try SQLiteConnection(path: path, readOnly: true, immutable: true, protection: protection, vfs: vfs)
+            }
+            readOnly = true
+        }
+        let clientID: UUID = try translatingStorageErrors {
+            if try StoreMigrator.needsWrite(connection, collections: registry.all, payloads: payloads) {
+                if readOnly { throw StoreError.readOnly }
+                try StoreMigrator.migrate(connection, collections: registry.all, payloads: payloads)
+            }
+            return try StoreMigrator.clientID(connection, ids: ids)
+        }
+        if !readOnly { marker.record(clientID) }
+        self.isReadOnly = readOnly
         self.connection = connection
         self.outbox = Outbox(connection: connection, ids: ids, clock: clock, payloads: payloads)
         self.registry = registry
@@ -90,9 +133,10 @@ public actor LocalStore {
     /// outbox entry commit together; if `body` throws, nothing is kept.
     public func write<T: Sendable>(_ body: @Sendable (StoreTransaction) throws -> T) throws -> T {
         try checkOpen()
+        if isReadOnly { throw StoreError.readOnly }
         let transaction = StoreTransaction(
             connection: connection, outbox: outbox, registry: registry, clock: clock, ids: ids)
-        let result = try connection.transaction { try body(transaction) }
+        let result = try translatingStorageErrors { try connection.transaction { try body(transaction) } }
         liveCounts.adjust(transaction.liveDelta)
         notify(transaction.touched)
         if !transaction.touched.isEmpty { localChangeContinuations.values.forEach { $0.yield() } }
@@ -178,7 +222,8 @@ public actor LocalStore {
     /// push is in flight or when nothing can be sent.
     public func takePushBatch(limit: Int = PushRequest.maximumMutations, maxBytes: Int = .max) throws -> PushBatch? {
         try checkOpen()
-        guard let batch = try outbox.takeBatch(clientID: clientID, limit: limit, maxBytes: maxBytes) else { return nil }
+        guard let batch = try translatingStorageErrors({ try outbox.takeBatch(clientID: clientID, limit: limit, maxBytes: maxBytes) })
+        else { return nil }
         notify(Set(batch.entries.map(\.record.collection)))
         return batch
     }
@@ -189,7 +234,7 @@ public actor LocalStore {
         let touched = Set(batch.entries.map(\.record.collection))
         let settlement: PushSettlement
         do {
-            settlement = try outbox.settle(batch, with: response)
+            settlement = try translatingStorageErrors { try outbox.settle(batch, with: response) }
         } catch {
             liveCounts.forget(touched)
             throw error
@@ -207,7 +252,7 @@ public actor LocalStore {
     /// Gives back a push that produced no results; its entries keep their seqs.
     public func release(_ batch: PushBatch, failure: PushFailure) throws {
         try checkOpen()
-        try outbox.release(batch, failure: failure)
+        try translatingStorageErrors { try outbox.release(batch, failure: failure) }
         notify(Set(batch.entries.map(\.record.collection)))
     }
 
@@ -225,7 +270,7 @@ public actor LocalStore {
     /// `409 client_behind`: gives the listed entries new seqs (see `Outbox.renumber`).
     package func renumber(_ batch: PushBatch, seqs: [Int64], serverLastSeq: Int64) throws -> Int {
         try checkOpen()
-        return try outbox.renumber(batch, seqs: seqs, serverLastSeq: serverLastSeq)
+        return try translatingStorageErrors { try outbox.renumber(batch, seqs: seqs, serverLastSeq: serverLastSeq) }
     }
 
     /// Entries the server refused (whole requests) `budget` times or more.
@@ -240,8 +285,14 @@ public actor LocalStore {
         let touched = Set(entries.map(\.record.collection))
         liveCounts.forget(touched)
         defer { notify(touched) }
-        return try outbox.rejectLocally(entries, code: code, message: message)
+        return try translatingStorageErrors { try outbox.rejectLocally(entries, code: code, message: message) }
     }
+
+    /// Rows readers met that could not be read, each a
+    /// ``StoreError/damagedRow(table:key:problem:)``: lists and queries step
+    /// over them instead of failing whole, and a damaged queued change is
+    /// taken out of the queue at the next sync (its record shows as rejected).
+    public func damagedRows() -> [StoreError] { outbox.tables.damage.all }
 
     /// The batch this process is waiting on, if any (memory only).
     public var inFlightBatch: PushBatch? { outbox.inFlight }

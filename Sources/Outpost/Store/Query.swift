@@ -127,13 +127,16 @@ extension RecordTables {
             // SQLite cannot read sealed fields: open the records and query them here.
             let rows = try connection.query(
                 "SELECT \(RecordRow.columns) FROM \"\(query.collection)\" WHERE deleted = 0"
-            ) { try RecordRow(collection: query.collection, row: $0, payloads: payloads) }
-            return try query.apply(to: rows).map { $0.localRecord($0.data) }
+            ) { row in try damage.tolerating { try RecordRow(collection: query.collection, row: row, payloads: payloads) } }
+            return try query.apply(to: rows.compactMap { $0 }).map { $0.localRecord($0.data) }
         }
+        // A damaged row is stepped over (and reported), never the whole list lost.
         let (sql, arguments) = try query.sql()
         return try connection.query(sql, arguments) { row in
-            let record = try RecordRow(collection: query.collection, row: row, payloads: payloads)
-            return record.localRecord(record.data)
-        }
+            try damage.tolerating {
+                let record = try RecordRow(collection: query.collection, row: row, payloads: payloads)
+                return record.localRecord(record.data)
+            }
+        }.compactMap { $0 }
     }
 }

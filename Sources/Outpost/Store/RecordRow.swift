@@ -27,19 +27,23 @@ extension RecordRow {
     /// Reads a row selected with `RecordRow.columns`.
     init(collection: String, row: SQLiteRow, payloads: PayloadCodec) throws {
         self.collection = collection
-        uuid = UUID.fromWire(row.string(0)) ?? UUID()
+        let reader = RowReader(table: collection, key: row.string(0))
+        uuid = try reader.uuid(row.string(0), "uuid")
         serverID = row.optionalInt64(1)
-        syncState = SyncState(rawValue: row.string(2)) ?? .pending
+        guard let state = SyncState(rawValue: row.string(2)) else { throw reader.damaged("sync state '\(row.string(2))' is unknown") }
+        syncState = state
         serverUpdatedAt = row.optionalString(3).map(ServerTimestamp.init(rawValue:))
         localUpdatedAt = row.optionalString(4)
-        rejection = try row.optionalString(5).map { try WireCoding.decode(Rejection.self, from: Data($0.utf8)) }
+        rejection = try reader.reading("rejection") {
+            try row.optionalString(5).map { try WireCoding.decode(Rejection.self, from: Data($0.utf8)) }
+        }
         baseVersion = row.optionalInt64(6)
         serverVersion = row.optionalInt64(7)
         onServer = row.int64(8) != 0
         deleted = row.int64(9) != 0
         owner = row.optionalString(10)
         team = row.optionalString(11)
-        data = try JSONObject.parseObject(try payloads.text(row, 12) ?? "{}")
+        data = try reader.object(try reader.reading("data") { try payloads.text(row, 12) } ?? "{}", "data")
     }
 
     func localRecord<Value>(_ value: Value) -> LocalRecord<Value> {
@@ -55,6 +59,8 @@ extension RecordRow {
 struct RecordTables {
     let connection: SQLiteConnection
     let payloads: PayloadCodec
+    /// Rows readers stepped over because they could not be read.
+    var damage = DamageLog()
 
     func load(_ collection: String, _ uuid: UUID) throws -> RecordRow? {
         try connection.first(

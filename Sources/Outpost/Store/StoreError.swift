@@ -18,6 +18,22 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case closed
     /// The stored data is encrypted and the store was opened without a cipher.
     case encrypted
+    /// The device's disk is full: the write was not made; everything saved before is intact.
+    case diskFull
+    /// The database cannot be written (a read-only filesystem, or the store
+    /// was opened read-only because it could not be written); reading works.
+    case readOnly
+    /// Another connection holds the database (an app extension, a backup): try again.
+    case busy(String)
+    /// The device's storage failed to read or write (an I/O error).
+    case ioFailure(String)
+    /// A stored row cannot be read: its table and key say which; nothing
+    /// is made up in its place.
+    case damagedRow(table: String, key: String, problem: String)
+    /// The database file is missing or empty where a store existed (client
+    /// `clientID`): its unsent changes are gone. Restore it from a backup,
+    /// or open with `ifDatabaseLost: .startOver` to begin a new store.
+    case databaseLost(path: String, clientID: UUID)
 
     public var description: String {
         switch self {
@@ -32,6 +48,14 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidRecord(let problem): return "The record is not valid: \(problem)."
         case .closed: return "The store is closed."
         case .encrypted: return "The stored data is encrypted: open the store with its key."
+        case .diskFull: return "The device's storage is full: the change was not saved. Free some space and try again."
+        case .readOnly: return "The device's storage cannot be written right now: records can be read, not changed."
+        case .busy(let detail): return "The database is in use by another process (\(detail)); try again."
+        case .ioFailure(let detail): return "The device's storage failed: \(detail)."
+        case .damagedRow(let table, let key, let problem): return "A stored row of '\(table)' (\(key)) is damaged: \(problem)."
+        case .databaseLost(let path, let clientID):
+            return "The database at \(path) is missing or empty, but a store existed there (client \(clientID.wireText)); "
+                + "its unsent changes are gone. Restore it from a backup, or start over with a new store."
         }
     }
 }

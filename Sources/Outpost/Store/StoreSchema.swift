@@ -108,6 +108,8 @@ enum StoreSchema {
         """
     }
 
+    static func fieldIndexName(collection: String, field: String) -> String { "\(collection)_by_\(field)" }
+
     static func fieldIndex(collection: String, field: String) -> String {
         """
         CREATE INDEX IF NOT EXISTS "\(collection)_by_\(field)" ON "\(collection)" (json_extract(data, '$.\(field)'));
