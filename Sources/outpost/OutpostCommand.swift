@@ -62,7 +62,11 @@ enum OutpostCommand {
             Terminal.error(error.description)
             return 1
         } catch let error as StoreError {
-            Terminal.error(error.description)
+            if case .databaseLost = error {
+                Terminal.error(error.description + " To start over: 'outpost logout --force', then 'outpost login'.")
+            } else {
+                Terminal.error(error.description)
+            }
             return 1
         } catch {
             Terminal.error("\(error)")

@@ -23,8 +23,12 @@ struct CommandLineTests {
         var http: HTTPServer?
         var port: UInt16 = 0
 
-        init() throws {
+        /// Where the device database lives (XDG_DATA_HOME); a test may put it on its own filesystem.
+        let dataHome: String
+
+        init(dataHome: String? = nil) throws {
             directory = try TemporaryDirectory(prefix: "outpost-cli")
+            self.dataHome = dataHome ?? directory.path("data")
             server = try SyncServer(
                 database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig())
             try startServer()
@@ -52,7 +56,7 @@ struct CommandLineTests {
             let output = try ChildProcess.run(
                 CommandLineTests.executable, arguments,
                 environment: [
-                    "XDG_CONFIG_HOME": directory.path("config"), "XDG_DATA_HOME": directory.path("data"), "NO_COLOR": "1",
+                    "XDG_CONFIG_HOME": directory.path("config"), "XDG_DATA_HOME": dataHome, "NO_COLOR": "1",
                 ])
             return Result(status: output.status, stdout: output.stdout, stderr: output.stderr)
         }

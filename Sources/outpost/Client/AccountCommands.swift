@@ -54,7 +54,8 @@ enum AccountCommands {
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("logout takes no words, only options.") }
         let account = try profile.loadAccount()
-        let store = try profile.openStore()
+        // --force also gets out of a lost database: there is nothing left to keep.
+        let store = try profile.openStore(ifDatabaseLost: force ? .startOver : .refuse)
         let engine = try profile.engine(store: store, account: account)
         do {
             try await engine.signOut(unsentChanges: force ? .discard : .refuse)

@@ -63,9 +63,9 @@ struct Profile {
         CollectionDescriptor(schema: $0, indexedFields: $0.name == "people" ? ["name"] : [])
     }
 
-    func openStore() throws -> LocalStore {
+    func openStore(ifDatabaseLost: LostDatabasePolicy = .refuse) throws -> LocalStore {
         try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
-        return try LocalStore(path: databasePath, collections: Self.collections)
+        return try LocalStore(path: databasePath, collections: Self.collections, ifDatabaseLost: ifDatabaseLost)
     }
 
     func engine(store: LocalStore, account: Account, timeout: TimeInterval = 15) throws -> SyncEngine {
