@@ -5,7 +5,7 @@ public import OutpostServer
 
 /// One broken invariant, with the records involved.
 public struct Violation: Sendable, Equatable, CustomStringConvertible {
-    /// `I1` … `I7` (SPEC "Invariants").
+    /// `I1` … `I8` (docs/reliability.md lists them).
     public var invariant: String
     public var detail: String
 
@@ -36,7 +36,7 @@ public struct InvariantReport: Sendable {
     public var isClean: Bool { violations.isEmpty }
 }
 
-/// Checks SPEC's invariants I1-I7 against the server's database and every
+/// Checks the invariants I1-I8 against the server's database and every
 /// device's database, after quiescence (network healed, outboxes drained,
 /// every device pulled last).
 public enum InvariantChecker {
@@ -96,6 +96,24 @@ public enum InvariantChecker {
                         detail: "\(device.name): \(stuck.count) outbox entries never drained, e.g. \(stuck[0].record) (\(stuck[0].op.rawValue), seq \(stuck[0].seq.map(String.init) ?? "none"))"))
             }
 
+            // I8: no stopped device. With the network and the disks healed,
+            // every change is on the server or visibly refused: no record is
+            // left waiting, no queued change unreadable.
+            for collection in collections where store.syncedCollections.contains(collection) {
+                for record in try await store.query(RecordQuery(collection)) where !held.contains(record.uuid) {
+                    report.checks["I8", default: 0] += 1
+                    if record.syncState == .pending || record.syncState == .sending {
+                        report.violations.append(
+                            Violation(
+                                invariant: "I8",
+                                detail: "\(device.name): \(collection)/\(record.uuid.wireText) is still \(record.syncState.rawValue) after the network healed"))
+                    }
+                }
+            }
+            for damage in await store.damagedRows() {
+                report.violations.append(Violation(invariant: "I8", detail: "\(device.name): \(damage)"))
+            }
+
             // I1: every write is on the server or visibly refused.
             for uuid in device.ledger.created where !device.ledger.deleted.contains(uuid) {
                 report.checks["I1", default: 0] += 1
@@ -111,7 +129,7 @@ public enum InvariantChecker {
             // A delete that lost to a concurrent edit (server_wins) did not
             // happen, and the person was told: that is I4's business.
             let refusedDeletes = Set(conflictReports.filter { $0.op == .delete }.map(\.record.uuid)).union(rejected)
-            for uuid in device.ledger.deleted where !refusedDeletes.contains(uuid) {
+            for uuid in device.ledger.deleted where !refusedDeletes.contains(uuid) && !device.ledger.copiedToAClone.contains(uuid) {
                 report.checks["I3", default: 0] += 1
                 if let row = byUUID[uuid.wireText], !row.deleted {
                     report.violations.append(

@@ -2,6 +2,7 @@ public import Foundation
 public import Outpost
 import OutpostCore
 public import OutpostServer
+import OutpostSQLite
 public import OutpostTesting
 
 /// One device in the simulation: the real store on a real SQLite file and
@@ -18,6 +19,11 @@ public final class SimulatedDevice: @unchecked Sendable {
     public private(set) var engine: SyncEngine
     public var ledger = WriteLedger()
     public private(set) var wallClock: ManualWallClock
+    /// The device's disk: it can fill up or fail a write at any step.
+    public let disk = FaultyDisk()
+    /// A copy of the database taken earlier (an iCloud backup), with what
+    /// the person had written by then.
+    private var backup: (path: String, ledger: WriteLedger)?
     private var token: String
     private let seed: UInt64
     private var restarts: UInt64 = 0
@@ -38,14 +44,27 @@ public final class SimulatedDevice: @unchecked Sendable {
         self.seed = seed
         self.monotonic = monotonic
         wallClock = ManualWallClock(now + skew)
-        (store, engine) = try Self.open(path: path, token: token, network: network, clock: wallClock, seed: seed, monotonic: monotonic)
+        (store, engine) = try Self.open(
+            path: path, token: token, network: network, clock: wallClock, seed: seed, monotonic: monotonic, disk: disk)
     }
 
     private static func open(
         path: String, token: String, network: SimulatedNetwork, clock: ManualWallClock, seed: UInt64,
-        monotonic: ManualMonotonicClock
+        monotonic: ManualMonotonicClock, disk: FaultyDisk
     ) throws -> (LocalStore, SyncEngine) {
-        let store = try LocalStore(path: path, collections: collections, clock: clock, ids: UUIDv7Generator.seeded(seed, clock: clock))
+        let open = {
+            try LocalStore(
+                path: path, collections: collections, clock: clock, ids: UUIDv7Generator.seeded(seed, clock: clock), vfs: disk.name)
+        }
+        let store: LocalStore
+        do {
+            store = try open()
+        } catch let error as StoreError where error.isStorageFault {
+            // The app could not start on a failing disk; the person frees
+            // space and opens it again.
+            disk.heal()
+            store = try open()
+        }
         var options = SyncOptions()
         options.periodicInterval = nil
         options.reconnectJitter = .zero
@@ -62,8 +81,66 @@ public final class SimulatedDevice: @unchecked Sendable {
         await store.close()
         restarts += 1
         (store, engine) = try Self.open(
-            path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts, monotonic: monotonic)
+            path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts, monotonic: monotonic,
+            disk: disk)
         network.crashRequested = false
+    }
+
+    /// A backup of the device as it is now (a consistent copy, as iCloud
+    /// or a backup tool takes it while the app runs).
+    public func takeBackup() throws {
+        let copy = path + ".backup"
+        try? FileManager.default.removeItem(atPath: copy)
+        let connection = try SQLiteConnection(path: path)
+        defer { connection.close() }
+        _ = try connection.run("VACUUM INTO ?", [.text(copy)])
+        backup = (copy, ledger)
+    }
+
+    public var hasBackup: Bool { backup != nil }
+
+    /// The phone is restored from the backup: the app restarts on the old
+    /// database. What was written after the backup and never synced is gone
+    /// with it (the person restored an older phone); everything after the
+    /// restore must reach the server exactly once.
+    public func restoreBackup() async throws {
+        guard let backup else { return }
+        await engine.stop()
+        await store.close()
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        try FileManager.default.copyItem(atPath: backup.path, toPath: path)
+        ledger = backup.ledger
+        restarts += 1
+        (store, engine) = try Self.open(
+            path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts &* 7919, monotonic: monotonic,
+            disk: disk)
+    }
+
+    /// The profile is copied to another computer: a second device with the
+    /// same database, the same client id and the same queue.
+    public func clone(as name: String, path clonePath: String, network: SimulatedNetwork, seed: UInt64) throws -> SimulatedDevice {
+        let connection = try SQLiteConnection(path: path)
+        defer { connection.close() }
+        try? FileManager.default.removeItem(atPath: clonePath)
+        _ = try connection.run("VACUUM INTO ?", [.text(clonePath)])
+        ledger.recordClone(of: ledger.created)
+        let clone = try SimulatedDevice(
+            name: name, principal: principal, path: clonePath, token: token, network: network, now: wallClock.now(), skew: 0,
+            seed: seed, monotonic: monotonic)
+        clone.ledger.recordClone(of: ledger.created)
+        return clone
+    }
+
+    /// Breaks one stored queued change on disk (a bad sector, another
+    /// program): its JSON no longer parses. False when nothing is queued.
+    public func damageQueuedChange(pick: UInt64) throws -> Bool {
+        let connection = try SQLiteConnection(path: path)
+        defer { connection.close() }
+        let entries = try connection.query("SELECT entry FROM outbox WHERE data IS NOT NULL ORDER BY entry") { $0.int64(0) }
+        guard !entries.isEmpty else { return false }
+        let entry = entries[Int(pick % UInt64(entries.count))]
+        _ = try connection.run("UPDATE outbox SET data = '{\"broken' WHERE entry = ?", [.integer(entry)])
+        return true
     }
 
     /// The person signs in again with a new token.

@@ -14,6 +14,20 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     case crash
     case clockSkew = "clock_skew"
     case tokenExpiry = "token_expiry"
+    /// The device is restored from an older backup of its database.
+    case restoredBackup = "restored_backup"
+    /// The device's database is copied to a second device; both capture.
+    case clonedDevice = "cloned_device"
+    /// The disk fills up for a while: every write fails until space is freed.
+    case diskFull = "disk_full"
+    /// One write fails at some step of a later local transaction.
+    case ioError = "io_error"
+    /// A queued change is damaged on disk.
+    case damagedRow = "damaged_row"
+    /// A capture too large for the server's body limit, alone or in a batch.
+    case oversizedMutation = "oversized_mutation"
+    /// A capture nested deeper than the server reads.
+    case malformedMutation = "malformed_mutation"
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
@@ -26,7 +40,7 @@ public final class SimulatedNetwork: SyncTransport, @unchecked Sendable {
     // @unchecked Sendable: the simulation drives every device from one task,
     // one step at a time; `lock` guards the state all the same.
     private let lock = NSLock()
-    private let server: any SyncTransport
+    let server: any SyncTransport
     private var random: SeededRandom
     /// Percent chance that a request meets some fault.
     public var faultRate: Int

@@ -48,8 +48,11 @@ public enum Simulation {
         var result = SimulationResult(config: config)
         let directory = try TemporaryDirectory(prefix: "outpost-sim")
         let serverClock = ManualWallClock(Date(timeIntervalSince1970: 1_796_000_000))
+        // A small body limit, so oversized captures and batches meet it.
+        var serverConfig = try ServerConfig()
+        serverConfig.maxBodyBytes = Self.maxBodyBytes
         let server = try SyncServer(
-            database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig(),
+            database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: serverConfig,
             clock: serverClock)
         let transport = ServerTransport(server: server)
         let monotonic = ManualMonotonicClock()
@@ -69,12 +72,30 @@ public enum Simulation {
         }
         var cursors: [Int: Int64] = [:]
         var mark = 0
+        // Disks that are full, with the operation at which space is freed.
+        var fullUntil: [Int: Int] = [:]
 
-        for _ in 0..<config.operations {
+        for operation in 0..<config.operations {
+            for (index, until) in fullUntil where until <= operation {
+                devices[index].disk.heal()
+                fullUntil[index] = nil
+            }
             let index = Int(random.next() % UInt64(devices.count))
             let device = devices[index]
             serverClock.advance(by: Double(random.next() % 30))
             device.skewClock(by: Double(random.next() % 30))
+            // The phone's own backups, now and then: what a restore brings back.
+            if random.next() % 40 == 0 { try device.takeBackup() }
+            if random.next() % 100 < 7 {
+                let kind = random.next() % 7
+                // A restored database starts again from the backup's cursor:
+                // the cursor check starts again with it.
+                if kind == 0 && device.hasBackup { cursors[index] = nil }
+                try await injectDeviceFault(
+                    kind, device: device, index: index, devices: &devices, fullUntil: &fullUntil,
+                    operation: operation, random: &random, directory: directory, config: config, result: &result)
+                continue
+            }
             let roll = random.next() % 100
             do {
                 switch roll {
@@ -140,12 +161,15 @@ public enum Simulation {
             } catch let error as StoreError {
                 // A record deleted by a pull between the query and the write: a person would see it gone.
                 if case .recordNotFound = error { continue }
+                // The disk refused the write: the person saw it fail; nothing to hold the system to.
+                if error.isStorageFault { continue }
                 throw error
             }
         }
 
-        // Quiescence: the network heals, everyone signs in, syncs until quiet.
+        // Quiescence: the network and the disks heal, everyone signs in, syncs until quiet.
         for device in devices {
+            device.disk.heal()
             device.network.faultRate = 0
             device.network.isPartitioned = false
             await device.network.deliverHeld()
@@ -178,6 +202,68 @@ public enum Simulation {
         }
         server.database.close()
         return result
+    }
+
+    /// The server's body limit in the simulation (the default is 4 MiB):
+    /// a capture over it alone, or a batch of large ones, meets it.
+    static let maxBodyBytes = 48 * 1024
+
+    /// Faults of the device itself rather than its network.
+    static func injectDeviceFault(
+        _ kind: UInt64, device: SimulatedDevice, index: Int, devices: inout [SimulatedDevice], fullUntil: inout [Int: Int],
+        operation: Int, random: inout SeededRandom, directory: TemporaryDirectory, config: SimulationConfig,
+        result: inout SimulationResult
+    ) async throws {
+        do {
+            switch kind {
+            case 0:
+                // A backup now, restored at a later fault of this kind.
+                if device.hasBackup {
+                    try await device.restoreBackup()
+                    result.faults[.restoredBackup, default: 0] += 1
+                } else {
+                    try device.takeBackup()
+                }
+            case 1:
+                guard devices.count < config.devices + 2 else { return }
+                let network = SimulatedNetwork(server: device.network.server, seed: random.next(), faultRate: config.faultRate)
+                let clone = try device.clone(
+                    as: "\(device.name)-clone-\(devices.count)", path: directory.path("device-\(devices.count).sqlite"),
+                    network: network, seed: random.next())
+                devices.append(clone)
+                result.faults[.clonedDevice, default: 0] += 1
+            case 2:
+                device.disk.fail(.writes)
+                fullUntil[index] = operation + 1 + Int(random.next() % 6)
+                result.faults[.diskFull, default: 0] += 1
+            case 3:
+                // One write, somewhere in the next local transactions, fails.
+                device.disk.fail(.writes, after: Int(random.next() % 12), sticky: false)
+                result.faults[.ioError, default: 0] += 1
+            case 4:
+                if try device.damageQueuedChange(pick: random.next()) { result.faults[.damagedRow, default: 0] += 1 }
+            case 5:
+                // Alone over the body limit, or a few that fit alone but not together.
+                let alone = random.next() % 2 == 0
+                let size = alone ? maxBodyBytes + 2_048 : maxBodyBytes / 3
+                for _ in 0..<(alone ? 1 : 3) {
+                    let uuid = try await device.store.create(
+                        in: "people", ["name": .string("Large \(random.next() % 1000)"), "notes": .string(String(repeating: "x", count: size))])
+                    device.ledger.recordCreate(uuid)
+                    result.writes += 1
+                }
+                result.faults[.oversizedMutation, default: 0] += 1
+            default:
+                var value = JSONValue.string("deep")
+                for _ in 0..<31 { value = .array([value]) }
+                let uuid = try await device.store.create(in: "people", ["name": .string("Malformed"), "notes": value])
+                device.ledger.recordCreate(uuid)
+                result.writes += 1
+                result.faults[.malformedMutation, default: 0] += 1
+            }
+        } catch let error as StoreError where error.isStorageFault {
+            // A write refused by a failing disk: the person saw it fail.
+        }
     }
 
     /// Device roles: field users of two teams, a coordinator, and a second

@@ -116,8 +116,9 @@ struct DeviceDiskTests {
         #expect(list.stdout.contains(good.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
         let sync = try await station.run(["sync"])
         #expect(!sync.stderr.contains("the server's answer could not be read"), "a local fault is not the server's: \(sync.stderr)")
-        #expect(sync.stdout.contains("confirmed 1"), "\(sync.stdout) \(sync.stderr)")
-        let count = try station.server.database.read { try $0.first("SELECT COUNT(*) FROM records WHERE collection = 'people'")?.int(0) }
-        #expect(count == 1, "only the good record, nothing for a made-up uuid")
+        #expect(sync.status == 0 && sync.stdout.contains("confirmed 2"), "\(sync.stdout) \(sync.stderr)")
+        let uuids = try station.server.database.read { try $0.query("SELECT uuid FROM records WHERE collection = 'people'", []) }
+            .map { $0.string(0) }
+        #expect(Set(uuids) == [good.stdout.trimmingCharacters(in: .whitespacesAndNewlines), badID], "rebuilt from its record, nothing for a made-up uuid")
     }
 }

@@ -58,7 +58,23 @@ struct InvariantCheckerTests {
         ledger.recordCreate(try await store.create(Person(name: "Never sent")))
         let device = CheckedDevice(name: "d", store: store, principal: Principal(user: "u-1", role: .field, team: "t-1"), ledger: ledger)
         let report = try await InvariantChecker.check(server: server, devices: [device])
-        #expect(Set(report.violations.map(\.invariant)) == ["I1", "I6"])
+        #expect(Set(report.violations.map(\.invariant)) == ["I1", "I6", "I8"])
+    }
+
+    /// I8 on its own: a record left waiting after healing, though the
+    /// ledger has nothing to say about it (a device that stopped).
+    @Test func aRecordStillWaitingAfterHealingIsAStoppedDevice() async throws {
+        let fixture = try Fixture()
+        let (server, store, engine) = (fixture.server, fixture.store, fixture.engine)
+        let id = try await store.create(Person(name: "Ana"))
+        try await engine.sync()
+        try await store.update(Person.self, id) { $0.name = "Ana Maria" }  // never synced
+        var ledger = WriteLedger()
+        ledger.recordCreate(id)
+        let device = CheckedDevice(name: "d", store: store, principal: Principal(user: "u-1", role: .field, team: "t-1"), ledger: ledger)
+        let report = try await InvariantChecker.check(server: server, devices: [device])
+        #expect(report.violations.map(\.invariant).contains("I8"))
+        #expect(report.violations.contains { $0.invariant == "I8" && $0.detail.contains("pending") })
     }
 
     @Test func aDeletedRecordLiveOnTheServerIsAResurrection() async throws {

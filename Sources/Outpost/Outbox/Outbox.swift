@@ -48,32 +48,55 @@ final class Outbox {
         }.compactMap { $0 }
     }
 
-    /// Takes damaged entries out of the queue: the raw row is kept in `kv`
-    /// for whoever investigates, and the record it belonged to, when that
-    /// can still be told, becomes `rejected` so the person sees it and can
-    /// edit it (which queues the whole record again).
+    /// Takes damaged entries out of the queue and queues the record's
+    /// whole current state in their place, read from the record row itself
+    /// (the device's own copy, not a guess): a create when the server never
+    /// had it, an update of every field when it did, a delete when it is
+    /// deleted here. The damaged row is kept in `kv` for whoever
+    /// investigates. A record whose row cannot be read either is left as
+    /// the store reports it (``LocalStore/damagedRows()``).
     func quarantineDamagedEntries() throws {
         for error in tables.damage.all {
             guard case .damagedRow(let table, let key, let problem) = error, table == "outbox",
                 let entry = Int64(key.dropFirst("entry ".count))
             else { continue }
             let raw = try connection.first(
-                "SELECT collection, record_uuid, op, seq, quote(data) FROM outbox WHERE entry = ?", [.integer(entry)]
-            ) { ($0.string(0), $0.string(1), $0.string(2), $0.optionalInt64(3), $0.string(4)) }
+                "SELECT collection, record_uuid, op, seq, parents, quote(data) FROM outbox WHERE entry = ?", [.integer(entry)]
+            ) { (collection: $0.string(0), uuid: $0.string(1), op: $0.string(2), seq: $0.optionalInt64(3), parents: $0.string(4), data: $0.string(5)) }
             tables.damage.clear(table, key)
             guard let raw else { continue }
             try connection.run(
                 "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [.text("damaged.outbox.\(entry)"), .text("\(problem) | \(raw.0) \(raw.1) \(raw.2) seq \(raw.3.map(String.init) ?? "none") | \(raw.4.prefix(2000))")])
+                [
+                    .text("damaged.outbox.\(entry)"),
+                    .text("\(problem) | \(raw.collection) \(raw.uuid) \(raw.op) seq \(raw.seq.map(String.init) ?? "none") | \(raw.data.prefix(2000))"),
+                ])
             try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry)])
-            guard let uuid = UUID.fromWire(raw.1), (try? tables.exists(raw.0, uuid)) == true,
-                var row = try? tables.load(raw.0, uuid)
+            guard let uuid = UUID.fromWire(raw.uuid), (try? tables.exists(raw.collection, uuid)) == true,
+                let row = try? tables.load(raw.collection, uuid)
             else { continue }
-            row.syncState = try rows(for: RecordReference(collection: raw.0, uuid: uuid)).isEmpty ? .rejected : .pending
-            row.rejection = Rejection(
-                code: "damaged_change", errors: [:], op: MutationOp(rawValue: raw.2) ?? .update,
-                message: "A queued change to this record could not be read (\(problem)); edit the record to send it again.")
-            try tables.save(row)
+            let record = RecordReference(collection: raw.collection, uuid: uuid)
+            // Never-sent entries of the record are replaced by the one below;
+            // sent ones stay (the server may hold them) and go first.
+            try connection.run(
+                "DELETE FROM outbox WHERE collection = ? AND record_uuid = ? AND seq IS NULL",
+                [.text(record.collection), .text(record.uuid.wireText)])
+            let remaining = try rows(for: record)
+            let parents = Set(raw.parents.split(separator: " ").compactMap(RecordReference.init(text:)))
+            let createSent = remaining.contains { $0.op == .create }
+            if row.deleted {
+                guard row.onServer || createSent else {
+                    try tables.remove(record.collection, record.uuid)
+                    continue
+                }
+                try insert(record, op: .delete, baseVersion: nil, dataText: nil, parents: [])
+            } else if row.onServer || createSent {
+                // Every field, unconditionally: the damaged change's base is unknown.
+                try insert(record, op: .update, baseVersion: nil, dataText: try row.data.jsonText(), parents: parents)
+            } else {
+                try insert(record, op: .create, baseVersion: nil, dataText: try row.data.jsonText(), parents: parents)
+            }
+            try tables.setState(record.collection, record.uuid, .pending)
         }
     }
 
@@ -137,7 +160,7 @@ final class Outbox {
         return true
     }
 
-    private func insert(
+    func insert(
         _ record: RecordReference, op: MutationOp, baseVersion: Int64?, dataText: String?, parents: Set<RecordReference>
     ) throws {
         try connection.run(

@@ -60,6 +60,22 @@ extension Outbox {
     /// refused whole, so the count alone cannot size it.
     func takeBatch(clientID: UUID, limit: Int, maxBytes: Int = .max) throws -> PushBatch? {
         guard inFlight == nil else { return nil }
+        // A damaged entry met while choosing means its record's queue is not
+        // what it seemed (a later edit may stand alone): the choice is rolled
+        // back, the entry repaired, and the batch chosen again.
+        for _ in 0..<8 {
+            do {
+                return try chooseBatch(clientID: clientID, limit: limit, maxBytes: maxBytes)
+            } catch is DamageFoundWhileChoosing {
+                continue
+            }
+        }
+        return try chooseBatch(clientID: clientID, limit: limit, maxBytes: maxBytes, repairing: false)
+    }
+
+    private struct DamageFoundWhileChoosing: Error {}
+
+    private func chooseBatch(clientID: UUID, limit: Int, maxBytes: Int, repairing: Bool = true) throws -> PushBatch? {
         let limit = max(1, min(limit, PushRequest.maximumMutations))
         var chosen: [OutboxRow] = []
         var bytes = 0
@@ -78,6 +94,11 @@ extension Outbox {
         // Records whose create is in this batch: children may follow them.
         var createdInBatch: Set<RecordReference> = []
 
+        if repairing && !tables.damage.all.isEmpty {
+            // Damage met by earlier reads (or the last attempt) is repaired first.
+            try connection.transaction { try quarantineDamagedEntries() }
+        }
+        let damageBefore = tables.damage.all.count
         let batch: [OutboxRow] = try connection.transaction {
             var lastSeq = try self.lastSeq()
             // Already-sent entries go first, in seq order, and are never skipped:
@@ -138,8 +159,8 @@ extension Outbox {
                 included.insert(row.record)
                 if row.op == .create { createdInBatch.insert(row.record) }
             }
+            if repairing && tables.damage.all.count > damageBefore { throw DamageFoundWhileChoosing() }
             try setLastSeq(lastSeq)
-            try quarantineDamagedEntries()
             for row in chosen { try tables.setState(row.record.collection, row.record.uuid, .sending) }
             return chosen
         }

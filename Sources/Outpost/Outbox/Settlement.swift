@@ -57,6 +57,7 @@ extension Outbox {
         switch status {
         case .applied, .duplicate:
             settlement.confirmed.append(entry.record)
+            if result.status == .duplicate { try requeueWhatTheOriginalLacks(entry, result.record) }
             try confirm(entry, record: result.record)
         case .conflict:
             settlement.conflicts.append(try conflict(entry, serverRecord: result.record))
@@ -73,6 +74,26 @@ extension Outbox {
             settlement.rejected.append(RejectedChange(record: entry.record, mutationID: entry.mutationID, rejection: rejection))
             try reject(entry, rejection)
         }
+    }
+
+    /// A `duplicate` says the server applied this mutation id before. Its
+    /// content then was normally this entry's: a retry sends the same bytes.
+    /// But a database restored from a backup or copied to another device
+    /// holds the entry too, and an edit merged into one copy before it was
+    /// first sent makes the two differ. Whatever this entry says that the
+    /// applied record does not is queued again as a new update (conditional
+    /// on the applied version), never dropped in silence.
+    private func requeueWhatTheOriginalLacks(_ entry: OutboxEntry, _ record: WireRecord?) throws {
+        guard entry.op != .delete, let record, !record.deleted, let sent = entry.data else { return }
+        let applied = record.data ?? [:]
+        var missing: JSONObject = [:]
+        for (field, value) in sent where applied[field] != value && !(value == .null && applied[field] == nil) {
+            missing[field] = value
+        }
+        guard !missing.isEmpty else { return }
+        try insert(
+            entry.record, op: .update, baseVersion: record.version, dataText: try missing.jsonText(),
+            parents: Set(entry.parents))
     }
 
     /// The server holds the change: adopt its id, version and time.

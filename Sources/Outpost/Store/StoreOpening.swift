@@ -64,6 +64,17 @@ extension StoreError {
     }
 }
 
+extension StoreError {
+    /// A failure of the device's storage itself (full, failing, in use),
+    /// as opposed to a refusal of the request.
+    public var isStorageFault: Bool {
+        switch self {
+        case .diskFull, .readOnly, .busy, .ioFailure: return true
+        default: return false
+        }
+    }
+}
+
 /// Runs store work and says a storage failure in the store's words.
 func translatingStorageErrors<T>(_ body: () throws -> T) throws -> T {
     do {

@@ -30,12 +30,17 @@ struct PushService {
             try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
             let startVersion = session.version
             var results: [MutationResult] = []
+            let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
             for mutation in request.mutations {
                 if mutation.seq <= lastSeq {
                     results.append(try session.duplicate(of: mutation))
                     continue
                 }
-                let result = try session.apply(mutation)
+                // A mutation id is applied once per client, whatever seq it
+                // comes under: two copies of one database may send the same
+                // queued change under different seqs.
+                let result = try earlier[mutation.id.wireText].map { try session.duplicate(of: mutation, original: $0) }
+                    ?? session.apply(mutation)
                 try sql.execute(
                     """
                     INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
@@ -113,14 +118,33 @@ struct PushSession {
         throw error
     }
 
+    /// Stored results of these mutations' ids under earlier seqs, by id.
+    func resultsByID(of mutations: [Mutation]) throws -> [String: String] {
+        var found: [String: String] = [:]
+        for start in stride(from: 0, to: mutations.count, by: 200) {
+            let slice = mutations[start..<min(start + 200, mutations.count)]
+            let marks = Array(repeating: "?", count: slice.count).joined(separator: ", ")
+            for row in try sql.query(
+                "SELECT mutation_id, result FROM mutation_results WHERE user_id = ? AND client_id = ? AND mutation_id IN (\(marks))",
+                [.text(principal.user), .text(client)] + slice.map { .text($0.id.wireText) })
+            {
+                found[row.string(0)] = row.string(1)
+            }
+        }
+        return found
+    }
+
     /// A seq already processed: never applied again; the original result rides along.
     func duplicate(of mutation: Mutation) throws -> MutationResult {
         let stored = try sql.first(
             "SELECT result FROM mutation_results WHERE user_id = ? AND client_id = ? AND seq = ?",
             [.text(principal.user), .text(client), .integer(mutation.seq)])
-        guard let text = stored?.optionalString(0),
-            let original = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8))
-        else {
+        return try duplicate(of: mutation, original: stored?.optionalString(0) ?? "")
+    }
+
+    /// `duplicate`, carrying the original result when it is still held.
+    func duplicate(of mutation: Mutation, original text: String) throws -> MutationResult {
+        guard let original = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8)) else {
             return MutationResult(seq: mutation.seq, id: mutation.id, status: .duplicate)
         }
         return MutationResult(
