@@ -353,7 +353,9 @@ struct PostgresHelperTests {
         #expect(PostgresSQL.kind(sqlState: "08006", connectionOK: true) == .transient)
         #expect(PostgresSQL.kind(sqlState: "23505", connectionOK: true) == .constraint)
         #expect(PostgresSQL.kind(sqlState: "42601", connectionOK: true) == .failure)
-        #expect(PostgresSQL.kind(sqlState: "57014", connectionOK: true) == .failure)
+        // Lock and statement timeouts are "not now": the frozen holder may come back.
+        #expect(PostgresSQL.kind(sqlState: "55P03", connectionOK: true) == .transient)
+        #expect(PostgresSQL.kind(sqlState: "57014", connectionOK: true) == .transient)
         #expect(PostgresSQL.kind(sqlState: nil, connectionOK: true) == .failure)
         #expect(PostgresSQL.kind(sqlState: "42601", connectionOK: false) == .transient)
     }
