@@ -12,7 +12,7 @@
 // Starts a daemon with an internal epoll thread pool and the limits Outpost needs.
 static inline struct MHD_Daemon *outpost_mhd_start(
     uint16_t port, const char *bind_ip_v4, unsigned int threads,
-    unsigned int connection_limit, unsigned int connection_timeout_seconds,
+    unsigned int connection_limit, unsigned int per_address_limit, unsigned int connection_timeout_seconds,
     MHD_AccessHandlerCallback handler, void *handler_context,
     MHD_RequestCompletedCallback completed, void *completed_context)
 {
@@ -29,6 +29,7 @@ static inline struct MHD_Daemon *outpost_mhd_start(
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
         MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
         MHD_OPTION_END);
