@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import CMicroHTTPDErrorBodies
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -145,7 +146,8 @@ public final class HTTPServer: @unchecked Sendable {
         for (name, value) in response.headers {
             _ = MHD_add_response_header(mhdResponse, name, value)
         }
-        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+        // Ours already carry the JSON error body: queued past the replacement of libmicrohttpd's own.
+        return outpost_mhd_queue_own(connection, UInt32(response.status), mhdResponse) == 1 ? outpost_mhd_yes() : outpost_mhd_no()
     }
 
     /// The decoded query arguments of the request.
