@@ -54,7 +54,8 @@ struct FrozenLockHolderTests {
         let healthTook = ContinuousClock.now - probe
         let refused = try await blocked
         let refusedAfter = ContinuousClock.now - started
-        print("FrozenLockHolder: push refused after \(refusedAfter), health answered in \(healthTook) while the lock was held")
+        let logged = lines.all.filter { $0.contains(#""status":503"#) }
+        print("FrozenLockHolder: push refused after \(refusedAfter), health answered in \(healthTook) while the lock was held; \(logged)")
 
         #expect(health.status == 200)
         #expect(healthTook < .milliseconds(500), "health waited on the write path: \(healthTook)")
@@ -62,7 +63,6 @@ struct FrozenLockHolderTests {
         #expect(refused.error?.code == .unavailable)
         #expect(refused.headers["retry-after"].flatMap(Int.init).map { $0 >= 1 } == true)
         #expect(refusedAfter < .seconds(4), "the push waited \(refusedAfter) with a 1 s lock timeout")
-        let logged = lines.all.filter { $0.contains(#""status":503"#) }
         #expect(logged.count == 1 && logged.allSatisfy { $0.contains("55P03") }, "no cause logged for the 503: \(logged)")
         #expect(!lines.all.contains { $0.contains(token) || $0.contains("Ana") })
 
