@@ -46,6 +46,12 @@ static inline uint16_t outpost_mhd_bound_port(struct MHD_Daemon *daemon) {
     return info == NULL ? 0 : info->port;
 }
 
+// Connections open now, summed over the worker threads (a gauge: read without a lock).
+static inline unsigned int outpost_mhd_open_connections(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info == NULL ? 0 : info->num_connections;
+}
+
 // Enum constants Swift does not import by name.
 static inline enum MHD_Result outpost_mhd_yes(void) { return MHD_YES; }
 static inline enum MHD_Result outpost_mhd_no(void) { return MHD_NO; }

@@ -37,20 +37,21 @@ struct FrozenLockHolderTests {
     }
 
     @Test func pushesAnswer503WithRetryAfterWithinTheLockTimeoutHealthAtOnceAndThenTheyApply() async throws {
-        var config = try ServerConfig()
-        config.databaseTimeouts = try DatabaseTimeouts(lock: 1, statement: 5)
+        let lockTimeout = 2.0
         let lines = LogLines()
-        let live = try LiveServer(.postgres, config: config, log: lines.append)
+        let live = try LiveServer(
+            .postgres, databaseTimeouts: try DatabaseTimeouts(lock: lockTimeout, statement: 10), log: lines.append)
         let token = try live.token("f-1")
+        let port = live.http.port
         let device = TestDevice()
         let body = try WireCoding.encode(device.request(device.mutation(.create, data: ["name": "Ana"])))
 
         let frozen = try FrozenServer()
         let started = ContinuousClock.now
-        async let blocked = live.send("POST", "/v1/push", token: token, body: body)
-        try await Task.sleep(for: .milliseconds(200))
+        async let blocked = RawHTTP.onThread { try RawHTTP.push(port: port, token: token, body: body) }
+        try await Task.sleep(for: .milliseconds(300))
         let probe = ContinuousClock.now
-        let health = try await live.get("/v1/health", token: nil)
+        let health = try await RawHTTP.onThread { try RawHTTP.get(port: port, "/v1/health") }
         let healthTook = ContinuousClock.now - probe
         let refused = try await blocked
         let refusedAfter = ContinuousClock.now - started
@@ -58,11 +59,11 @@ struct FrozenLockHolderTests {
         print("FrozenLockHolder: push refused after \(refusedAfter), health answered in \(healthTook) while the lock was held; \(logged)")
 
         #expect(health.status == 200)
-        #expect(healthTook < .milliseconds(500), "health waited on the write path: \(healthTook)")
-        #expect(refused.status == 503, "\(refused.status) \(refused.text)")
-        #expect(refused.error?.code == .unavailable)
+        #expect(healthTook < .seconds(1), "health waited on the write path: \(healthTook)")
+        #expect(refused.status == 503, "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
+        #expect((try? WireCoding.decode(ErrorBody.self, from: Data(refused.body)))?.code == .unavailable)
         #expect(refused.headers["retry-after"].flatMap(Int.init).map { $0 >= 1 } == true)
-        #expect(refusedAfter < .seconds(4), "the push waited \(refusedAfter) with a 1 s lock timeout")
+        #expect(refusedAfter < .seconds(lockTimeout + 3), "the push waited \(refusedAfter) with a \(lockTimeout) s lock timeout")
         #expect(logged.count == 1 && logged.allSatisfy { $0.contains("55P03") }, "no cause logged for the 503: \(logged)")
         #expect(!lines.all.contains { $0.contains(token) || $0.contains("Ana") })
 
@@ -73,18 +74,24 @@ struct FrozenLockHolderTests {
                 group.addTask {
                     let other = TestDevice()
                     let request = try WireCoding.encode(other.request(other.mutation(.create, data: ["name": "Bea"])))
-                    return try await live.send("POST", "/v1/push", token: token, body: request).status
+                    return try await RawHTTP.onThread { try RawHTTP.push(port: port, token: token, body: request) }.status
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(statuses == [503, 503, 503])
-        #expect(ContinuousClock.now - burstStart < .seconds(5))
+        #expect(ContinuousClock.now - burstStart < .seconds(lockTimeout * 2 + 3))
 
+        // Unfrozen: the resend applies (other tests share the lock, so a busy moment may still answer 503 once).
         frozen.release()
-        let accepted = try await live.send("POST", "/v1/push", token: token, body: body)
-        #expect(accepted.status == 200, "\(accepted.text)")
-        #expect(try accepted.decode(PushResponse.self).results.map(\.status) == [.applied])
+        var accepted = try await RawHTTP.onThread { try RawHTTP.push(port: port, token: token, body: body) }
+        for _ in 0..<5 where accepted.status == 503 {
+            try await Task.sleep(for: .seconds(1))
+            accepted = try await RawHTTP.onThread { try RawHTTP.push(port: port, token: token, body: body) }
+        }
+        #expect(accepted.status == 200, "\(String(decoding: accepted.body, as: UTF8.self))")
+        let results = try WireCoding.decode(PushResponse.self, from: Data(accepted.body)).results
+        #expect(results.map(\.status) == [.applied])
     }
 
     @Test func aStatementPastTheStatementTimeoutIsTransient() throws {
@@ -121,5 +128,26 @@ final class LogLines: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return lines
+    }
+}
+
+/// Requests over a plain socket on a thread of their own: the timing of a
+/// blocked request must not depend on a shared URLSession or the cooperative pool.
+enum RawHTTP {
+    static func push(port: UInt16, token: String, body: Data) throws -> HostileSocket.Reply {
+        let head = "POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+            + "Content-Type: application/json\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+        return try HostileSocket.exchange(port: port, request: Array(head.utf8) + Array(body), timeoutSeconds: 30)
+    }
+
+    static func get(port: UInt16, _ target: String) throws -> HostileSocket.Reply {
+        let request = "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        return try HostileSocket.exchange(port: port, request: Array(request.utf8), timeoutSeconds: 30)
+    }
+
+    static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try body() }) }.start()
+        }
     }
 }

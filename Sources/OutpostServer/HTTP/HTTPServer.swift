@@ -55,6 +55,13 @@ public final class HTTPServer: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Connections open now (accepted and not yet closed); 0 once stopped.
+    package var openConnections: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return daemon.map { Int(outpost_mhd_open_connections($0)) } ?? 0
+    }
+
     /// Stops accepting connections, lets requests in progress finish, and
     /// releases the socket. Safe to call more than once.
     public func stop() {

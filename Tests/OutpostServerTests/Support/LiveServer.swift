@@ -24,7 +24,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     /// A fresh, empty database: a new SQLite file, or a new schema of the
     /// test PostgreSQL so parallel tests never see each other's rows.
     func makeDatabase(
-        in directory: TemporaryDirectory, timeouts: DatabaseTimeouts = DatabaseTimeouts()
+        in directory: TemporaryDirectory, timeouts: DatabaseTimeouts = .sharedTestDatabase
     ) throws -> (database: any ServerDatabase, location: String) {
         switch self {
         case .sqlite:
@@ -33,7 +33,7 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .postgres:
             let base = try #require(Self.postgresURL)
             let schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-            let admin = try PostgresDatabase(url: base, poolSize: 1)
+            let admin = try PostgresDatabase(url: base, poolSize: 1, timeouts: .sharedTestDatabase)
             _ = try admin.write { try $0.execute("CREATE SCHEMA \(schema)", []) }
             admin.close()
             let separator = base.contains("?") ? "&" : "?"
@@ -43,10 +43,17 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     }
 }
 
+extension DatabaseTimeouts {
+    /// Every PostgreSQL test shares one database, hence one write lock, and
+    /// some hold it on purpose (a writer that commits last): waits there are
+    /// far longer than in production, so tests allow a minute.
+    static let sharedTestDatabase = try! DatabaseTimeouts(lock: 60, statement: 120)
+}
+
 /// A sync server on a real loopback socket (libmicrohttpd), over a fresh
 /// database of the chosen backend, with a clock the test controls. The
-/// configuration's database timeouts and connection limits apply as in
-/// `outpost serve`.
+/// configuration's connection limits apply as in `outpost serve`; the
+/// database timeouts are the shared test database's unless a test sets them.
 final class LiveServer: @unchecked Sendable {
     // @unchecked Sendable: all stored properties are set once in init.
     let directory: TemporaryDirectory
@@ -59,11 +66,11 @@ final class LiveServer: @unchecked Sendable {
 
     init(
         _ backend: Backend, config: ServerConfig? = nil, clock: ManualWallClock = ManualWallClock(Date()),
-        log: HTTPServer.Log? = nil
+        databaseTimeouts: DatabaseTimeouts = .sharedTestDatabase, log: HTTPServer.Log? = nil
     ) throws {
         let config = try config ?? ServerConfig()
         directory = try TemporaryDirectory(prefix: "outpost-server")
-        (database, location) = try backend.makeDatabase(in: directory, timeouts: config.databaseTimeouts)
+        (database, location) = try backend.makeDatabase(in: directory, timeouts: databaseTimeouts)
         self.clock = clock
         server = try SyncServer(database: database, config: config, clock: clock)
         let server = self.server
