@@ -24,6 +24,9 @@ struct FrozenLockHolderTests {
             connection = try PostgresConnection(
                 url: try #require(Backend.postgresURL), redactedURL: "the test database",
                 timeouts: try DatabaseTimeouts(lock: 30, statement: 60), failureKind: .failure)
+            // Every test shares this lock: PostgreSQL ends the frozen transaction
+            // itself should this test ever stall.
+            try connection.command("SET idle_in_transaction_session_timeout = 20000")
             try connection.command("BEGIN")
             try connection.command("SELECT pg_advisory_xact_lock(\(PostgresDatabase.writeLockKey))")
         }
@@ -32,8 +35,20 @@ struct FrozenLockHolderTests {
             connection.rollback()
             connection.finish()
         }
+        // `release` runs on the scenario's thread only.
 
         deinit { release() }
+    }
+
+    /// What the scenario saw, each time measured on the thread that waited.
+    struct Outcome: Sendable {
+        var refused: HostileSocket.Reply
+        var refusedAfter: Duration
+        var health: HostileSocket.Reply
+        var healthTook: Duration
+        var burst: [Int]
+        var burstTook: Duration
+        var accepted: HostileSocket.Reply
     }
 
     @Test func pushesAnswer503WithRetryAfterWithinTheLockTimeoutHealthAtOnceAndThenTheyApply() async throws {
@@ -45,52 +60,60 @@ struct FrozenLockHolderTests {
         let port = live.http.port
         let device = TestDevice()
         let body = try WireCoding.encode(device.request(device.mutation(.create, data: ["name": "Ana"])))
+        let others = try (0..<3).map { _ in
+            let other = TestDevice()
+            return try WireCoding.encode(other.request(other.mutation(.create, data: ["name": "Bea"])))
+        }
 
-        let frozen = try FrozenServer()
-        let started = ContinuousClock.now
-        async let blocked = RawHTTP.onThread { try RawHTTP.push(port: port, token: token, body: body) }
-        try await Task.sleep(for: .milliseconds(300))
-        let probe = ContinuousClock.now
-        let health = try await RawHTTP.onThread { try RawHTTP.get(port: port, "/v1/health") }
-        let healthTook = ContinuousClock.now - probe
-        let refused = try await blocked
-        let refusedAfter = ContinuousClock.now - started
+        // On threads of its own: while the lock is held, the synchronous
+        // tests waiting on it may hold the cooperative pool, and the lock
+        // must be released whatever they do.
+        let outcome = try await RawHTTP.onThread { () throws -> Outcome in
+            let frozen = try FrozenServer()
+            defer { frozen.release() }
+            let started = ContinuousClock.now
+            let push = Background { try RawHTTP.push(port: port, token: token, body: body) }
+            usleep(300_000)
+            let probe = ContinuousClock.now
+            let health = try RawHTTP.get(port: port, "/v1/health")
+            let healthTook = ContinuousClock.now - probe
+            let refused = try push.value()
+            let refusedAfter = ContinuousClock.now - started
+
+            // Several writers at once: each gives up after its own lock timeout
+            // (one HTTP thread may accept all three and take them in turn).
+            let burstStart = ContinuousClock.now
+            let burst = try others.map { other in Background { try RawHTTP.push(port: port, token: token, body: other) } }
+                .map { try $0.value().status }
+            let burstTook = ContinuousClock.now - burstStart
+
+            // Unfrozen: the resend applies (other tests share the lock, so a busy moment may still answer 503).
+            frozen.release()
+            var accepted = try RawHTTP.push(port: port, token: token, body: body)
+            for _ in 0..<5 where accepted.status == 503 {
+                sleep(1)
+                accepted = try RawHTTP.push(port: port, token: token, body: body)
+            }
+            return Outcome(
+                refused: refused, refusedAfter: refusedAfter, health: health, healthTook: healthTook, burst: burst,
+                burstTook: burstTook, accepted: accepted)
+        }
         let logged = lines.all.filter { $0.contains(#""status":503"#) }
-        print("FrozenLockHolder: push refused after \(refusedAfter), health answered in \(healthTook) while the lock was held; \(logged)")
+        print("FrozenLockHolder: push refused after \(outcome.refusedAfter), health answered in \(outcome.healthTook) while the lock was held; 3 more writers refused in \(outcome.burstTook); first 503 log line: \(logged.first ?? "none")")
 
-        #expect(health.status == 200)
-        #expect(healthTook < .seconds(1), "health waited on the write path: \(healthTook)")
+        #expect(outcome.health.status == 200)
+        #expect(outcome.healthTook < .seconds(1), "health waited on the write path: \(outcome.healthTook)")
+        let refused = outcome.refused
         #expect(refused.status == 503, "\(refused.status) \(String(decoding: refused.body, as: UTF8.self))")
         #expect((try? WireCoding.decode(ErrorBody.self, from: Data(refused.body)))?.code == .unavailable)
         #expect(refused.headers["retry-after"].flatMap(Int.init).map { $0 >= 1 } == true)
-        #expect(refusedAfter < .seconds(lockTimeout + 3), "the push waited \(refusedAfter) with a \(lockTimeout) s lock timeout")
-        #expect(logged.count == 1 && logged.allSatisfy { $0.contains("55P03") }, "no cause logged for the 503: \(logged)")
+        #expect(outcome.refusedAfter < .seconds(lockTimeout + 3), "the push waited \(outcome.refusedAfter) with a \(lockTimeout) s lock timeout")
+        #expect(logged.count >= 4 && logged.allSatisfy { $0.contains("55P03") || $0.contains("write lock") }, "a 503 without its cause: \(logged)")
         #expect(!lines.all.contains { $0.contains(token) || $0.contains("Ana") })
-
-        // Several writers at once: each gives up within the timeout, none queues behind the others for longer.
-        let burstStart = ContinuousClock.now
-        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<3 {
-                group.addTask {
-                    let other = TestDevice()
-                    let request = try WireCoding.encode(other.request(other.mutation(.create, data: ["name": "Bea"])))
-                    return try await RawHTTP.onThread { try RawHTTP.push(port: port, token: token, body: request) }.status
-                }
-            }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
-        #expect(statuses == [503, 503, 503])
-        #expect(ContinuousClock.now - burstStart < .seconds(lockTimeout * 2 + 3))
-
-        // Unfrozen: the resend applies (other tests share the lock, so a busy moment may still answer 503 once).
-        frozen.release()
-        var accepted = try await RawHTTP.onThread { try RawHTTP.push(port: port, token: token, body: body) }
-        for _ in 0..<5 where accepted.status == 503 {
-            try await Task.sleep(for: .seconds(1))
-            accepted = try await RawHTTP.onThread { try RawHTTP.push(port: port, token: token, body: body) }
-        }
-        #expect(accepted.status == 200, "\(String(decoding: accepted.body, as: UTF8.self))")
-        let results = try WireCoding.decode(PushResponse.self, from: Data(accepted.body)).results
+        #expect(outcome.burst == [503, 503, 503])
+        #expect(outcome.burstTook < .seconds(lockTimeout * 3 + 3))
+        #expect(outcome.accepted.status == 200, "\(String(decoding: outcome.accepted.body, as: UTF8.self))")
+        let results = try WireCoding.decode(PushResponse.self, from: Data(outcome.accepted.body)).results
         #expect(results.map(\.status) == [.applied])
     }
 
@@ -149,5 +172,27 @@ enum RawHTTP {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try body() }) }.start()
         }
+    }
+}
+
+/// A blocking call on a thread of its own, joined with `value()`.
+final class Background<T: Sendable>: @unchecked Sendable {
+    // @unchecked Sendable: `result` is written once before `done` is signalled and read only after waiting on it.
+    private var result: Result<T, any Error>?
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ body: @escaping @Sendable () throws -> T) {
+        Thread { [self] in
+            result = Result { try body() }
+            done.signal()
+        }.start()
+    }
+
+    /// Every call inside is bounded by its socket timeouts; this bound only guards against a bug.
+    func value() throws -> T {
+        guard done.wait(timeout: .now() + 90) == .success, let result else {
+            throw HostileSocket.Failure(description: "a background request did not finish within 90 s")
+        }
+        return try result.get()
     }
 }
