@@ -42,6 +42,9 @@ var package = Package(
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
 
+        // The protocol's JSON error body on the answers libmicrohttpd gives by itself.
+        .target(name: "CMicroHTTPDErrorBodies", dependencies: ["CMicroHTTPD"]),
+
         // Wire types and pure logic: no I/O, shared by client and server.
         .target(name: "OutpostCore"),
 
@@ -59,7 +62,9 @@ var package = Package(
         ),
 
         // The sync server behind `outpost serve`.
-        .target(name: "OutpostServer", dependencies: ["OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CLibPQ"]),
+        .target(
+            name: "OutpostServer",
+            dependencies: ["OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CLibPQ"]),
 
         // A SQLite VFS that fails writes, syncs or reads on a schedule: the
         // device's full disk and I/O errors, for tests and the simulation.

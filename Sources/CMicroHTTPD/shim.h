@@ -12,7 +12,7 @@
 // Starts a daemon with an internal epoll thread pool and the limits Outpost needs.
 static inline struct MHD_Daemon *outpost_mhd_start(
     uint16_t port, const char *bind_ip_v4, unsigned int threads,
-    unsigned int connection_limit, unsigned int connection_timeout_seconds,
+    unsigned int connection_limit, unsigned int per_address_limit, unsigned int connection_timeout_seconds,
     MHD_AccessHandlerCallback handler, void *handler_context,
     MHD_RequestCompletedCallback completed, void *completed_context)
 {
@@ -29,6 +29,7 @@ static inline struct MHD_Daemon *outpost_mhd_start(
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
         MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
         MHD_OPTION_END);
@@ -43,6 +44,12 @@ static inline struct MHD_Response *outpost_mhd_copied_response(const void *bytes
 static inline uint16_t outpost_mhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info == NULL ? 0 : info->port;
+}
+
+// Connections open now, summed over the worker threads (a gauge: read without a lock).
+static inline unsigned int outpost_mhd_open_connections(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return info == NULL ? 0 : info->num_connections;
 }
 
 // Enum constants Swift does not import by name.

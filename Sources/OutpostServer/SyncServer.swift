@@ -38,22 +38,24 @@ public final class SyncServer: Sendable {
         do {
             return try route(request, user: &user)
         } catch let error as APIError {
-            return Self.errorResponse(error, user: user)
+            return Self.errorResponse(error, user: user, cause: error.status >= 500 ? error.body.message : nil)
         } catch let error as DatabaseError where error.kind == .transient {
-            return Self.errorResponse(.unavailable, user: user)
+            return Self.errorResponse(.unavailable, user: user, cause: error.logDescription)
         } catch let error as TokenStore.Failure {
             return Self.errorResponse(Self.authError(error), user: user)
         } catch {
             // A bug or a broken database, never bad input: say so without details.
             return Self.errorResponse(
                 APIError(.unavailable, "The server could not finish this request. Please try again shortly.", retryAfter: 5),
-                user: user)
+                user: user, cause: (error as? DatabaseError)?.logDescription ?? String(describing: error))
         }
     }
 
-    static func errorResponse(_ error: APIError, user: String?) -> HTTPResponse {
+    /// `cause` is for the server's log only (the request log line of a 5xx), never the answer.
+    static func errorResponse(_ error: APIError, user: String?, cause: String? = nil) -> HTTPResponse {
         var response = HTTPResponse.json(error.status, Array((try? WireCoding.encode(error.body)) ?? Data()), user: user)
         if let retryAfter = error.retryAfter { response.headers["Retry-After"] = String(retryAfter) }
+        response.cause = cause
         return response
     }
 
@@ -120,7 +122,7 @@ public final class SyncServer: Sendable {
         switch route {
         case ["health"]:
             try require("GET")
-            return try json(HealthResponse(serverTime: ServerTimestamp(clock.now())))
+            return try json(HealthResponse(serverTime: ServerTimestamp(clock.now()), limits: limits))
         case ["push"]:
             try require("POST")
             let principal = try authenticate()

@@ -194,3 +194,22 @@ struct WireTypesTests {
         #expect(decodeError(CollectionSchema.self, #"{"name": "x", "fields": {}, "window_field": "nope"}"#)?.path == "window_field")
     }
 }
+
+@Suite("Health response", .timeLimit(.minutes(1)))
+struct HealthResponseTests {
+    let time = "2026-11-29T10:00:00.123456Z"
+
+    @Test func limitsAreReadAndAbsentOrUnreadableLimitsAreNil() throws {
+        let full = try WireCoding.decode(
+            HealthResponse.self,
+            from: Data(#"{"status": "ok", "server_time": "\#(time)", "limits": {"max_body_bytes": 4194304, "max_mutations": 500, "max_field_bytes": 65536, "max_depth": 32, "max_future": 1}}"#.utf8))
+        #expect(full.limits == HealthResponse.Limits(maxBodyBytes: 4_194_304, maxMutations: 500, maxFieldBytes: 65_536, maxDepth: 32))
+        let old = try WireCoding.decode(HealthResponse.self, from: Data(#"{"status": "ok", "server_time": "\#(time)"}"#.utf8))
+        #expect(old.limits == nil && old.serverTime.rawValue == time)
+        let odd = try WireCoding.decode(
+            HealthResponse.self, from: Data(#"{"status": "ok", "server_time": "\#(time)", "limits": {"max_body_bytes": "big"}}"#.utf8))
+        #expect(odd.limits == nil)
+        let written = try WireCoding.decode(HealthResponse.self, from: try WireCoding.encode(full))
+        #expect(written == full)
+    }
+}

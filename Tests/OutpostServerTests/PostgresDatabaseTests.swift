@@ -25,7 +25,7 @@ struct PostgresDatabaseTests {
     }
 
     @Test func executeAndQueryRoundTripIntegersTextAndNull() throws {
-        let database = try PostgresDatabase(url: url)
+        let database = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
         defer { database.close() }
         let table = try makeTable(database, columns: "id BIGINT PRIMARY KEY, name TEXT, score BIGINT, ratio DOUBLE PRECISION")
         defer { drop(table, database) }
@@ -79,7 +79,7 @@ struct PostgresDatabaseTests {
     }
 
     @Test func questionMarksInLiteralsAndIdentifiersAreNotPlaceholders() throws {
-        let database = try PostgresDatabase(url: url)
+        let database = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
         defer { database.close() }
         let table = try makeTable(database, columns: "k TEXT PRIMARY KEY, \"v?\" TEXT")
         defer { drop(table, database) }
@@ -103,7 +103,7 @@ struct PostgresDatabaseTests {
     }
 
     @Test func aThrowingBodyRollsBack() throws {
-        let database = try PostgresDatabase(url: url, poolSize: 1)
+        let database = try PostgresDatabase(url: url, poolSize: 1, timeouts: .sharedTestDatabase)
         defer { database.close() }
         let table = try makeTable(database)
         defer { drop(table, database) }
@@ -130,7 +130,7 @@ struct PostgresDatabaseTests {
     }
 
     @Test func errorsAreSorted() throws {
-        let database = try PostgresDatabase(url: url, poolSize: 1)
+        let database = try PostgresDatabase(url: url, poolSize: 1, timeouts: .sharedTestDatabase)
         defer { database.close() }
         let table = try makeTable(database)
         defer { drop(table, database) }
@@ -168,8 +168,8 @@ struct PostgresDatabaseTests {
 
     @Test func writesAreSerialisedAcrossDatabases() throws {
         // Two instances stand for two server processes: only the advisory lock is shared.
-        let first = try PostgresDatabase(url: url)
-        let second = try PostgresDatabase(url: url)
+        let first = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
+        let second = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
         defer {
             first.close()
             second.close()
@@ -217,7 +217,7 @@ struct PostgresDatabaseTests {
     }
 
     @Test func writersInOneProcessDoNotLoseUpdates() throws {
-        let database = try PostgresDatabase(url: url, poolSize: 4)
+        let database = try PostgresDatabase(url: url, poolSize: 4, timeouts: .sharedTestDatabase)
         defer { database.close() }
         let table = try makeTable(database)
         defer { drop(table, database) }
@@ -239,7 +239,7 @@ struct PostgresDatabaseTests {
     }
 
     @Test func readSeesOneConsistentSnapshot() throws {
-        let database = try PostgresDatabase(url: url, poolSize: 2)
+        let database = try PostgresDatabase(url: url, poolSize: 2, timeouts: .sharedTestDatabase)
         defer { database.close() }
         let table = try makeTable(database)
         defer { drop(table, database) }
@@ -269,7 +269,7 @@ struct PostgresDatabaseTests {
     }
 
     @Test func thePoolNeverOpensMoreThanPoolSizeConnections() throws {
-        let database = try PostgresDatabase(url: url, poolSize: 3)
+        let database = try PostgresDatabase(url: url, poolSize: 3, timeouts: .sharedTestDatabase)
         defer { database.close() }
         let pids = EventLog()
         let errors = EventLog()
@@ -290,8 +290,8 @@ struct PostgresDatabaseTests {
     }
 
     @Test func aDeadConnectionIsReplaced() throws {
-        let database = try PostgresDatabase(url: url, poolSize: 1)
-        let other = try PostgresDatabase(url: url, poolSize: 1)
+        let database = try PostgresDatabase(url: url, poolSize: 1, timeouts: .sharedTestDatabase)
+        let other = try PostgresDatabase(url: url, poolSize: 1, timeouts: .sharedTestDatabase)
         defer {
             database.close()
             other.close()
@@ -317,7 +317,7 @@ struct PostgresDatabaseTests {
     }
 
     @Test func closedDatabaseRefusesWork() throws {
-        let database = try PostgresDatabase(url: url)
+        let database = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
         #expect(try database.read { try $0.first("SELECT 1")?.int(0) } == 1)
         database.close()
         #expect(throws: DatabaseError.self) {
@@ -353,7 +353,9 @@ struct PostgresHelperTests {
         #expect(PostgresSQL.kind(sqlState: "08006", connectionOK: true) == .transient)
         #expect(PostgresSQL.kind(sqlState: "23505", connectionOK: true) == .constraint)
         #expect(PostgresSQL.kind(sqlState: "42601", connectionOK: true) == .failure)
-        #expect(PostgresSQL.kind(sqlState: "57014", connectionOK: true) == .failure)
+        // Lock and statement timeouts are "not now": the frozen holder may come back.
+        #expect(PostgresSQL.kind(sqlState: "55P03", connectionOK: true) == .transient)
+        #expect(PostgresSQL.kind(sqlState: "57014", connectionOK: true) == .transient)
         #expect(PostgresSQL.kind(sqlState: nil, connectionOK: true) == .failure)
         #expect(PostgresSQL.kind(sqlState: "42601", connectionOK: false) == .transient)
     }

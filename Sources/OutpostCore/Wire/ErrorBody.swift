@@ -32,6 +32,11 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
     public static let unavailable = ErrorCode("unavailable")
     /// Seqs the server used for other mutations: a restored or cloned device.
     public static let clientBehind = ErrorCode("client_behind")
+    /// Answers the server's HTTP layer gives before a request reaches the sync logic.
+    public static let uriTooLong = ErrorCode("uri_too_long")
+    public static let headersTooLarge = ErrorCode("headers_too_large")
+    public static let internalError = ErrorCode("internal_error")
+    public static let httpVersionNotSupported = ErrorCode("http_version_not_supported")
 
     /// The HTTP status PROTOCOL.md pairs with each known code.
     public var httpStatus: Int {
@@ -44,8 +49,12 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
         case .clientBehind: return 409
         case .resyncRequired: return 410
         case .payloadTooLarge: return 413
+        case .uriTooLong: return 414
         case .rateLimited: return 429
+        case .headersTooLarge: return 431
+        case .internalError: return 500
         case .unavailable: return 503
+        case .httpVersionNotSupported: return 505
         default: return 400
         }
     }

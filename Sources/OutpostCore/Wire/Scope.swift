@@ -60,15 +60,55 @@ public struct ScopeResponse: Sendable, Equatable, Codable {
 public struct HealthResponse: Sendable, Equatable, Codable {
     public var status: String
     public var serverTime: ServerTimestamp
+    /// The limits the server enforces on pushes; nil from servers that do not say.
+    public var limits: Limits?
 
-    public init(status: String = "ok", serverTime: ServerTimestamp) {
+    /// What one push may carry, as the server enforces it, so a client can
+    /// size its batches and refuse at capture what would be refused later.
+    public struct Limits: Sendable, Equatable, Codable {
+        /// The largest request body, in bytes.
+        public var maxBodyBytes: Int
+        /// The most mutations in one push.
+        public var maxMutations: Int
+        /// The longest text field value, in UTF-8 bytes.
+        public var maxFieldBytes: Int
+        /// The deepest nesting of objects and arrays in a request body, the body itself counted as 1.
+        public var maxDepth: Int
+
+        public init(maxBodyBytes: Int, maxMutations: Int, maxFieldBytes: Int, maxDepth: Int) {
+            self.maxBodyBytes = maxBodyBytes
+            self.maxMutations = maxMutations
+            self.maxFieldBytes = maxFieldBytes
+            self.maxDepth = maxDepth
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case maxBodyBytes = "max_body_bytes"
+            case maxMutations = "max_mutations"
+            case maxFieldBytes = "max_field_bytes"
+            case maxDepth = "max_depth"
+        }
+    }
+
+    public init(status: String = "ok", serverTime: ServerTimestamp, limits: Limits? = nil) {
         self.status = status
         self.serverTime = serverTime
+        self.limits = limits
     }
 
     enum CodingKeys: String, CodingKey {
         case status
         case serverTime = "server_time"
+        case limits
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        status = try container.decode(String.self, forKey: .status)
+        serverTime = try container.decode(ServerTimestamp.self, forKey: .serverTime)
+        // Health is the connectivity probe: limits it cannot read must not
+        // make a reachable server look unreachable.
+        limits = try? container.decodeIfPresent(Limits.self, forKey: .limits)
     }
 }
 

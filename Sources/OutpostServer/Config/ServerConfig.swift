@@ -18,6 +18,11 @@ public struct ServerConfig: Sendable {
     public var maxSearchLimit: Int
     /// Requests per user before 429 `rate_limited`; nil: no limit.
     public var rateLimit: RateLimit?
+    /// How long a PostgreSQL statement may wait for a lock, and run, before it is
+    /// given up as 503 `unavailable`.
+    public var databaseTimeouts = DatabaseTimeouts()
+    /// How many sockets the HTTP server holds, per client address and in all.
+    public var connections = ConnectionLimits()
 
     /// A token bucket per user: `burst` requests at once, refilled at `perMinute`.
     public struct RateLimit: Sendable, Equatable {
@@ -73,11 +78,21 @@ public struct ServerConfig: Sendable {
             var tombstoneHorizonDays: Double?
             var rateLimitPerMinute: Int?
             var rateLimitBurst: Int?
+            var lockTimeoutSeconds: Double?
+            var statementTimeoutSeconds: Double?
+            var connectionLimit: Int?
+            var connectionsPerAddress: Int?
+            var idleTimeoutSeconds: Int?
             enum CodingKeys: String, CodingKey {
                 case collections
                 case tombstoneHorizonDays = "tombstone_horizon_days"
                 case rateLimitPerMinute = "rate_limit_per_minute"
                 case rateLimitBurst = "rate_limit_burst"
+                case lockTimeoutSeconds = "lock_timeout_seconds"
+                case statementTimeoutSeconds = "statement_timeout_seconds"
+                case connectionLimit = "connection_limit"
+                case connectionsPerAddress = "connections_per_address"
+                case idleTimeoutSeconds = "idle_timeout_seconds"
             }
         }
         do {
@@ -87,6 +102,13 @@ public struct ServerConfig: Sendable {
             if let perMinute = file.rateLimitPerMinute {
                 config.rateLimit = try RateLimit(perMinute: perMinute, burst: file.rateLimitBurst ?? max(1, perMinute / 6))
             }
+            config.databaseTimeouts = try DatabaseTimeouts(
+                lock: file.lockTimeoutSeconds ?? config.databaseTimeouts.lock,
+                statement: file.statementTimeoutSeconds ?? config.databaseTimeouts.statement)
+            config.connections = try ConnectionLimits(
+                total: file.connectionLimit ?? config.connections.total,
+                perAddress: file.connectionsPerAddress ?? config.connections.perAddress,
+                idleTimeoutSeconds: file.idleTimeoutSeconds ?? config.connections.idleTimeoutSeconds)
             return config
         } catch let error as WireError {
             throw ConfigError("the configuration file \(path) is not valid: \(error)")

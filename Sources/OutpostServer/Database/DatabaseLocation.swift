@@ -9,9 +9,11 @@ public enum DatabaseLocation {
     }
 
     /// Opens the database the location names.
-    public static func open(_ location: String, poolSize: Int = 8) throws -> any ServerDatabase {
+    public static func open(
+        _ location: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts()
+    ) throws -> any ServerDatabase {
         if isPostgres(location) {
-            return try PostgresDatabase(url: location, poolSize: poolSize)
+            return try PostgresDatabase(url: location, poolSize: poolSize, timeouts: timeouts)
         }
         return try SQLiteServerDatabase(path: location)
     }

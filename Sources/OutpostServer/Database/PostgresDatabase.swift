@@ -11,6 +11,11 @@ import Foundation
 ///
 /// Statements are prepared once per connection (the server's `?`
 /// placeholders rewritten to `$1…$n`), parameters and results travel as text.
+///
+/// Every connection runs with `lock_timeout` and `statement_timeout`, and a
+/// writer waits no longer than the lock timeout for this process's own
+/// writers either: a server frozen while it holds the write lock makes the
+/// others answer 503 for a while, never hang.
 public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     // Why `@unchecked Sendable` is sound:
     // - `idle`, `openCount` and `closed` are only read or written while `pool`
@@ -24,11 +29,12 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     //   one connection must never be used by two at once, which this ensures.
     //   Executors hold a connection but are valid only inside the closure they
     //   are passed to (the `SQLExecutor` contract), so none outlives its checkout.
-    // - `writeLock` is an NSLock; `url`, `redactedURL` and `poolSize` are
-    //   immutable `let`s of Sendable types.
+    // - `writeLock` is an NSLock; `url`, `redactedURL`, `poolSize` and
+    //   `timeouts` are immutable `let`s of Sendable types.
     private let url: String
     private let redactedURL: String
     private let poolSize: Int
+    private let timeouts: DatabaseTimeouts
     private let pool = NSCondition()
     private var idle: [PostgresConnection] = []
     private var openCount = 0
@@ -41,16 +47,15 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
 
     /// The key of the transaction-scoped advisory lock every write takes ("Outpost" in ASCII).
     static let writeLockKey: Int64 = 0x004F_7574_706F_7374
-    /// How long a caller waits for a free connection before giving up with a transient error.
-    static let checkoutTimeout: TimeInterval = 30
 
     /// Connects to `url` (a libpq connection URI such as
     /// `postgres://user@127.0.0.1:5432/db`); fails when the first connection fails.
-    public init(url: String, poolSize: Int = 8) throws {
+    public init(url: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts()) throws {
         self.url = url
         self.redactedURL = Self.redact(url)
         self.poolSize = max(1, poolSize)
-        let first = try PostgresConnection(url: url, redactedURL: redactedURL, failureKind: .failure)
+        self.timeouts = timeouts
+        let first = try PostgresConnection(url: url, redactedURL: redactedURL, timeouts: timeouts, failureKind: .failure)
         idle = [first]
         openCount = 1
     }
@@ -60,7 +65,13 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     }
 
     public func write<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
-        writeLock.lock()
+        // This process's writers queue here, not on the advisory lock; the
+        // wait is bounded like the database's own lock wait.
+        guard writeLock.lock(before: Date(timeIntervalSinceNow: timeouts.lock)) else {
+            throw DatabaseError(
+                kind: .transient,
+                message: "another write of this server held the write lock for more than \(timeouts.lock) s")
+        }
         defer { writeLock.unlock() }
         return try transaction(
             begin: "BEGIN", lock: "SELECT pg_advisory_xact_lock(\(Self.writeLockKey))", body)
@@ -117,7 +128,8 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     // MARK: - Pool
 
     private func checkout() throws -> PostgresConnection {
-        let deadline = Date(timeIntervalSinceNow: Self.checkoutTimeout)
+        // Waiting for a connection is waiting for a lock too.
+        let deadline = Date(timeIntervalSinceNow: timeouts.lock)
         pool.lock()
         while true {
             if closed {
@@ -137,11 +149,11 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
                 pool.unlock()
                 throw DatabaseError(
                     kind: .transient,
-                    message: "all \(poolSize) PostgreSQL connections stayed busy for \(Int(Self.checkoutTimeout)) s")
+                    message: "all \(poolSize) PostgreSQL connections stayed busy for \(timeouts.lock) s")
             }
         }
         do {
-            return try PostgresConnection(url: url, redactedURL: redactedURL, failureKind: .transient)
+            return try PostgresConnection(url: url, redactedURL: redactedURL, timeouts: timeouts, failureKind: .transient)
         } catch {
             pool.lock()
             openCount -= 1
@@ -239,7 +251,7 @@ final class PostgresConnection {
         var parameterCount: Int
     }
 
-    init(url: String, redactedURL: String, failureKind: DatabaseError.Kind) throws {
+    init(url: String, redactedURL: String, timeouts: DatabaseTimeouts, failureKind: DatabaseError.Kind) throws {
         guard let handle = PQconnectdb(url) else {
             throw DatabaseError(kind: failureKind, message: "cannot connect to PostgreSQL at \(redactedURL): out of memory")
         }
@@ -257,8 +269,20 @@ final class PostgresConnection {
         }
         // NOTICEs ("relation already exists, skipping", …) would go to stderr.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
+        // Session settings, so they hold for every transaction on this
+        // connection whatever the URL's own options say.
+        let settings = "SET lock_timeout = \(Self.milliseconds(timeouts.lock)); SET statement_timeout = \(Self.milliseconds(timeouts.statement))"
+        let result = PQexec(handle, settings)
+        defer { PQclear(result) }
+        guard let result, PQresultStatus(result) == PGRES_COMMAND_OK else {
+            let message = Self.trimmed(PQerrorMessage(handle))
+            PQfinish(handle)
+            throw DatabaseError(kind: failureKind, message: "cannot set the timeouts of PostgreSQL at \(redactedURL): \(message)")
+        }
         self.handle = handle
     }
+
+    static func milliseconds(_ seconds: TimeInterval) -> Int { max(1, Int((seconds * 1000).rounded())) }
 
     deinit { finish() }
 
@@ -399,8 +423,9 @@ enum PostgresSQL {
     static func kind(sqlState: String?, connectionOK: Bool) -> DatabaseError.Kind {
         if !connectionOK { return .transient }
         guard let state = sqlState else { return .failure }
+        // 55P03: lock_timeout ran out; 57014: statement_timeout (or a cancel).
         if state.hasPrefix("40") || state.hasPrefix("53") || state.hasPrefix("08")
-            || state == "57P01" || state == "57P02" || state == "57P03"
+            || state == "57P01" || state == "57P02" || state == "57P03" || state == "55P03" || state == "57014"
         {
             return .transient
         }

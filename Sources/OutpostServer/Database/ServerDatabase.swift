@@ -192,4 +192,15 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
         if let sql { text += " [\(sql.prefix(200))]" }
         return text
     }
+
+    /// For the server's log: the message's first line and the statement
+    /// (placeholders, never argument values). PostgreSQL's DETAIL lines can
+    /// quote row values, which are request data.
+    var logDescription: String {
+        let head = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
+        let state = message.range(of: "(SQLSTATE ").map { " " + message[$0.lowerBound...] } ?? ""
+        var text = "database error (\(kind)): \(head)\(head.hasSuffix(state) ? "" : state)"
+        if let sql { text += " [\(sql.prefix(200))]" }
+        return text
+    }
 }

@@ -37,6 +37,8 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// The authenticated user, for the request log (never the token).
     public var user: String?
+    /// Why a 5xx was answered (the underlying error), for the request log only.
+    package var cause: String?
 
     public init(status: Int, headers: [String: String] = [:], body: [UInt8] = [], user: String? = nil) {
         self.status = status

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import CMicroHTTPDErrorBodies
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -6,9 +7,10 @@ import Glibc
 import OutpostCore
 
 /// The sync server on a real socket: libmicrohttpd with its own epoll thread
-/// pool, a body-size limit, connection limits and timeouts. Each request is
-/// answered by the handler on one of libmicrohttpd's threads and logged as
-/// one JSON line (never bodies or tokens).
+/// pool, a body-size limit, connection limits (in all and per client
+/// address) and an idle timeout. Each request is answered by the handler on
+/// one of libmicrohttpd's threads and logged as one JSON line (never bodies
+/// or tokens); a 5xx line also names its cause.
 ///
 /// `@unchecked Sendable`: `daemon` is set once in `init` and cleared only in
 /// `stop()` under `lock`; libmicrohttpd's threads only read the immutable
@@ -28,15 +30,22 @@ public final class HTTPServer: @unchecked Sendable {
 
     public init(
         host: String = "127.0.0.1", port: UInt16, threads: Int = 8, maxBodyBytes: Int = 4 * 1024 * 1024,
-        log: Log? = nil, handler: @escaping Handler
+        connections: ConnectionLimits = ConnectionLimits(), log: Log? = nil, handler: @escaping Handler
     ) throws {
         self.handler = handler
         self.log = log
         self.maxBodyBytes = maxBodyBytes
         let context = Unmanaged.passUnretained(self).toOpaque()
+        // libmicrohttpd 0.9.75 has no deadline for a request's headers to
+        // arrive: its connection timeout is an idle timeout, restarted by
+        // every byte, so a client trickling one header byte at a time keeps
+        // its socket. What protects everyone else is the per-address cap (a
+        // flood from one address fills only that address's share), and the
+        // short idle timeout frees silent half-sent sockets within seconds.
         guard
             let daemon = outpost_mhd_start(
-                port, host, UInt32(max(1, threads)), 1024, 30, Self.accessHandler, context, Self.completedHandler, context)
+                port, host, UInt32(max(1, threads)), UInt32(connections.total), UInt32(connections.perAddress),
+                UInt32(connections.idleTimeoutSeconds), Self.accessHandler, context, Self.completedHandler, context)
         else {
             throw ServeError("could not listen on \(host):\(port) (is the port in use, or the address not local?)")
         }
@@ -45,6 +54,13 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// Connections open now (accepted and not yet closed); 0 once stopped.
+    package var openConnections: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return daemon.map { Int(outpost_mhd_open_connections($0)) } ?? 0
+    }
 
     /// Stops accepting connections, lets requests in progress finish, and
     /// releases the socket. Safe to call more than once.
@@ -116,7 +132,8 @@ public final class HTTPServer: @unchecked Sendable {
         if let log = server.log {
             let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
             log(RequestLogLine(id: requestID, method: methodText, path: path, status: response.status,
-                               milliseconds: millis, user: response.user).text)
+                               milliseconds: millis, user: response.user,
+                               cause: response.status >= 500 ? response.cause ?? "unknown" : nil).text)
         }
         return queued
     }
@@ -136,7 +153,8 @@ public final class HTTPServer: @unchecked Sendable {
         for (name, value) in response.headers {
             _ = MHD_add_response_header(mhdResponse, name, value)
         }
-        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+        // Ours already carry the JSON error body: queued past the replacement of libmicrohttpd's own.
+        return outpost_mhd_queue_own(connection, UInt32(response.status), mhdResponse) == 1 ? outpost_mhd_yes() : outpost_mhd_no()
     }
 
     /// The decoded query arguments of the request.
@@ -192,20 +210,23 @@ struct RequestLogLine: Encodable {
     var status: Int
     var milliseconds: Double
     var user: String?
+    /// Why a 5xx was answered; absent below 500.
+    var cause: String?
 
     enum CodingKeys: String, CodingKey {
-        case time, method, path, status, user
+        case time, method, path, status, user, cause
         case id = "request_id"
         case milliseconds = "duration_ms"
     }
 
-    init(id: String, method: String, path: String, status: Int, milliseconds: Double, user: String?) {
+    init(id: String, method: String, path: String, status: Int, milliseconds: Double, user: String?, cause: String? = nil) {
         self.id = id
         self.method = method
         self.path = path
         self.status = status
         self.milliseconds = (milliseconds * 1000).rounded() / 1000
         self.user = user
+        self.cause = cause
     }
 
     var text: String { String(decoding: (try? WireCoding.encode(self)) ?? Data(), as: UTF8.self) }

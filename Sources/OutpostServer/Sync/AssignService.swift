@@ -4,6 +4,10 @@ import OutpostCore
 /// `POST /v1/records/{collection}/{uuid}/assign` (admin only, an Outpost
 /// addition): gives a record to another owner and team. Those who could see
 /// it before and cannot now get `removed` in their next pull.
+///
+/// The new owner and team must be known to the server: a user or team that
+/// holds a token (even an expired or revoked one) or already owns records.
+/// A record given to a name nobody has would be visible to admins only.
 struct AssignService {
     let database: any ServerDatabase
     let config: ServerConfig
@@ -42,6 +46,7 @@ struct AssignService {
                 ).map(ServerRecord.init)
             else { throw APIError(.notFound, "No such record.") }
             guard record.owner != assignment.owner || record.team != assignment.team else { return try record.wire() }
+            try Self.requireKnown(owner: assignment.owner, team: assignment.team, sql)
             var version = try FeedVersion.current(sql)
             // The exit gets its own feed version, before the record's new one.
             version += 1
@@ -61,6 +66,27 @@ struct AssignService {
             record.version = version
             record.updatedAt = now.rawValue
             return try record.wire()
+        }
+    }
+
+    /// Refuses an owner or team the server has never seen, changing nothing.
+    static func requireKnown(owner: String, team: String, _ sql: any SQLExecutor) throws {
+        let known = try sql.first(
+            """
+            SELECT
+                EXISTS (SELECT 1 FROM tokens WHERE user_id = ?) OR EXISTS (SELECT 1 FROM records WHERE owner = ?),
+                EXISTS (SELECT 1 FROM tokens WHERE team = ?) OR EXISTS (SELECT 1 FROM records WHERE team = ?)
+            """,
+            [.text(owner), .text(owner), .text(team), .text(team)])
+        var fields: [String: String] = [:]
+        if known?.bool(0) != true { fields["owner"] = "is not a user known to this server" }
+        if known?.bool(1) != true { fields["team"] = "is not a team known to this server" }
+        guard fields.isEmpty else {
+            let unknown = fields["owner"] != nil ? "user '\(owner)'" : "team '\(team)'"
+            throw APIError(
+                .invalidRequest,
+                "There is no \(unknown) on this server: a record can only be given to a user and team that hold a token or own records.",
+                fields: fields)
         }
     }
 }

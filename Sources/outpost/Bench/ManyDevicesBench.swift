@@ -31,7 +31,10 @@ enum ManyDevicesBench {
         let directory = try TemporaryDirectory(prefix: "outpost-bench")
         let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig())
         let gauge = Gauge()
-        let http = try HTTPServer(port: 0, threads: threads) { request in
+        // Every simulated device connects from 127.0.0.1: lift the per-address
+        // cap to the total so the bench measures the server, not the cap.
+        let connections = try ConnectionLimits(total: 1024, perAddress: 1024, idleTimeoutSeconds: 30)
+        let http = try HTTPServer(port: 0, threads: threads, connections: connections) { request in
             gauge.enter()
             defer { gauge.leave() }
             return server.handle(request)

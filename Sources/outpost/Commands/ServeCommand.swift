@@ -6,7 +6,8 @@ import OutpostServer
 enum ServeCommand {
     static let help = """
         Usage: outpost serve [--database PATH|URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N]
-                             [--rate-limit N] [--quiet]
+                             [--rate-limit N] [--lock-timeout S] [--statement-timeout S]
+                             [--connection-limit N] [--connections-per-address N] [--idle-timeout S] [--quiet]
 
         Runs the Outpost sync server. With no options it keeps its data in the SQLite file
         \(DatabaseLocation.defaultSQLitePath) in the current folder and needs no set-up.
@@ -18,6 +19,16 @@ enum ServeCommand {
           --threads N          request threads (default 8)
           --rate-limit N       requests per minute per user, in bursts of N/6, before 429 (default: none;
                                also "rate_limit_per_minute" and "rate_limit_burst" in the configuration)
+          --lock-timeout S     PostgreSQL: seconds a statement waits for a lock before the request gets
+                               503 (default 5; "lock_timeout_seconds" in the configuration)
+          --statement-timeout S
+                               PostgreSQL: seconds a statement may run (default 15; "statement_timeout_seconds")
+          --connection-limit N open connections in all (default 1024; "connection_limit")
+          --connections-per-address N
+                               open connections from one client address (default 256, enough for a
+                               few hundred phones behind one NAT; "connections_per_address")
+          --idle-timeout S     seconds a connection may stay silent before it is closed (default 10;
+                               "idle_timeout_seconds")
           --quiet              no request log on stderr
 
         Stops gracefully on SIGTERM or SIGINT: requests in progress finish first.
@@ -31,6 +42,11 @@ enum ServeCommand {
         let configPath = arguments.option("config")
         let threads = try arguments.integer("threads", in: 1...256) ?? 8
         let rateLimit = try arguments.integer("rate-limit", in: 1...1_000_000)
+        let lockTimeout = try arguments.integer("lock-timeout", in: 1...3600)
+        let statementTimeout = try arguments.integer("statement-timeout", in: 1...3600)
+        let connectionLimit = try arguments.integer("connection-limit", in: 1...100_000)
+        let perAddress = try arguments.integer("connections-per-address", in: 1...100_000)
+        let idleTimeout = try arguments.integer("idle-timeout", in: 1...3600)
         let quiet = arguments.flag("quiet")
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("serve takes no words, only options.") }
@@ -39,15 +55,25 @@ enum ServeCommand {
         do {
             config = try configPath.map(ServerConfig.load(path:)) ?? ServerConfig()
             if let rateLimit { config.rateLimit = try ServerConfig.RateLimit(perMinute: rateLimit, burst: max(1, rateLimit / 6)) }
+            config.databaseTimeouts = try DatabaseTimeouts(
+                lock: lockTimeout.map(TimeInterval.init) ?? config.databaseTimeouts.lock,
+                statement: statementTimeout.map(TimeInterval.init) ?? config.databaseTimeouts.statement)
+            config.connections = try ConnectionLimits(
+                total: connectionLimit ?? config.connections.total,
+                perAddress: perAddress ?? min(config.connections.perAddress, connectionLimit ?? config.connections.total),
+                idleTimeoutSeconds: idleTimeout ?? config.connections.idleTimeoutSeconds)
         } catch let error as ConfigError {
             throw UsageError(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }
-        let database = try openDatabase(location, poolSize: threads)
+        let database = try openDatabase(location, poolSize: threads, timeouts: config.databaseTimeouts)
         let server = try SyncServer(database: database, config: config)
         let log: HTTPServer.Log? = quiet ? nil : { @Sendable line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
         let http: HTTPServer
         do {
-            http = try HTTPServer(host: host, port: UInt16(port), threads: threads, log: log) { server.handle($0) }
+            http = try HTTPServer(
+                host: host, port: UInt16(port), threads: threads, maxBodyBytes: config.maxBodyBytes,
+                connections: config.connections, log: log
+            ) { server.handle($0) }
         } catch let error as ServeError {
             throw CommandFailure(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }
@@ -71,9 +97,11 @@ enum ServeCommand {
         Terminal.note("Stopped.")
     }
 
-    static func openDatabase(_ location: String, poolSize: Int = 8) throws -> any ServerDatabase {
+    static func openDatabase(
+        _ location: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts()
+    ) throws -> any ServerDatabase {
         do {
-            return try DatabaseLocation.open(location, poolSize: poolSize)
+            return try DatabaseLocation.open(location, poolSize: poolSize, timeouts: timeouts)
         } catch let error as DatabaseError {
             throw CommandFailure(error.message.prefix(1).uppercased() + error.message.dropFirst())
         }

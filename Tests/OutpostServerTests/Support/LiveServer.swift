@@ -23,7 +23,9 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
 
     /// A fresh, empty database: a new SQLite file, or a new schema of the
     /// test PostgreSQL so parallel tests never see each other's rows.
-    func makeDatabase(in directory: TemporaryDirectory) throws -> (database: any ServerDatabase, location: String) {
+    func makeDatabase(
+        in directory: TemporaryDirectory, timeouts: DatabaseTimeouts = .sharedTestDatabase
+    ) throws -> (database: any ServerDatabase, location: String) {
         switch self {
         case .sqlite:
             let path = directory.path("server.sqlite")
@@ -31,18 +33,27 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
         case .postgres:
             let base = try #require(Self.postgresURL)
             let schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-            let admin = try PostgresDatabase(url: base, poolSize: 1)
+            let admin = try PostgresDatabase(url: base, poolSize: 1, timeouts: .sharedTestDatabase)
             _ = try admin.write { try $0.execute("CREATE SCHEMA \(schema)", []) }
             admin.close()
             let separator = base.contains("?") ? "&" : "?"
             let location = "\(base)\(separator)options=-csearch_path%3D\(schema)"
-            return (try PostgresDatabase(url: location, poolSize: 4), location)
+            return (try PostgresDatabase(url: location, poolSize: 4, timeouts: timeouts), location)
         }
     }
 }
 
+extension DatabaseTimeouts {
+    /// Every PostgreSQL test shares one database, hence one write lock, and
+    /// some hold it on purpose (a writer that commits last): waits there are
+    /// far longer than in production, so tests allow a minute.
+    static let sharedTestDatabase = try! DatabaseTimeouts(lock: 60, statement: 120)
+}
+
 /// A sync server on a real loopback socket (libmicrohttpd), over a fresh
-/// database of the chosen backend, with a clock the test controls.
+/// database of the chosen backend, with a clock the test controls. The
+/// configuration's connection limits apply as in `outpost serve`; the
+/// database timeouts are the shared test database's unless a test sets them.
 final class LiveServer: @unchecked Sendable {
     // @unchecked Sendable: all stored properties are set once in init.
     let directory: TemporaryDirectory
@@ -53,13 +64,19 @@ final class LiveServer: @unchecked Sendable {
     let clock: ManualWallClock
     let base: URL
 
-    init(_ backend: Backend, config: ServerConfig? = nil, clock: ManualWallClock = ManualWallClock(Date())) throws {
+    init(
+        _ backend: Backend, config: ServerConfig? = nil, clock: ManualWallClock = ManualWallClock(Date()),
+        databaseTimeouts: DatabaseTimeouts = .sharedTestDatabase, log: HTTPServer.Log? = nil
+    ) throws {
+        let config = try config ?? ServerConfig()
         directory = try TemporaryDirectory(prefix: "outpost-server")
-        (database, location) = try backend.makeDatabase(in: directory)
+        (database, location) = try backend.makeDatabase(in: directory, timeouts: databaseTimeouts)
         self.clock = clock
-        server = try SyncServer(database: database, config: config ?? ServerConfig(), clock: clock)
+        server = try SyncServer(database: database, config: config, clock: clock)
         let server = self.server
-        http = try HTTPServer(port: 0, threads: 4) { server.handle($0) }
+        http = try HTTPServer(
+            port: 0, threads: 4, maxBodyBytes: config.maxBodyBytes, connections: config.connections, log: log
+        ) { server.handle($0) }
         base = URL(string: "http://127.0.0.1:\(http.port)")!
     }
 

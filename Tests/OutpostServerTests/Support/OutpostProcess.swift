@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostServer
 import OutpostTesting
 import Testing
 
@@ -26,7 +27,10 @@ enum OutpostProcess {
 
     /// Starts `outpost serve` on a free port and waits until it listens.
     static func serve(_ location: String) throws -> RunningServer {
-        let process = try SpawnedProcess(executable, ["serve", "--database", location, "--port", "0", "--quiet"], stdout: .pipe)
+        var arguments = ["serve", "--database", location, "--port", "0", "--quiet"]
+        // The tests' PostgreSQL is shared by every test, and so is its write lock.
+        if DatabaseLocation.isPostgres(location) { arguments += ["--lock-timeout", "60", "--statement-timeout", "120"] }
+        let process = try SpawnedProcess(executable, arguments, stdout: .pipe)
         var buffer = Data()
         while !buffer.contains(UInt8(ascii: "\n")) {
             let chunk = process.standardOutput!.availableData

@@ -1,0 +1,40 @@
+import Foundation
+@testable import OutpostServer
+import OutpostTesting
+import Testing
+
+/// The database timeouts and connection limits in the configuration file,
+/// with their defaults, and a clear error for values that cannot work.
+@Suite("Configuration limits", .timeLimit(.minutes(1)))
+struct ServerConfigLimitsTests {
+    func load(_ json: String) throws -> ServerConfig {
+        let directory = try TemporaryDirectory(prefix: "outpost-config")
+        let path = directory.path("config.json")
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+        return try ServerConfig.load(path: path)
+    }
+
+    let collections = #""collections": [{"name": "notes", "fields": {"text": {"type": "text"}}}]"#
+
+    @Test func defaultsAndFileSettings() throws {
+        let defaults = try load("{\(collections)}")
+        #expect(defaults.databaseTimeouts == DatabaseTimeouts())
+        #expect(defaults.databaseTimeouts.lock == 5 && defaults.databaseTimeouts.statement == 15)
+        #expect(defaults.connections == ConnectionLimits())
+        #expect(defaults.connections.total == 1024 && defaults.connections.perAddress == 256)
+
+        let set = try load(
+            #"{\#(collections), "lock_timeout_seconds": 2.5, "statement_timeout_seconds": 30, "connection_limit": 2000, "connections_per_address": 300, "idle_timeout_seconds": 20}"#)
+        #expect(set.databaseTimeouts == (try DatabaseTimeouts(lock: 2.5, statement: 30)))
+        #expect(set.connections == (try ConnectionLimits(total: 2000, perAddress: 300, idleTimeoutSeconds: 20)))
+    }
+
+    @Test func impossibleValuesAreRefused() throws {
+        for bad in [
+            #""lock_timeout_seconds": 0"#, #""lock_timeout_seconds": 20"#, #""statement_timeout_seconds": -1"#,
+            #""connection_limit": 0"#, #""connections_per_address": 2000"#, #""idle_timeout_seconds": 0"#,
+        ] {
+            #expect(throws: ConfigError.self, "\(bad)") { try load("{\(collections), \(bad)}") }
+        }
+    }
+}
