@@ -66,6 +66,12 @@ public final class SQLiteConnection {
         }
     }
 
+    /// How long a statement waits for another connection's lock before
+    /// failing with "database is locked" (5 s unless set).
+    public func setBusyTimeout(milliseconds: Int32) {
+        sqlite3_busy_timeout(handle, milliseconds)
+    }
+
     deinit { close() }
 
     /// Finalizes every cached statement and closes the handle.

@@ -263,6 +263,8 @@ public enum Simulation {
             }
         } catch let error as StoreError where error.isStorageFault {
             // A write refused by a failing disk: the person saw it fail.
+        } catch StoreError.invalidRecord {
+            // Refused at capture: the device knew the server's limits.
         }
     }
 

@@ -52,7 +52,7 @@ struct BoundedWaitTests {
         let error = await #expect(throws: WaitTimedOut.self) {
             try await never.value(within: .milliseconds(200), "a task that never ends finished")
         }
-        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(ContinuousClock.now - started < .seconds(30), "bounded, not hung")
         #expect(error?.description.contains("a task that never ends finished") == true)
     }
 

@@ -78,6 +78,36 @@ struct PoisonQueueTests {
         #expect(try await device.store.get(Person.self, bad)?.syncState == .synced)
     }
 
+    @Test func onceTheServersLimitsAreKnownAValueTheyRefuseIsRefusedAtCapture() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        // Unknown limits: the server decides (and the queue copes, above).
+        let early = try await device.store.create(in: "people", ["name": .string("deep"), "notes": Self.thirtyDeep])
+        try await device.engine.sync()
+        #expect(try await device.store.get(Person.self, early)?.syncState == .rejected)
+        // The refusal made the device read the published limits.
+        #expect(await device.store.serverLimits?.maxDepth == 32)
+        do {
+            try await device.store.create(in: "people", ["name": .string("deep"), "notes": Self.thirtyDeep])
+            Issue.record("a value nested past the limit is refused at capture")
+        } catch StoreError.invalidRecord(let reason) {
+            #expect(reason.contains("nested"), "\(reason)")
+        }
+        do {
+            try await device.store.create(in: "people", ["name": .string(String(repeating: "x", count: 70_000))])
+            Issue.record("a field over the limit is refused at capture")
+        } catch StoreError.invalidRecord(let reason) {
+            #expect(reason.contains("'name'") && reason.contains("65536"), "\(reason)")
+        }
+        let fine = try await device.store.create(in: "people", ["name": .string("fine"), "notes": .string(Self.notes45KB)])
+        try await device.engine.sync()
+        #expect(try await device.store.get(Person.self, fine)?.syncState == .synced)
+        // Kept across launches.
+        await device.store.close()
+        let reopened = try LocalStore(path: device.store.path, collections: [Person.descriptor, Visit.descriptor])
+        #expect(await reopened.serverLimits?.maxBodyBytes == 4 * 1024 * 1024)
+    }
+
     @Test func deletingANeverAppliedRejectedCreateSendsNothing() async throws {
         let harness = try SyncHarness()
         let device = try harness.device("u-1")

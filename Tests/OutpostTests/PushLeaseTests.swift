@@ -1,6 +1,8 @@
 import Foundation
 import Outpost
 import OutpostCore
+import OutpostServer
+import OutpostSimulation
 import OutpostSQLite
 import OutpostTesting
 import Testing
@@ -8,8 +10,27 @@ import Testing
 /// The in-flight batch is a lease that ends on every path: success, a
 /// settlement or release that throws, a cancelled request, an abandoned
 /// cycle. A lease left behind stops the queue ("sent 0" for ever).
-@Suite("Push lease", .timeLimit(.minutes(5)))
+///
+/// SQLite waits for a lock by sleeping its thread, one of the few Swift
+/// concurrency shares between all tests: the lock test waits 200 ms, not
+/// the store's usual 5 s, and the other paths fail through a faulty disk.
+@Suite("Push lease", .serialized, .timeLimit(.minutes(5)))
 struct PushLeaseTests {
+    /// A device whose store waits only briefly for locks and writes through a faulty disk.
+    static func device(_ harness: SyncHarness, disk: FaultyDisk) throws -> (store: LocalStore, engine: SyncEngine, network: FaultInjectingTransport) {
+        let store = try LocalStore(
+            path: harness.directory.path("phone.sqlite"), collections: [Person.descriptor, Visit.descriptor], vfs: disk.name,
+            lockWait: .milliseconds(200))
+        let network = FaultInjectingTransport(wrapping: InProcessTransport(server: harness.server), clock: harness.clock)
+        var options = SyncOptions()
+        options.periodicInterval = nil
+        options.reconnectJitter = .zero
+        let engine = SyncEngine(
+            store: store, transport: network, token: try harness.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil),
+            options: options, clock: harness.clock)
+        return (store, engine, network)
+    }
+
     /// Another connection holding the device's write lock longer than the
     /// store waits for it (an app extension, a backup tool): the store's
     /// next write fails with "database is locked".
@@ -25,12 +46,13 @@ struct PushLeaseTests {
 
     @Test func aSettlementThatThrowsEndsTheLeaseAndTheNextSyncConfirms() async throws {
         let harness = try SyncHarness()
-        let device = try harness.device("u-1")
+        let device = try Self.device(harness, disk: FaultyDisk())
         let id = try await device.store.create(Person(name: "Ana"))
         let gate = FaultInjectingTransport.Gate()
         device.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
         let sync = Task { try await device.engine.sync() }
         try await gate.waitForArrivals()
+        // Another connection holds the write lock when the answer arrives.
         let lock = try WriteLockHolder(device.store.path)
         gate.open()
         await #expect(throws: SyncFailure.self) { try await sync.value(within: .seconds(60), "the locked settlement failed") }
@@ -44,42 +66,47 @@ struct PushLeaseTests {
 
     @Test func aLocalFailureIsReportedAsLocalNotAsTheServers() async throws {
         let harness = try SyncHarness()
-        let device = try harness.device("u-1")
+        let disk = FaultyDisk()
+        let device = try Self.device(harness, disk: disk)
         try await device.store.create(Person(name: "Ana"))
         let gate = FaultInjectingTransport.Gate()
         device.network.inject(.hold(gate)) { $0.target.hasPrefix("/v1/push") }
         let sync = Task { try await device.engine.sync() }
         try await gate.waitForArrivals()
-        let lock = try WriteLockHolder(device.store.path)
-        defer { try? lock.release() }
+        disk.fail(.writes)
         gate.open()
         do {
-            _ = try await sync.value(within: .seconds(60), "the locked settlement failed")
+            _ = try await sync.value(within: .seconds(60), "the settlement on a full disk failed")
             Issue.record("the sync should have failed")
         } catch let failure as SyncFailure {
             guard case .localStorage(let detail) = failure else {
                 Issue.record("expected a local storage failure, got \(failure)")
                 return
             }
-            #expect(detail.contains("locked"), "\(detail)")
+            #expect(detail.contains("full"), "\(detail)")
         }
+        disk.heal()
+        try await device.engine.sync()
+        #expect(try harness.serverRecords().count == 1)
     }
 
     @Test func aReleaseThatThrowsEndsTheLeaseToo() async throws {
         let harness = try SyncHarness()
-        let device = try harness.device("u-1")
+        let disk = FaultyDisk()
+        let device = try Self.device(harness, disk: disk)
         try await device.store.create(Person(name: "Ana"))
-        // The push is answered 503 while the database is locked: the release
-        // that records the attempt fails.
+        // The push is answered 503 while the disk is full: the release that
+        // records the attempt fails.
         let gate = FaultInjectingTransport.Gate()
         device.network.inject(.status(503, retryAfter: 1, heldBy: gate)) { $0.target.hasPrefix("/v1/push") }
         let failing = Task { try await device.engine.sync() }
         try await gate.waitForArrivals()
-        let lock = try WriteLockHolder(device.store.path)
+        disk.fail(.writes)
         gate.open()
-        await #expect(throws: SyncFailure.self) { try await failing.value(within: .seconds(60), "the 503 under a lock failed") }
+        await #expect(throws: SyncFailure.self) { try await failing.value(within: .seconds(60), "the 503 on a full disk failed") }
         #expect(await device.store.inFlightBatch == nil)
-        try lock.release()
+        #expect(disk.injected > 0, "the release did meet the full disk")
+        disk.heal()
         try await device.engine.sync()
         #expect(try harness.serverRecords().count == 1)
         #expect(try await device.store.outboxEntries().isEmpty)

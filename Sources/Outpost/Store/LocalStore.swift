@@ -25,6 +25,8 @@ public actor LocalStore {
     var localChangeContinuations: [UUID: AsyncStream<Void>.Continuation] = [:]
     var isClosed = false
     var liveCounts = LiveCounts()
+    /// The limits the server published last (kept across launches).
+    var captureLimits: CaptureLimits?
 
     /// The device's client id, made once and kept for the life of the database.
     public nonisolated let clientID: UUID
@@ -66,7 +68,8 @@ public actor LocalStore {
     package init(
         path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
         ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock,
-        cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse, vfs: String?
+        cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse, vfs: String?,
+        lockWait: Duration? = nil
     ) throws {
         let registry = try CollectionRegistry(collections)
         let marker = StoreMarker(databasePath: path)
@@ -86,6 +89,7 @@ public actor LocalStore {
             }
             readOnly = true
         }
+        if let lockWait { connection.setBusyTimeout(milliseconds: Int32(lockWait / .milliseconds(1))) }
         let clientID: UUID = try translatingStorageErrors {
             if try StoreMigrator.needsWrite(connection, collections: registry.all, payloads: payloads) {
                 if readOnly { throw StoreError.readOnly }
@@ -94,6 +98,9 @@ public actor LocalStore {
             return try StoreMigrator.clientID(connection, ids: ids)
         }
         if !readOnly { marker.record(clientID) }
+        let limitsText = try? connection.first("SELECT value FROM kv WHERE key = ?", [.text(Self.limitsKey)]) { $0.string(0) }
+        self.captureLimits = (limitsText ?? nil).flatMap { try? WireCoding.decode(HealthResponse.Limits.self, from: Data($0.utf8)) }
+            .map(CaptureLimits.init(limits:))
         self.isReadOnly = readOnly
         self.connection = connection
         self.outbox = Outbox(connection: connection, ids: ids, clock: clock, payloads: payloads)
@@ -135,7 +142,7 @@ public actor LocalStore {
         try checkOpen()
         if isReadOnly { throw StoreError.readOnly }
         let transaction = StoreTransaction(
-            connection: connection, outbox: outbox, registry: registry, clock: clock, ids: ids)
+            connection: connection, outbox: outbox, registry: registry, clock: clock, ids: ids, captureLimits: captureLimits)
         let result = try translatingStorageErrors { try connection.transaction { try body(transaction) } }
         liveCounts.adjust(transaction.liveDelta)
         notify(transaction.touched)
@@ -271,6 +278,25 @@ public actor LocalStore {
     package func renumber(_ batch: PushBatch, seqs: [Int64], serverLastSeq: Int64) throws -> Int {
         try checkOpen()
         return try translatingStorageErrors { try outbox.renumber(batch, seqs: seqs, serverLastSeq: serverLastSeq) }
+    }
+
+    static let limitsKey = "server.limits"
+
+    /// The push limits the server published, if it ever did.
+    package var serverLimits: HealthResponse.Limits? { captureLimits?.limits }
+
+    /// Keeps the server's published limits: batches are sized under them and
+    /// captures they would refuse are refused at once, with the reason.
+    package func learnServerLimits(_ limits: HealthResponse.Limits) throws {
+        guard captureLimits?.limits != limits else { return }
+        captureLimits = CaptureLimits(limits: limits)
+        guard !isReadOnly else { return }
+        let text = String(decoding: try WireCoding.encode(limits), as: UTF8.self)
+        _ = try translatingStorageErrors {
+            try connection.run(
+                "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [.text(Self.limitsKey), .text(text)])
+        }
     }
 
     /// Entries the server refused (whole requests) `budget` times or more.

@@ -16,11 +16,14 @@ public final class StoreTransaction {
     var touched: Set<String> = []
     /// Live records added (+) or removed (-) per collection, for `LiveCounts`.
     var liveDelta: [String: Int] = [:]
+    /// The server's limits, once learnt: captures they would refuse are refused here.
+    let captureLimits: CaptureLimits?
 
     init(
         connection: SQLiteConnection, outbox: Outbox, registry: CollectionRegistry, clock: any WallClock,
-        ids: any IDGenerator
+        ids: any IDGenerator, captureLimits: CaptureLimits? = nil
     ) {
+        self.captureLimits = captureLimits
         self.connection = connection
         self.outbox = outbox
         self.registry = registry
@@ -46,6 +49,7 @@ public final class StoreTransaction {
             deleted: false, owner: nil, team: nil, data: data)
         // The record and its create carry the same text: written once.
         let text = try data.jsonText()
+        try captureLimits?.check(data, text: text)
         try tables.insert(row, dataText: text)
         try outbox.enqueueCreate(
             RecordReference(collection: collection, uuid: uuid), data: data, dataText: text, references: descriptor.references)
@@ -76,6 +80,7 @@ public final class StoreTransaction {
         let uuid = row.uuid
         let descriptor = try registry.descriptor(collection)
         let newData = row.data.applyingPatch(patch)
+        if let captureLimits { try captureLimits.check(newData, text: try newData.jsonText()) }
         let record = RecordReference(collection: collection, uuid: uuid)
         if row.syncState == .rejected {
             // The person is fixing a refused record: send all of it again.

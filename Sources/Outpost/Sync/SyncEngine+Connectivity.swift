@@ -15,7 +15,7 @@ extension SyncEngine {
     @discardableResult
     public func checkConnectivity() async -> ConnectivityState {
         do {
-            _ = try await fetch { try await $0.health() }
+            _ = try await health()
         } catch {}
         await publishStatus()
         return connectivity.state

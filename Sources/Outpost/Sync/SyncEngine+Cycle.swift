@@ -97,6 +97,7 @@ extension SyncEngine {
         // kept for the rest of the cycle once the culprit is found.
         var limit = options.pushBatchSize
         var renumberings = 0
+        var learnt = false
         while true {
             guard generation == self.generation else { throw StaleGeneration() }
             let spent = try await store.entriesWithSpentBudget(options.retry.budget)
@@ -109,7 +110,11 @@ extension SyncEngine {
                         message: "Refused \(entry.failures) times: \(entry.lastError ?? "no reason given")")
                 }
             }
-            guard let batch = try await store.takePushBatch(limit: limit, maxBytes: options.pushBatchBytes) else { return }
+            // Under the server's published limits once they are known.
+            let published = await store.serverLimits
+            let maxBytes = min(options.pushBatchBytes, published.map { CaptureLimits(limits: $0).batchBytes } ?? .max)
+            let count = min(limit, published?.maxMutations ?? .max)
+            guard let batch = try await store.takePushBatch(limit: count, maxBytes: maxBytes) else { return }
             report.sent += batch.entries.count
             await publishStatus()
             let next = try await leasing(batch) { () async throws -> PushStep in
@@ -120,7 +125,13 @@ extension SyncEngine {
                     await record(.answered(latency: answer.latency))
                 } catch let failure as ServerClient.Failure {
                     await record(failure)
-                    return try await refused(batch, failure.failure, renumberings: &renumberings, limit: &limit, report: &report)
+                    let step = try await refused(batch, failure.failure, renumberings: &renumberings, limit: &limit, report: &report)
+                    if !learnt, case .refused(let body) = failure.failure, Self.narrowable.contains(body.code) {
+                        // Refused whole: the server's limits say how to size what follows.
+                        learnt = true
+                        _ = try? await health()
+                    }
+                    return step
                 }
                 guard generation == self.generation else {
                     // An answer for an abandoned cycle: resent later with the same seqs.
@@ -297,7 +308,7 @@ extension SyncEngine {
                     mode = .capped
                     if rows > options.capRows {
                         // The window is reckoned on the server's clock, never the device's.
-                        let now = try await fetch { try await $0.health() }.serverTime.date ?? Date()
+                        let now = try await health().serverTime.date ?? Date()
                         windowStart = ServerTimestamp(now - options.capWindow)
                         scope = try await fetch { [windowStart] in try await $0.scope(windowStart: windowStart) }
                     }
@@ -322,6 +333,13 @@ extension SyncEngine {
     }
 
     /// One server call whose failure also updates connectivity.
+    /// `GET /v1/health`, keeping the limits the server publishes in it.
+    func health() async throws -> HealthResponse {
+        let health = try await fetch { try await $0.health() }
+        if let limits = health.limits { try? await store.learnServerLimits(limits) }
+        return health
+    }
+
     func fetch<Body: Sendable>(_ call: @Sendable (ServerClient) async throws -> ServerClient.Answer<Body>) async throws -> Body {
         do {
             let answer = try await call(client)
