@@ -4,7 +4,7 @@ import OutpostSimulation
 import Testing
 
 /// The deterministic simulation: many seeds, several devices each, every
-/// fault kind, invariants I1-I7 checked after each run.
+/// fault kind, invariants I1-I8 checked after each run.
 @Suite("Simulation", .timeLimit(.minutes(10)))
 struct SimulationTests {
     /// CI runs at least 300 seeds; `OUTPOST_SIM_SEEDS` asks for more.
@@ -35,7 +35,18 @@ struct SimulationTests {
     /// - 830: the engine's status publication overwrote a sign-in that
     ///   happened while it was reading the store, so a fresh token was ignored
     ///   and the outbox never drained.
-    @Test(arguments: [830 as UInt64])
+    /// - 32: a cloned profile's copy of a never-sent create was applied first;
+    ///   the original's copy, with an edit merged in, came back `duplicate`
+    ///   and the edit was lost in silence.
+    /// - 121: the same queued mutation sent by two copies of a database under
+    ///   different seqs took effect twice.
+    /// - 185: a damaged queued create repaired after a later edit of its
+    ///   record had been chosen for the batch: the edit met no record and the
+    ///   capture was dropped.
+    /// - 650: a damaged create that had been sent (its answer lost) was
+    ///   treated as never sent: the record the server held came back after
+    ///   the person deleted it.
+    @Test(arguments: [830, 32, 121, 185, 650] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
         let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
         #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")

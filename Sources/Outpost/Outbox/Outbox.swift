@@ -83,17 +83,22 @@ final class Outbox {
                 [.text(record.collection), .text(record.uuid.wireText)])
             let remaining = try rows(for: record)
             let parents = Set(raw.parents.split(separator: " ").compactMap(RecordReference.init(text:)))
-            let createSent = remaining.contains { $0.op == .create }
+            // A sent create (this damaged one included: it had a seq) may be
+            // on the server though its answer never came.
+            let mayBeOnServer = row.onServer || remaining.contains { $0.op == .create } || (raw.seq != nil && raw.op == "create")
             if row.deleted {
-                guard row.onServer || createSent else {
+                guard mayBeOnServer else {
                     try tables.remove(record.collection, record.uuid)
                     continue
                 }
                 try insert(record, op: .delete, baseVersion: nil, dataText: nil, parents: [])
-            } else if row.onServer || createSent {
+            } else if row.onServer {
                 // Every field, unconditionally: the damaged change's base is unknown.
                 try insert(record, op: .update, baseVersion: nil, dataText: try row.data.jsonText(), parents: parents)
             } else {
+                // Not known to be on the server: a create. If a sent one did
+                // arrive, this one is answered `duplicate` (same client, same
+                // uuid) and what that lacks is sent as an update.
                 try insert(record, op: .create, baseVersion: nil, dataText: try row.data.jsonText(), parents: parents)
             }
             try tables.setState(record.collection, record.uuid, .pending)
