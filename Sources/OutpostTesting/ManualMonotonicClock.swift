@@ -68,6 +68,13 @@ public final class ManualMonotonicClock: MonotonicClock, @unchecked Sendable {
         advance(by: duration)
     }
 
+    /// Waits until someone sleeps until exactly `deadline` (a retry timer a
+    /// test read from the engine, say), then moves time to it.
+    public func advance(toSleeperAt deadline: Duration, within timeout: Duration = .seconds(30)) async throws {
+        try await waitForSleeper(until: deadline, within: timeout)
+        advance(by: deadline - now())
+    }
+
     /// Moves time forward and wakes every sleeper whose deadline passed.
     public func advance(by duration: Duration) {
         lock.lock()

@@ -194,7 +194,8 @@ struct SyncEngineTests {
         #expect(retryAt >= .seconds(10), "Retry-After is honoured")
         #expect(try await device.store.outboxEntries().first?.failures == 0, "a 429 does not use up the retry budget")
         harness.serverClock.advance(by: 60)
-        harness.clock.advance(by: .seconds(11))
+        // Wake exactly the retry timer (it may not be asleep yet).
+        try await harness.clock.advance(toSleeperAt: retryAt)
         try await eventually("the retry sent the capture") { try harness.serverRecords().count == 2 }
     }
 
@@ -213,7 +214,7 @@ struct SyncEngineTests {
         // An automatic trigger waits for the backoff; the timer then retries.
         await device.engine.trigger(.periodic)
         #expect(device.network.delivered(to: "/v1/push").isEmpty)
-        harness.clock.advance(by: .seconds(31))
+        try await harness.clock.advance(toSleeperAt: retryAt)
         try await eventually("the retry ran") { try harness.serverRecords().count == 1 }
     }
 
