@@ -28,6 +28,9 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     case oversizedMutation = "oversized_mutation"
     /// A capture nested deeper than the server reads.
     case malformedMutation = "malformed_mutation"
+    /// Another server process froze mid-transaction holding the write lock
+    /// (then died, its transaction rolled back) while this device synced.
+    case serverFrozen = "server_frozen"
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }

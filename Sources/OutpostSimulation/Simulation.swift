@@ -2,6 +2,7 @@ import Foundation
 import Outpost
 import OutpostCore
 import OutpostServer
+import OutpostSQLite
 import OutpostTesting
 
 /// How one simulation run is set up. Everything else follows from `seed`.
@@ -51,9 +52,10 @@ public enum Simulation {
         // A small body limit, so oversized captures and batches meet it.
         var serverConfig = try ServerConfig()
         serverConfig.maxBodyBytes = Self.maxBodyBytes
+        // Writes wait 20 ms for a lock held elsewhere (a frozen server), then answer 503.
+        let serverPath = directory.path("server.sqlite")
         let server = try SyncServer(
-            database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: serverConfig,
-            clock: serverClock)
+            database: try SQLiteServerDatabase(path: serverPath, lockWait: 0.02), config: serverConfig, clock: serverClock)
         let transport = ServerTransport(server: server)
         let monotonic = ManualMonotonicClock()
 
@@ -87,10 +89,16 @@ public enum Simulation {
             // The phone's own backups, now and then: what a restore brings back.
             if random.next() % 40 == 0 { try device.takeBackup() }
             if random.next() % 100 < 7 {
-                let kind = random.next() % 7
+                let kind = random.next() % 8
                 // A restored database starts again from the backup's cursor:
                 // the cursor check starts again with it.
                 if kind == 0 && device.hasBackup { cursors[index] = nil }
+                if kind == 7 {
+                    try await syncBesideAFrozenServer(device, serverPath: serverPath)
+                    result.faults[.serverFrozen, default: 0] += 1
+                    result.syncs += 1
+                    continue
+                }
                 try await injectDeviceFault(
                     kind, device: device, index: index, devices: &devices, fullUntil: &fullUntil,
                     operation: operation, random: &random, directory: directory, config: config, result: &result)
@@ -207,6 +215,19 @@ public enum Simulation {
     /// The server's body limit in the simulation (the default is 4 MiB):
     /// a capture over it alone, or a batch of large ones, meets it.
     static let maxBodyBytes = 48 * 1024
+
+    /// Another server on the same database freezes inside a write
+    /// transaction (a debugger, SIGSTOP, a paused VM): this device syncs
+    /// meanwhile, and its push must meet a bounded wait and a 503, never a
+    /// hang. Then the frozen process dies and its transaction rolls back.
+    static func syncBesideAFrozenServer(_ device: SimulatedDevice, serverPath: String) async throws {
+        let frozen = try SQLiteConnection(path: serverPath)
+        defer { frozen.close() }
+        _ = try frozen.run("BEGIN IMMEDIATE")
+        _ = try frozen.run("UPDATE server_state SET value = value WHERE key = 'version'")
+        _ = try? await device.engine.sync(timeout: .seconds(30))
+        _ = try frozen.run("ROLLBACK")
+    }
 
     /// Faults of the device itself rather than its network.
     static func injectDeviceFault(

@@ -88,6 +88,9 @@ public actor LocalStore {
                 try SQLiteConnection(path: path, readOnly: true, immutable: true, protection: protection, vfs: vfs)
             }
             readOnly = true
+        } catch let error as SQLiteError {
+            // Opening itself could not write (a full disk switching to WAL).
+            throw StoreError(storage: error) ?? error
         }
         if let lockWait { connection.setBusyTimeout(milliseconds: Int32(lockWait / .milliseconds(1))) }
         let clientID: UUID = try translatingStorageErrors {

@@ -18,14 +18,21 @@ public final class SQLiteServerDatabase: ServerDatabase, @unchecked Sendable {
     public let path: String
     public var dialect: SQLDialect { .sqlite }
 
-    public init(path: String) throws {
+    /// `lockWait`: how long a write waits for another process's write lock
+    /// before the push answers 503 (SQLite's busy timeout; 5 s unless set).
+    public init(path: String, lockWait: Double? = nil) throws {
         self.path = path
         do {
             writer = try SQLiteConnection(path: path)
         } catch let error as SQLiteError {
             throw DatabaseError(kind: .failure, message: "cannot open the database at \(path): \(error.message)")
         }
+        lockWaitMilliseconds = lockWait.map { Int32(max(0.001, min($0, 3600)) * 1000) }
+        if let lockWaitMilliseconds { writer.setBusyTimeout(milliseconds: lockWaitMilliseconds) }
     }
+
+    /// Set on every connection, readers included: a reader can meet the lock too.
+    private let lockWaitMilliseconds: Int32?
 
     public func write<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
         writeLock.lock()
@@ -63,7 +70,9 @@ public final class SQLiteServerDatabase: ServerDatabase, @unchecked Sendable {
             return reader
         }
         poolLock.unlock()
-        return try Self.mapErrors { try SQLiteConnection(path: path) }
+        let reader = try Self.mapErrors { try SQLiteConnection(path: path) }
+        if let lockWaitMilliseconds { reader.setBusyTimeout(milliseconds: lockWaitMilliseconds) }
+        return reader
     }
 
     private func giveBack(_ reader: SQLiteConnection) {
