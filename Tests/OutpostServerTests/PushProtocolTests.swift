@@ -31,6 +31,66 @@ struct PushProtocolTests {
         #expect(all.changes.count == 1, "no duplicate effect")
     }
 
+    /// A restored database reuses seqs for new mutations: the server
+    /// applies nothing of such a push and names the seqs to renumber; the
+    /// same ids under the same seqs are still plain retries.
+    @Test(arguments: Backend.available)
+    func aReusedSeqWithAnotherMutationIsClientBehindAndAppliesNothing(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let a = device.mutation(.create, data: ["name": "A"])
+        let b = device.mutation(.create, data: ["name": "B"])
+        _ = try await live.push(device.request(a, b), token: token)
+
+        // The restored copy: seq 2 now names a new capture C, seq 3 a new D.
+        device.seq = 1
+        let c = device.mutation(.create, data: ["name": "C"])
+        let d = device.mutation(.create, data: ["name": "D"])
+        let refused = try await live.send("POST", "/v1/push", token: token, body: try WireCoding.encode(device.request(a, c, d)))
+        #expect(refused.status == 409)
+        #expect(refused.error?.code == .clientBehind)
+        #expect(refused.error?.lastSeq == 2)
+        #expect(refused.error?.seqs == [2], "only the seq whose id differs; 1 is a true retry, 3 is new")
+        var all = try await live.pullAll(token: token, query: "&collections=people")
+        #expect(all.changes.count == 2, "nothing of the refused push was applied, not even D")
+
+        // Renumbered above last_seq, everything goes through once.
+        let renumbered = PushRequest(clientID: device.clientID, mutations: [
+            a, Mutation(seq: 3, id: c.id, op: .create, collection: "people", uuid: c.uuid, baseVersion: nil, data: c.data),
+            Mutation(seq: 4, id: d.id, op: .create, collection: "people", uuid: d.uuid, baseVersion: nil, data: d.data),
+        ])
+        let answer = try await live.push(renumbered, token: token)
+        #expect(answer.results.map(\.status) == [.duplicate, .applied, .applied])
+        all = try await live.pullAll(token: token, query: "&collections=people")
+        #expect(all.changes.count == 4)
+    }
+
+    /// Two copies of one database may send the same queued mutation under
+    /// different seqs: it takes effect once.
+    @Test(arguments: Backend.available)
+    func aMutationIdTakesEffectOnceWhateverItsSeq(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let create = device.mutation(.create, data: ["name": "Ana", "section": 1])
+        let first = try await live.push(device.request(create), token: token)
+        let version = try #require(first.results.first?.record?.version)
+        let edit = device.mutation(.update, uuid: create.uuid, data: ["section": 2])
+        _ = try await live.push(device.request(edit), token: token)
+        // The copy sends the same edit (same id) under a later seq, unconditionally.
+        let copy = Mutation(seq: 7, id: edit.id, op: .update, collection: "people", uuid: create.uuid, baseVersion: nil, data: ["section": 2])
+        let again = try await live.push(device.request(copy), token: token)
+        #expect(again.results.first?.status == .duplicate)
+        #expect(again.results.first?.originalStatus == .applied)
+        #expect(again.lastSeq == 7)
+        guard case .record(let record)? = try await live.pullAll(token: token, query: "&collections=people").changes.last else {
+            Issue.record("the record is in the feed")
+            return
+        }
+        #expect(record.version == version + 1, "one update took effect, not two")
+    }
+
     @Test(arguments: Backend.available)
     func lastSeqIsPerUserAndClient(_ backend: Backend) async throws {
         let live = try LiveServer(backend)

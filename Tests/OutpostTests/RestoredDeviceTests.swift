@@ -25,22 +25,30 @@ struct RestoredDeviceTests {
         try FileManager.default.copyItem(atPath: copy, toPath: path)
     }
 
-    @Test func aRestoredBackupLosesNoCaptureAndMixesNoRows() async throws {
-        let harness = try SyncHarness()
+    /// A phone that captured `before` and synced, was backed up, captured
+    /// `after` and synced, and now runs again on the backup. `meanwhile`
+    /// runs between the last sync and the restore (time passing on the server).
+    static func restoredPhone(
+        _ harness: SyncHarness, before: [String], after: [String], meanwhile: () throws -> Void = {}
+    ) async throws -> (original: SyncHarness.Device, restored: SyncHarness.Device) {
         let phone = try harness.device("u-1", name: "phone")
-        try await phone.store.create(Person(name: "A"))
+        for name in before { try await phone.store.create(Person(name: name)) }
         try await phone.engine.sync()
         let backup = harness.directory.path("phone-backup.sqlite")
         try Self.backup(phone.store.path, to: backup)
-        try await phone.store.create(Person(name: "B"))
-        try await phone.store.create(Person(name: "C"))
+        for name in after { try await phone.store.create(Person(name: name)) }
         try await phone.engine.sync()
         await phone.engine.stop()
         await phone.store.close()
-
+        try meanwhile()
         try Self.restore(backup, to: phone.store.path)
         // The same database, so the same client id; new ids as on a real phone.
-        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        return (phone, try harness.device("u-1", name: "phone", seed: 99))
+    }
+
+    @Test func aRestoredBackupLosesNoCaptureAndMixesNoRows() async throws {
+        let harness = try SyncHarness()
+        let (phone, restored) = try await Self.restoredPhone(harness, before: ["A"], after: ["B", "C"])
         #expect(restored.store.clientID == phone.store.clientID)
         let d = try await restored.store.create(Person(name: "D"))
         let e = try await restored.store.create(Person(name: "E"))
@@ -63,21 +71,11 @@ struct RestoredDeviceTests {
         var config = try ServerConfig()
         config.resultRetention = 86_400
         let harness = try SyncHarness(config: config)
-        let phone = try harness.device("u-1", name: "phone")
-        try await phone.store.create(Person(name: "A"))
-        try await phone.engine.sync()
-        let backup = harness.directory.path("phone-backup.sqlite")
-        try Self.backup(phone.store.path, to: backup)
-        try await phone.store.create(Person(name: "B"))
-        try await phone.engine.sync()
-        await phone.engine.stop()
-        await phone.store.close()
-        // Results are purged after a day; the id each seq was used for is kept.
-        harness.serverClock.advance(by: 10 * 86_400)
-        try harness.server.runMaintenance()
-
-        try Self.restore(backup, to: phone.store.path)
-        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        let (_, restored) = try await Self.restoredPhone(harness, before: ["A"], after: ["B"]) {
+            // Results are purged after a day; the id each seq was used for is kept.
+            harness.serverClock.advance(by: 10 * 86_400)
+            try harness.server.runMaintenance()
+        }
         let c = try await restored.store.create(Person(name: "C"))
         try await restored.engine.sync()
         #expect(try harness.serverRecords().count == 3)
@@ -146,17 +144,7 @@ struct RestoredDeviceTests {
 
     @Test func aLost409AnswerIsSafeToRepeat() async throws {
         let harness = try SyncHarness()
-        let phone = try harness.device("u-1", name: "phone")
-        try await phone.store.create(Person(name: "A"))
-        try await phone.engine.sync()
-        let backup = harness.directory.path("phone-backup.sqlite")
-        try Self.backup(phone.store.path, to: backup)
-        try await phone.store.create(Person(name: "B"))
-        try await phone.engine.sync()
-        await phone.engine.stop()
-        await phone.store.close()
-        try Self.restore(backup, to: phone.store.path)
-        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        let (_, restored) = try await Self.restoredPhone(harness, before: ["A"], after: ["B"])
         try await restored.store.create(Person(name: "C"))
         // The 409 is produced, then lost on the way back.
         restored.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }

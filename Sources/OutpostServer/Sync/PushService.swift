@@ -96,19 +96,8 @@ struct PushSession {
     /// nothing applied) and the client renumbers exactly the listed seqs.
     func requireSameMutations(under retries: [Mutation], lastSeq: Int64) throws {
         guard !retries.isEmpty else { return }
-        var known: [Int64: String] = [:]
-        // In slices: a statement's parameter count is bounded on both backends.
-        for start in stride(from: 0, to: retries.count, by: 200) {
-            let slice = retries[start..<min(start + 200, retries.count)]
-            let marks = Array(repeating: "?", count: slice.count).joined(separator: ", ")
-            for row in try sql.query(
-                "SELECT seq, mutation_id FROM mutation_results WHERE user_id = ? AND client_id = ? AND seq IN (\(marks))",
-                [.text(principal.user), .text(client)] + slice.map { .integer($0.seq) })
-            {
-                known[row.int(0)] = row.string(1)
-            }
-        }
-        let behind = retries.filter { known[$0.seq] != $0.id.wireText }.map(\.seq)
+        let known = try storedPairs(of: retries, column: "seq", select: "mutation_id") { .integer($0.seq) }
+        let behind = retries.filter { known[String($0.seq)] != $0.id.wireText }.map(\.seq)
         guard !behind.isEmpty else { return }
         var error = APIError(
             .clientBehind,
@@ -120,13 +109,22 @@ struct PushSession {
 
     /// Stored results of these mutations' ids under earlier seqs, by id.
     func resultsByID(of mutations: [Mutation]) throws -> [String: String] {
+        try storedPairs(of: mutations, column: "mutation_id", select: "result") { .text($0.id.wireText) }
+    }
+
+    /// This client's stored `column` → `select` pairs for the mutations'
+    /// keys, read in slices: a statement's parameter count is bounded on
+    /// both backends.
+    private func storedPairs(
+        of mutations: [Mutation], column: String, select: String, key: (Mutation) -> SQLValue
+    ) throws -> [String: String] {
         var found: [String: String] = [:]
         for start in stride(from: 0, to: mutations.count, by: 200) {
             let slice = mutations[start..<min(start + 200, mutations.count)]
             let marks = Array(repeating: "?", count: slice.count).joined(separator: ", ")
             for row in try sql.query(
-                "SELECT mutation_id, result FROM mutation_results WHERE user_id = ? AND client_id = ? AND mutation_id IN (\(marks))",
-                [.text(principal.user), .text(client)] + slice.map { .text($0.id.wireText) })
+                "SELECT \(column), \(select) FROM mutation_results WHERE user_id = ? AND client_id = ? AND \(column) IN (\(marks))",
+                [.text(principal.user), .text(client)] + slice.map(key))
             {
                 found[row.string(0)] = row.string(1)
             }
