@@ -129,7 +129,7 @@ public enum InvariantChecker {
             // A delete that lost to a concurrent edit (server_wins) did not
             // happen, and the person was told: that is I4's business.
             let refusedDeletes = Set(conflictReports.filter { $0.op == .delete }.map(\.record.uuid)).union(rejected)
-            for uuid in device.ledger.deleted where !refusedDeletes.contains(uuid) && !device.ledger.copiedToAClone.contains(uuid) {
+            for uuid in device.ledger.deleted where !refusedDeletes.contains(uuid) && !device.ledger.heldByAnotherCopy.contains(uuid) {
                 report.checks["I3", default: 0] += 1
                 if let row = byUUID[uuid.wireText], !row.deleted {
                     report.violations.append(

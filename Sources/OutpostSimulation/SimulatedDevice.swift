@@ -110,6 +110,7 @@ public final class SimulatedDevice: @unchecked Sendable {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         try FileManager.default.copyItem(atPath: backup.path, toPath: path)
         ledger = backup.ledger
+        ledger.recordAnotherCopy(of: ledger.created)
         restarts += 1
         (store, engine) = try Self.open(
             path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts &* 7919, monotonic: monotonic,
@@ -123,11 +124,11 @@ public final class SimulatedDevice: @unchecked Sendable {
         defer { connection.close() }
         try? FileManager.default.removeItem(atPath: clonePath)
         _ = try connection.run("VACUUM INTO ?", [.text(clonePath)])
-        ledger.recordClone(of: ledger.created)
+        ledger.recordAnotherCopy(of: ledger.created)
         let clone = try SimulatedDevice(
             name: name, principal: principal, path: clonePath, token: token, network: network, now: wallClock.now(), skew: 0,
             seed: seed, monotonic: monotonic)
-        clone.ledger.recordClone(of: ledger.created)
+        clone.ledger.recordAnotherCopy(of: ledger.created)
         return clone
     }
 

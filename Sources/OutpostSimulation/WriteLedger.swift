@@ -9,16 +9,20 @@ public struct WriteLedger: Sendable {
     /// Unique marks written by updates (`notes` = mark), by record.
     public private(set) var updateMarks: [(record: UUID, mark: String)] = []
     public var writeCount: Int { created.count + deleted.count + updateMarks.count }
-    /// Records this device had created when its database was copied to a
-    /// clone: the clone holds them too and may keep (and send) a record
-    /// this device later deleted, which is the clone's own doing.
-    public private(set) var copiedToAClone: Set<UUID> = []
+    /// Records this device had created when another copy of its database
+    /// came to be: a clone holds them too and may keep (and send) a record
+    /// this device later deleted; and a restored backup cannot know that the
+    /// timeline it replaced already sent a create it still holds as unsent,
+    /// so deleting that record cancels it locally while the server keeps it
+    /// (docs/reliability.md, "What a restore cannot know").
+    public private(set) var heldByAnotherCopy: Set<UUID> = []
 
     public init() {}
 
     public mutating func recordCreate(_ uuid: UUID) { created.insert(uuid) }
     public mutating func recordDelete(_ uuid: UUID) { deleted.insert(uuid) }
-    /// This device's database was copied (either side of the copy).
-    public mutating func recordClone(of records: Set<UUID>) { copiedToAClone.formUnion(records) }
+    /// Another copy of this device's database exists or existed (a clone on
+    /// either side, or the timeline a restore replaced).
+    public mutating func recordAnotherCopy(of records: Set<UUID>) { heldByAnotherCopy.formUnion(records) }
     public mutating func recordUpdate(_ uuid: UUID, mark: String) { updateMarks.append((uuid, mark)) }
 }

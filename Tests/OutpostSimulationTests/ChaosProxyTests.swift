@@ -122,8 +122,9 @@ struct ChaosProxyTests {
     @Test func passThroughSyncsBothWays() async throws {
         let network = try ChaosNetwork()
         defer { network.stop() }
-        let phone = try network.device("phone")
-        let tablet = try network.device("tablet")
+        // Nothing here times out on purpose: a loaded machine must not make it.
+        let phone = try network.device("phone", timeout: 15)
+        let tablet = try network.device("tablet", timeout: 15)
         var ledger = WriteLedger()
         let id = try await phone.store.create(ChaosPerson(name: "Ana"))
         ledger.recordCreate(id)

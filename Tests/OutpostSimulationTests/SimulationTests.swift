@@ -46,7 +46,14 @@ struct SimulationTests {
     /// - 650: a damaged create that had been sent (its answer lost) was
     ///   treated as never sent: the record the server held came back after
     ///   the person deleted it.
-    @Test(arguments: [830, 32, 121, 185, 650] as [UInt64])
+    /// - 691: an edit merged into a copied never-sent entry turned it into a
+    ///   delete under the same mutation id; the other copy's update had been
+    ///   applied under that id, so the delete was answered `duplicate` and
+    ///   the record lived on.
+    /// - 743: a `duplicate` handed back the record as first applied, older
+    ///   than the server's; the pull had skipped the newer copy (a deletion)
+    ///   while the change waited, so the device showed a deleted record.
+    @Test(arguments: [830, 32, 121, 185, 650, 691, 743] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
         let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
         #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")

@@ -38,4 +38,8 @@ public struct PushSettlement: Sendable, Equatable {
     public var rejected: [RejectedChange] = []
     /// Entries of the batch without a result; they keep their seq and go again.
     public var unanswered: [Int64] = []
+    /// Records confirmed by a `duplicate`: they took the record as the first
+    /// processing left it, which may be older than the server's now (and a
+    /// pull meanwhile skipped the newer copy while the change was waiting).
+    package var adoptedOriginals: [RecordReference] = []
 }

@@ -184,11 +184,14 @@ final class Outbox {
         _ row: OutboxRow, op: MutationOp, baseVersion: Int64?, data: JSONObject?, parents: Set<RecordReference>
     ) throws {
         precondition(row.seq == nil, "an entry that was sent is never rewritten")
+        // New content, new mutation id: a mutation id names one content. A
+        // copy of this database (a backup put back, a copied profile) may
+        // hold the entry as it was and send it; the server applies an id once.
         try connection.run(
-            "UPDATE outbox SET op = ?, base_version = ?, data = ?, parents = ? WHERE entry = ? AND seq IS NULL",
+            "UPDATE outbox SET mutation_id = ?, op = ?, base_version = ?, data = ?, parents = ? WHERE entry = ? AND seq IS NULL",
             [
-                .text(op.rawValue), .integer(baseVersion), try tables.payloads.stored(try data?.jsonText()),
-                .text(OutboxRow.parentsText(parents)), .integer(row.entry),
+                .text(ids.next().wireText), .text(op.rawValue), .integer(baseVersion),
+                try tables.payloads.stored(try data?.jsonText()), .text(OutboxRow.parentsText(parents)), .integer(row.entry),
             ])
     }
 

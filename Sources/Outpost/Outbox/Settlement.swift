@@ -57,7 +57,10 @@ extension Outbox {
         switch status {
         case .applied, .duplicate:
             settlement.confirmed.append(entry.record)
-            if result.status == .duplicate { try requeueWhatTheOriginalLacks(entry, result.record) }
+            if result.status == .duplicate {
+                try requeueWhatTheOriginalLacks(entry, result.record)
+                if entry.op != .delete, result.record?.deleted == false { settlement.adoptedOriginals.append(entry.record) }
+            }
             try confirm(entry, record: result.record)
         case .conflict:
             settlement.conflicts.append(try conflict(entry, serverRecord: result.record))

@@ -375,6 +375,27 @@ extension UnsafeBufferPointer<UInt8> {
 extension LocalStore {
     /// Caches records fetched online (search, opened records): stored as
     /// synced copies, never over a record with local changes waiting.
+    /// The server's current copy of records this device confirmed from a
+    /// `duplicate`'s original: stored when newer and nothing is waiting
+    /// locally; a record gone from the server (deleted, or out of scope)
+    /// leaves the device unless local changes are waiting.
+    package func refreshFromServer(_ record: WireRecord?, _ reference: RecordReference) throws {
+        try checkOpen()
+        guard let record, !record.deleted else {
+            _ = try translatingStorageErrors {
+                try connection.run(
+                    """
+                    DELETE FROM "\(reference.collection)" WHERE uuid = ? AND sync_state = 'synced'
+                    AND NOT EXISTS (SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ?)
+                    """, [.text(reference.uuid.wireText), .text(reference.collection), .text(reference.uuid.wireText)])
+            }
+            liveCounts.forget([reference.collection])
+            notify([reference.collection])
+            return
+        }
+        try translatingStorageErrors { try cacheRemote([record]) }
+    }
+
     public func cacheRemote(_ records: [WireRecord]) throws {
         try checkOpen()
         let registered = Set(registry.all.map(\.name))

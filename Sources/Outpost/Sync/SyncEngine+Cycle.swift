@@ -140,6 +140,7 @@ extension SyncEngine {
                 }
                 let settlement = try await store.settle(batch, with: response)
                 report.add(settlement)
+                await refreshAdoptedOriginals(settlement.adoptedOriginals)
                 return settlement.unanswered.isEmpty ? .next : .stop
             }
             if next == .stop { return }
@@ -147,6 +148,24 @@ extension SyncEngine {
     }
 
     enum PushStep { case next, stop }
+
+    /// A `duplicate` hands back the record as the first processing left it.
+    /// If the record changed on the server since, and a pull saw that while
+    /// this change was still waiting (and so left it alone), the device would
+    /// show the old copy for ever: read the current one. Best effort — on
+    /// failure the next change to the record, or a resync, brings it.
+    private func refreshAdoptedOriginals(_ records: [RecordReference]) async {
+        for reference in records.prefix(50) {
+            do {
+                let current = try await fetch { try await $0.record(collection: reference.collection, uuid: reference.uuid) }
+                try await store.refreshFromServer(current, reference)
+            } catch SyncFailure.refused(let body) where body.code == .notFound {
+                try? await store.refreshFromServer(nil, reference)
+            } catch {
+                return
+            }
+        }
+    }
 
     /// Runs one push with its batch leased: every way out that did not
     /// settle or release it (a throwing settlement, a local I/O error, a
