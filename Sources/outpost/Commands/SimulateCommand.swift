@@ -37,7 +37,17 @@ enum SimulateCommand {
         for offset in 0..<UInt64(seeds) {
             let config = SimulationConfig(
                 seed: first + offset, devices: devices, operations: operations, faultRate: faultRate)
-            let result = try await Simulation.run(config)
+            let result: SimulationResult
+            do {
+                result = try await Simulation.run(config)
+            } catch {
+                // A run that cannot finish is a finding of its seed, not the end of the others.
+                violations += 1
+                failing.append(config.replayCommand)
+                Terminal.note("seed \(config.seed) could not finish: \(error)")
+                Terminal.note("  replay: \(config.replayCommand)")
+                continue
+            }
             writes += result.writes
             for (kind, count) in result.faults { faults[kind, default: 0] += count }
             if !result.violations.isEmpty {
