@@ -53,7 +53,10 @@ struct SimulationTests {
     /// - 743: a `duplicate` handed back the record as first applied, older
     ///   than the server's; the pull had skipped the newer copy (a deletion)
     ///   while the change waited, so the device showed a deleted record.
-    @Test(arguments: [830, 32, 121, 185, 650, 691, 743] as [UInt64])
+    /// - 3849: a damaged update repaired as a second create behind a sent
+    ///   one; deleting the record then cancelled that "never-sent" create and
+    ///   dropped the record locally while the sent create put it on the server.
+    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
         let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
         #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")

@@ -92,13 +92,16 @@ final class Outbox {
                     continue
                 }
                 try insert(record, op: .delete, baseVersion: nil, dataText: nil, parents: [])
-            } else if row.onServer {
-                // Every field, unconditionally: the damaged change's base is unknown.
+            } else if row.onServer || remaining.contains(where: { $0.op == .create }) {
+                // Every field, unconditionally: the damaged change's base is
+                // unknown. (After a sent create still queued, an update: one
+                // record never has two creates in the queue, which a later
+                // delete would take for a never-sent one and cancel.)
                 try insert(record, op: .update, baseVersion: nil, dataText: try row.data.jsonText(), parents: parents)
             } else {
-                // Not known to be on the server: a create. If a sent one did
-                // arrive, this one is answered `duplicate` (same client, same
-                // uuid) and what that lacks is sent as an update.
+                // Not known to be on the server: a create. If the damaged one
+                // was sent and did arrive, this one is answered `duplicate`
+                // (same client, same uuid) and what that lacks is sent as an update.
                 try insert(record, op: .create, baseVersion: nil, dataText: try row.data.jsonText(), parents: parents)
             }
             try tables.setState(record.collection, record.uuid, .pending)
