@@ -56,7 +56,10 @@ struct SimulationTests {
     /// - 3849: a damaged update repaired as a second create behind a sent
     ///   one; deleting the record then cancelled that "never-sent" create and
     ///   dropped the record locally while the sent create put it on the server.
-    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849] as [UInt64])
+    /// - 4353: a field re-queued from a copy's older entry landed behind the
+    ///   person's newer edit of it; when that edit conflicted, the report
+    ///   showed the older value and the person's edit was nowhere.
+    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
         let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
         #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")

@@ -87,10 +87,17 @@ extension Outbox {
     /// applied record does not is queued again as a new update (conditional
     /// on the applied version), never dropped in silence.
     private func requeueWhatTheOriginalLacks(_ entry: OutboxEntry, _ record: WireRecord?) throws {
-        guard entry.op != .delete, let record, !record.deleted, let sent = entry.data else { return }
+        guard entry.op != .delete, let record, !record.deleted, let sent = entry.data,
+            let local = try tables.load(entry.record.collection, entry.record.uuid)
+        else { return }
         let applied = record.data ?? [:]
         var missing: JSONObject = [:]
-        for (field, value) in sent where applied[field] != value && !(value == .null && applied[field] == nil) {
+        // Only what the device still holds: a field edited again since is
+        // carried by that later edit, and this older value must not overwrite it.
+        for (field, value) in sent
+        where applied[field] != value && !(value == .null && applied[field] == nil)
+            && (local.data[field] == value || (value == .null && local.data[field] == nil))
+        {
             missing[field] = value
         }
         guard !missing.isEmpty else { return }
