@@ -67,7 +67,11 @@ public final class SimulatedDevice: @unchecked Sendable {
         }
         var options = SyncOptions()
         options.periodicInterval = nil
-        options.reconnectJitter = .zero
+        // The simulation never moves its monotonic clock, so a reconnection's
+        // jittered sync never fires on its own: every cycle is one the
+        // simulation awaits, and a seed replays exactly. (Left at zero, that
+        // sync started at once in the background and raced the next step.)
+        options.reconnectJitter = .seconds(1)
         options.pushBatchSize = 20
         options.pullPageSize = 25
         let engine = SyncEngine(store: store, transport: network, token: token, options: options, clock: monotonic, seed: seed)
