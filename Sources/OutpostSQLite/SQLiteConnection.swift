@@ -171,7 +171,7 @@ public final class SQLiteConnection {
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 }
 
-/// Apple's data protection for the database files (SPEC C17): readable only
+/// Apple's data protection for the database files: readable only
 /// while, or once, the device has been unlocked. SQLite applies it to the
 /// database, WAL and SHM files it creates.
 public enum FileProtection: Sendable {

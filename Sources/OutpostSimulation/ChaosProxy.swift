@@ -51,9 +51,7 @@ public struct ChaosProxyError: Error, Sendable, CustomStringConvertible {
 
 /// A fault-injecting TCP proxy for tests: listens on 127.0.0.1 and forwards
 /// each connection to a server on 127.0.0.1, doing to the bytes what
-/// ``mode`` says (SPEC scenarios "very slow network and timeout", "socket
-/// open but dead", "insert confirmed but response lost", "server up but
-/// endpoint failing"). Kernel network emulation is not available on the
+/// ``mode`` says. Kernel network emulation is not available on the
 /// test machines, so faults are made here, in user space, between a real
 /// client and a real server.
 ///

@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-/// Tokens and row-level scope (SPEC S3, invariant I7), once per backend.
+/// Tokens and row-level scope, once per backend.
 @Suite("Access and scope", .timeLimit(.minutes(5)))
 struct AccessTests {
     @Test(arguments: Backend.available)
@@ -107,7 +107,7 @@ struct AccessTests {
     }
 }
 
-/// SPEC S4: bad input gets a clear 4xx with the error body and changes nothing.
+/// Bad input gets a clear 4xx with the error body and changes nothing.
 @Suite("Bad input", .timeLimit(.minutes(5)))
 struct BadInputTests {
     @Test(arguments: Backend.available)

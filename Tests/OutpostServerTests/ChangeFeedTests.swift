@@ -4,8 +4,8 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-/// The change feed has no gaps under concurrent writers (SPEC S2), and two
-/// server processes on one PostgreSQL keep idempotency and order (SPEC S1).
+/// The change feed has no gaps under concurrent writers, and two
+/// server processes on one PostgreSQL keep idempotency and order.
 @Suite("Change feed", .timeLimit(.minutes(5)))
 struct ChangeFeedTests {
     @Test(arguments: Backend.available)

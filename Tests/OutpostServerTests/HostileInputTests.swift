@@ -8,7 +8,7 @@ import Testing
 import Glibc
 #endif
 
-/// SPEC S4 and invariant I7: a seeded generator of malformed and hostile
+/// Bad input and invariant I7: a seeded generator of malformed and hostile
 /// requests against a live server, over the real socket, on every endpoint
 /// and both backends. Every answer must be below 500, a 2xx only for a
 /// request that is in fact valid, every 4xx the JSON error body, no answer may

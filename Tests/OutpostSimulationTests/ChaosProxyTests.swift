@@ -98,7 +98,7 @@ final class ChaosNetwork: Sendable {
         }.filter { $0.string(0).contains(#""status":"applied""#) }.count
     }
 
-    /// Heals the network, syncs every device twice, and holds the result to SPEC's invariants.
+    /// Heals the network, syncs every device twice, and holds the result to the invariants.
     func healAndCheck(_ devices: [(ChaosDevice, WriteLedger)], sourceLocation: SourceLocation = #_sourceLocation) async throws {
         proxy.mode = .pass
         for _ in 0..<2 {
@@ -116,7 +116,7 @@ private func seconds(since start: ContinuousClock.Instant) -> Double {
     return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 }
 
-/// SPEC scenarios over a real socket: URLSession → chaos proxy → libmicrohttpd → SQLite.
+/// Field scenarios over a real socket: URLSession → chaos proxy → libmicrohttpd → SQLite.
 @Suite("Chaos proxy between a real client and a live server", .serialized, .timeLimit(.minutes(1)))
 struct ChaosProxyTests {
     @Test func passThroughSyncsBothWays() async throws {

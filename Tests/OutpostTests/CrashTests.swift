@@ -10,7 +10,7 @@ import Glibc
 import Darwin
 #endif
 
-/// SPEC C2: nothing a person typed is lost, whatever a crash does. A child
+/// Nothing a person typed is lost, whatever a crash does. A child
 /// process writes through the store and is killed with SIGKILL at a random
 /// moment, 20 times over the same database.
 @Suite("Crash safety", .timeLimit(.minutes(10)))

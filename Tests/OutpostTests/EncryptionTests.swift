@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-/// SPEC C17: payloads encrypted at rest behind a cipher protocol (AES-GCM).
+/// Payloads encrypted at rest behind a cipher protocol (AES-GCM).
 @Suite("Encryption at rest", .timeLimit(.minutes(5)))
 struct EncryptionTests {
     let secret = "Lucía Marchetti, HIV clinic"

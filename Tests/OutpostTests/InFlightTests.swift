@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-/// SPEC C3-C4 and the cases of seed 004: what "sent" and "in flight" mean.
+/// What "sent" and "in flight" mean, with the cases a memory-only in-flight set gets wrong.
 @Suite("In-flight entries", .timeLimit(.minutes(5)))
 struct InFlightTests {
     @Test func createThenDeleteWhileTheInsertIsInFlight() async throws {
@@ -68,7 +68,7 @@ struct InFlightTests {
         #expect(again.request.mutations == batch.request.mutations, "same seq, same id, same content")
     }
 
-    /// The case seed 004 gets wrong: its in-flight set is memory only, so after a
+    /// The case a naive queue gets wrong: its in-flight set is memory only, so after a
     /// restart its queue would cancel a create the server may already hold.
     @Test func deleteAfterRestartQueuesAServerDeleteForASentCreate() async throws {
         let fixture = try StoreFixture()

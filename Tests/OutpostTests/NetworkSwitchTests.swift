@@ -5,7 +5,7 @@ import OutpostServer
 import OutpostTesting
 import Testing
 
-/// The scenarios of SPEC's list not covered elsewhere: a network switch in
+/// The scenarios of the list not covered elsewhere: a network switch in
 /// the middle of a request, a reinstall, and a name lookup answering late.
 @Suite("Network switch, reinstall, late DNS", .timeLimit(.minutes(5)))
 struct NetworkSwitchTests {

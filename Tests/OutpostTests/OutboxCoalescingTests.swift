@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-/// SPEC C3: coalescing happens only between entries that were never sent.
+/// Coalescing happens only between entries that were never sent.
 @Suite("Outbox coalescing", .timeLimit(.minutes(5)))
 struct OutboxCoalescingTests {
     @Test func createThenUpdateIsOneCreate() async throws {

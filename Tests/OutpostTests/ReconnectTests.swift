@@ -9,7 +9,7 @@ import Testing
 import FoundationNetworking
 #endif
 
-/// SPEC C10-C13: triggers, fresh sessions, jitter, the connectivity model.
+/// Triggers, fresh sessions, jitter, the connectivity model.
 @Suite("Reconnection and connectivity", .timeLimit(.minutes(5)))
 struct ReconnectTests {
     @Test func backOnlineInTheForegroundAndAfterBackground() async throws {

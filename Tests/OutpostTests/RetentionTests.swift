@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-/// SPEC C17: retention limits per collection. Old synced copies leave the
+/// Retention limits per collection. Old synced copies leave the
 /// device (never the server), reckoned on the server's clock, and never a
 /// record with local changes waiting.
 @Suite("Retention limits", .timeLimit(.minutes(5)))

@@ -5,7 +5,7 @@ import OutpostServer
 import OutpostTesting
 import Testing
 
-/// SPEC C16: what each role keeps offline, and that the UI can say what is not downloaded.
+/// What each role keeps offline, and that the UI can say what is not downloaded.
 @Suite("Scope modes", .timeLimit(.minutes(5)))
 struct ScopeModeTests {
     @Test func anAdministratorSearchesOnlineAndCachesWhatSheOpens() async throws {

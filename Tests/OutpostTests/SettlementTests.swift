@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-/// SPEC C5-C6: what each result does to the store.
+/// What each result does to the store.
 @Suite("Settling push results", .timeLimit(.minutes(5)))
 struct SettlementTests {
     @Test func appliedAdoptsTheServersIdVersionAndTime() async throws {
@@ -111,7 +111,7 @@ struct SettlementTests {
     }
 }
 
-/// SPEC C5: children go after their parent; a refused parent holds them.
+/// Children go after their parent; a refused parent holds them.
 @Suite("Parents and children", .timeLimit(.minutes(5)))
 struct ParentChildTests {
     @Test func childrenAreSentAfterTheirParentsCreate() async throws {

@@ -6,7 +6,7 @@ import OutpostTesting
 import Testing
 
 /// The sync engine against the real server's request handling, with faults
-/// injected in the transport (SPEC C6-C15 and the scenario list).
+/// injected in the transport.
 @Suite("Sync engine", .timeLimit(.minutes(5)))
 struct SyncEngineTests {
     @Test func startWithNoNetworkCapturesThenSendsOnceWhenBack() async throws {

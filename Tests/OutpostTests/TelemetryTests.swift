@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-/// SPEC C17: telemetry carries coarse network state, trigger and outcome —
+/// Telemetry carries coarse network state, trigger and outcome —
 /// never SSIDs, addresses or record contents.
 @Suite("Sync telemetry", .timeLimit(.minutes(5)))
 struct TelemetryTests {

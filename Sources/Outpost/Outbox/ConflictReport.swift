@@ -1,7 +1,7 @@
 public import Foundation
 public import OutpostCore
 
-/// An edit that lost to a newer server copy (SPEC C6, invariant I4).
+/// An edit that lost to a newer server copy.
 ///
 /// The server copy prevailed on the device; the edit that lost is kept here
 /// so the app can show it and offer to apply it again.

@@ -2,7 +2,7 @@ import Foundation
 import OutpostCore
 import OutpostSQLite
 
-/// The durable queue of local changes (SPEC C2-C5, PROTOCOL rule 1).
+/// The durable queue of local changes.
 ///
 /// Every method runs on the store's serial owner and inside the store's
 /// transactions, so a record write and its outbox entry commit together.

@@ -38,7 +38,7 @@ public struct OutboxEntry: Sendable, Equatable {
     public var seq: Int64?
     /// Every send of this entry, whatever became of it.
     public var attempts: Int
-    /// Failures that count against the retry budget (permanent ones only, SPEC C7).
+    /// Failures that count against the retry budget (permanent ones only).
     public var failures: Int
     public var lastError: String?
 

@@ -11,7 +11,7 @@ public struct PushBatch: Sendable, Equatable {
     public let request: PushRequest
 
     /// Entries sent before whose outcome was never learnt; this push resends
-    /// them with the same seq (SPEC C8).
+    /// them with the same seq.
     public var resent: [OutboxEntry] { entries.filter { $0.attempts > 0 } }
 }
 

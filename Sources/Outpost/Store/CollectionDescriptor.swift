@@ -6,12 +6,12 @@ public import OutpostCore
 public struct CollectionDescriptor: Sendable, Equatable {
     public var name: String
     /// Field name → collection it references, e.g. `["person": "people"]`.
-    /// A child is sent only after its parent's create (SPEC C5).
+    /// A child is sent only after its parent's create.
     public var references: [String: String]
     /// Fields queried often enough to deserve an index on the device.
     public var indexedFields: [String]
     /// How long the device keeps a synced record the server has not changed
-    /// since (SPEC C17: retention limits); nil keeps everything. Older copies
+    /// since; nil keeps everything. Older copies
     /// are removed from the device, never from the server, and never while
     /// the record has local changes waiting. Reckoned on the server's clock.
     public var retention: TimeInterval?

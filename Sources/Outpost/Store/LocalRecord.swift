@@ -1,7 +1,7 @@
 public import Foundation
 public import OutpostCore
 
-/// Where a local record stands with the server (SPEC C1).
+/// Where a local record stands with the server.
 public enum SyncState: String, Sendable, Codable {
     /// The server holds exactly what the device shows.
     case synced

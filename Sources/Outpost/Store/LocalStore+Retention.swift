@@ -6,7 +6,7 @@ extension LocalStore {
     static let retentionKey = "retention.last_run"
 
     /// Removes synced copies older than their collection's retention limit
-    /// (SPEC C17). Runs at the end of a complete pull, inside its
+    /// Runs at the end of a complete pull, inside its
     /// transaction, at most once a day: finding old rows reads the whole
     /// table, and a limit counted in days needs no finer step.
     ///

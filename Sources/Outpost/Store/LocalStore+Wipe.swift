@@ -2,7 +2,7 @@ import Foundation
 
 extension LocalStore {
     /// Closes the store and removes the database with its WAL and SHM files
-    /// (SPEC C17: wipe on logout or revocation). Callers warn about unsent
+    /// (the wipe on logout or revocation). Callers warn about unsent
     /// changes first; `SyncEngine.signOut(unsentChanges:)` does.
     public func destroy() throws {
         close()

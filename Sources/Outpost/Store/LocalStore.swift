@@ -3,7 +3,7 @@ public import OutpostCore
 public import OutpostSQLite
 
 /// The device's database: records of every registered collection, the
-/// durable outbox, and the client's identity (SPEC C1-C5).
+/// durable outbox, and the client's identity (docs/architecture.md).
 ///
 /// Open it locally and it works offline from the first line; sync is
 /// connected separately. An actor: the one serial owner of its SQLite
@@ -45,7 +45,7 @@ public actor LocalStore {
     /// once the device was unlocked after boot, so background sync works).
     ///
     /// With a `cipher`, every payload written from then on — record fields,
-    /// queued changes, conflict reports — is sealed at rest (SPEC C17); queries
+    /// queued changes, conflict reports — is sealed at rest; queries
     /// over fields then run over the opened records instead of SQL.
     ///
     /// Opening writes nothing when nothing needs changing, so a full disk

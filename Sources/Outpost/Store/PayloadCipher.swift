@@ -5,7 +5,7 @@ import CryptoKit
 import COpenSSL
 #endif
 
-/// Seals and opens the payloads the store keeps at rest (SPEC C17): every
+/// Seals and opens the payloads the store keeps at rest: every
 /// record's fields, every queued change and every conflict report. What
 /// sync needs without the key — uuids, versions, states, server times —
 /// stays readable.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The device database's tables (SPEC C1).
+/// The device database's tables (docs/architecture.md).
 ///
 /// Fixed tables are created by numbered migrations (`PRAGMA user_version`);
 /// each registered collection gets its own table with the same control
@@ -57,7 +57,7 @@ enum StoreSchema {
         CREATE UNIQUE INDEX outbox_by_seq ON outbox (seq) WHERE seq IS NOT NULL;
 
         -- Edits that lost to a newer server copy, kept so the app can offer
-        -- to re-apply them (SPEC C6).
+        -- to re-apply them.
         CREATE TABLE conflicts (
             id            INTEGER PRIMARY KEY AUTOINCREMENT,
             collection    TEXT NOT NULL,

@@ -3,7 +3,7 @@ public import OutpostCore
 import OutpostSQLite
 
 /// The writes of one `LocalStore.write` call. Every record change and its
-/// outbox entry commit together or not at all (SPEC C2).
+/// outbox entry commit together or not at all.
 ///
 /// Valid only inside the closure it is passed to.
 public final class StoreTransaction {

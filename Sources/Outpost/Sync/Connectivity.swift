@@ -1,6 +1,6 @@
 import Foundation
 
-/// What the device can do with the network right now (SPEC C13).
+/// What the device can do with the network right now.
 public enum ConnectivityState: String, Sendable, Equatable, Codable {
     /// At start, before any signal: never shown as an error.
     case unknown

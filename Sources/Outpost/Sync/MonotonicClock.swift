@@ -1,4 +1,4 @@
-/// A clock that only moves forward, for waits between retries (SPEC C4).
+/// A clock that only moves forward, for waits between retries.
 /// The wall clock may jump (or be two days wrong); this one never does.
 public protocol MonotonicClock: Sendable {
     /// Time since an arbitrary origin.

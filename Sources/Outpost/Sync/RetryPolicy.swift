@@ -1,4 +1,4 @@
-/// When to try again after a failure (SPEC C7).
+/// When to try again after a failure.
 ///
 /// "Not now" failures (no network, timeouts, 429/5xx) back off exponentially
 /// with full jitter up to a cap and never use up the budget. "No" failures

@@ -1,7 +1,7 @@
 public import Foundation
 import OutpostCore
 
-/// Plain, non-blaming sentences for each situation (SPEC C15). Data without
+/// Plain, non-blaming sentences for each situation. Data without
 /// a timestamp is never described as current.
 public enum StatusMessage {
     /// The sentence a status bar shows for this status.

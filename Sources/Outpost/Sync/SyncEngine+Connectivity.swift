@@ -48,7 +48,7 @@ extension SyncEngine {
     /// After a real disconnection: a fresh session. Requests made before it
     /// are abandoned (their answers will be ignored), features refresh with
     /// jitter, and a sync starts with jitter too, so a thousand devices
-    /// coming back at once do not call at once (SPEC C11, C12).
+    /// coming back at once do not call at once.
     func reconnected(abandonCycle: Bool) async {
         emit(.freshSessionNeeded)
         if abandonCycle, let cycle = cycleTask {

@@ -21,7 +21,7 @@ extension SyncEngine {
             emitTelemetry(SyncTelemetryEvent(report, networkBefore: networkBefore, connectivity: connectivity, duration: clock.now() - started))
         }
         if status.signInRequired || status.lastError == .accessRevoked {
-            // An expired token never authorises a server call (SPEC C17).
+            // An expired token never authorises a server call.
             report.failure = status.signInRequired ? .signInRequired : .accessRevoked
             return report
         }

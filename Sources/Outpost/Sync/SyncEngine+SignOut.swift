@@ -27,7 +27,7 @@ public enum SignOutError: Error, Sendable, Equatable, CustomStringConvertible {
 
 extension SyncEngine {
     /// Signs out: stops syncing, forgets the token and, unless told to keep
-    /// it, wipes the database with its WAL and SHM files (SPEC C17). Never an
+    /// it, wipes the database with its WAL and SHM files. Never an
     /// implicit choice that loses data: the caller says what happens to
     /// unsent changes.
     public func signOut(unsentChanges policy: UnsentChangesPolicy) async throws {

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostCore
 
-/// The one sync coordinator of an account (SPEC C6-C15).
+/// The one sync coordinator of an account.
 ///
 /// Open the ``LocalStore`` first (it works offline from the first line),
 /// then connect:
@@ -297,7 +297,7 @@ public actor SyncEngine {
     }
 
     /// Registers a feature's refresh, run after each reconnection with its
-    /// own random delay within `reconnectJitter` (SPEC C12).
+    /// own random delay within `reconnectJitter`.
     public func registerRefresh(_ name: String, _ handler: @escaping @Sendable () async -> Void) {
         refreshHandlers[name] = handler
     }

@@ -1,6 +1,6 @@
 public import Foundation
 
-/// How much of the scope a device keeps offline (SPEC C16, seed 001).
+/// How much of the scope a device keeps offline.
 public enum ScopeMode: String, Sendable, Equatable, Codable {
     /// Everything in scope is downloaded (field users).
     case full
@@ -40,7 +40,7 @@ public struct SyncOptions: Sendable {
     public init() {}
 }
 
-/// What started a sync cycle (SPEC C10).
+/// What started a sync cycle.
 public enum SyncTrigger: String, Sendable, Equatable, Codable {
     case launch
     case connectivityRegained = "connectivity_regained"

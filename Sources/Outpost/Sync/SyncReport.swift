@@ -41,7 +41,7 @@ public struct SyncReport: Sendable, Equatable {
 /// Things the app should react to, one at a time.
 public enum SyncEvent: Sendable, Equatable {
     /// The network came back after a real disconnection: registered
-    /// refreshes run now, each after its own jittered delay (SPEC C12).
+    /// refreshes run now, each after its own jittered delay.
     case freshSessionNeeded
     /// The session expired: ask the person to sign in; capture goes on.
     case signInRequired

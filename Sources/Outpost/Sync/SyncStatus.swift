@@ -14,7 +14,7 @@ public struct SyncProgress: Sendable, Equatable {
     public var fraction: Double { total > 0 ? min(1, Double(done) / Double(total)) : 0 }
 }
 
-/// What is on the device for one collection, and what is not (SPEC C14, C16).
+/// What is on the device for one collection, and what is not.
 public struct CollectionCoverage: Sendable, Equatable {
     public var mode: ScopeMode
     /// Records on the device.
@@ -28,7 +28,7 @@ public struct CollectionCoverage: Sendable, Equatable {
     public var isComplete: Bool { mode == .full || (mode == .capped && windowStart == nil) }
 }
 
-/// A snapshot of sync for the UI (SPEC C14). `Sendable` and `Equatable`, so
+/// A snapshot of sync for the UI. `Sendable` and `Equatable`, so
 /// a view can diff it; ``SyncEngine/statusUpdates()`` streams it.
 public struct SyncStatus: Sendable, Equatable {
     public var connectivity: ConnectivityState = .unknown

@@ -1,6 +1,6 @@
 import Foundation
 
-/// One sync cycle as telemetry (SPEC C17, seed 002): the coarse network
+/// One sync cycle as telemetry: the coarse network
 /// state, what started the cycle and how it ended, with counts — enough to
 /// tell "the API is failing for everyone" from ordinary network switches.
 ///

@@ -2,7 +2,7 @@ public import Foundation
 
 /// A strict JSON reader over UTF-8 bytes (RFC 8259), written for the hot
 /// paths: stored record data and pull pages. Foundation's coders cost more
-/// than SQLite and HTTP together on a naive sync path (FACTS.md); this one
+/// than SQLite and HTTP together on a naive sync path (docs/benchmarks.md); this one
 /// builds `JSONValue`s directly and can skip a value while keeping its raw
 /// text, so payloads the client only stores are never decoded.
 public struct JSONScanner {

@@ -1,7 +1,7 @@
 public import Foundation
 
 /// The device's wall clock. Used only for `local_updated_at` and display,
-/// never to decide what was seen on the server (SPEC C9).
+/// never to decide what was seen on the server.
 public protocol WallClock: Sendable {
     func now() -> Date
 }

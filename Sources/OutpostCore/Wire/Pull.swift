@@ -1,7 +1,7 @@
 public import Foundation
 
 /// The server's position in its change feed. Opaque: only the server makes
-/// one, the client stores it and sends it back (SPEC C9).
+/// one, the client stores it and sends it back.
 public struct PullCursor: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }

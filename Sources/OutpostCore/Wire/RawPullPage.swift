@@ -1,7 +1,7 @@
 public import Foundation
 
 /// A pull page read straight from its bytes, for the download path
-/// (PROTOCOL "GET /v1/pull"; FACTS.md on where the time goes).
+/// (docs/protocol.md, "Pulling changes"; docs/benchmarks.md on where the time goes).
 ///
 /// Nothing of a record is turned into Swift values but its numbers and flags:
 /// every text field is a `TextSpan` into the page's own bytes, and a record's

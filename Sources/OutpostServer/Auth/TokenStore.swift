@@ -2,7 +2,7 @@ public import Foundation
 public import OutpostCore
 
 /// Bearer tokens: opaque random strings handed to a user once and stored only
-/// as SHA-256 hashes, with an expiry and a revocation time (SPEC S3).
+/// as SHA-256 hashes, with an expiry and a revocation time.
 public struct TokenStore: Sendable {
     let database: any ServerDatabase
     let clock: any WallClock

@@ -2,7 +2,7 @@ import Foundation
 
 /// Cheap checks on a request body before JSON decoding: valid UTF-8 and a
 /// bounded nesting depth, so hostile input gets a 400, never a crash or a
-/// deep recursion in the decoder (SPEC S4).
+/// deep recursion in the decoder.
 enum RequestGuard {
     static let maxDepth = 32
 

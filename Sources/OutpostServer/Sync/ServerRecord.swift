@@ -46,7 +46,7 @@ struct ServerRecord {
 
     /// A row selected with `columns`, written as the wire JSON straight from
     /// the database's bytes: stored data text is spliced in as is (the hot
-    /// path of pull: FACTS.md shows JSON coding, not SQLite or HTTP, is what
+    /// path of pull: JSON coding (docs/benchmarks.md), not SQLite or HTTP, is what
     /// costs), and no value is made per row.
     static func appendJSON(_ row: SQLRawRow, to out: inout [UInt8]) {
         let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)

@@ -5,7 +5,7 @@ import OutpostServer
 import OutpostTesting
 
 /// initial-sync: a fresh device downloads its whole scope from `outpost serve`
-/// over loopback, through the real engine, into its store (SPEC P1).
+/// over loopback, through the real engine, into its store.
 enum InitialSyncBench {
     struct ClientFigures: Codable {
         var seconds: Double
@@ -57,7 +57,7 @@ enum InitialSyncBench {
             server.stop()
             let (serverSeconds, pages) = ServerProcess.serverSeconds(log: log, path: "/v1/pull")
             let ratio = figures.seconds / baseline
-            // The target (SPEC P1) is for the SQLite server and a plain store; the other runs are reported.
+            // The target is for the SQLite server and a plain store; the other runs are reported.
             let isTarget = name == "initial-sync"
             var result = BenchResult(
                 name: name,

@@ -6,7 +6,7 @@ import OutpostTesting
 
 /// local-write: creates and updates through the store API (record + outbox
 /// entry in one transaction), against a bare SQLite single-row insert
-/// transaction (SPEC P2).
+/// transaction.
 enum LocalWriteBench {
     struct Person: SyncRecord {
         static let collection = "people"

@@ -5,7 +5,7 @@ import OutpostServer
 import OutpostTesting
 
 /// many-devices: many devices syncing at once against one server, and a
-/// reconnect storm with and without jitter (SPEC P4).
+/// reconnect storm with and without jitter.
 enum ManyDevicesBench {
     /// Counts requests in progress at the server, to find the peak.
     final class Gauge: @unchecked Sendable {

@@ -4,7 +4,7 @@ import OutpostCore
 import OutpostServer
 import OutpostTesting
 
-/// push: mutations queued offline, then drained to `outpost serve` (SPEC P3).
+/// push: mutations queued offline, then drained to `outpost serve`.
 enum PushBench {
     static func run(mutations: Int, postgres: String?) async throws -> [BenchResult] {
         var results: [BenchResult] = []
