@@ -113,8 +113,10 @@ public final class SimulatedDevice: @unchecked Sendable {
         await store.close()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         try FileManager.default.copyItem(atPath: backup.path, toPath: path)
+        // No exemption: a create the replaced timeline sent and this copy
+        // still holds as unsent must not come back after a local delete
+        // (the 409 and the pull tell the device; see DoubtfulCreates.swift).
         ledger = backup.ledger
-        ledger.recordAnotherCopy(of: ledger.created)
         restarts += 1
         (store, engine) = try Self.open(
             path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts &* 7919, monotonic: monotonic,
@@ -132,20 +134,25 @@ public final class SimulatedDevice: @unchecked Sendable {
         let clone = try SimulatedDevice(
             name: name, principal: principal, path: clonePath, token: token, network: network, now: wallClock.now(), skew: 0,
             seed: seed, monotonic: monotonic)
-        clone.ledger.recordAnotherCopy(of: ledger.created)
+        // The clone holds everything this copy holds, records that came
+        // from an earlier copy included (a clone of a clone).
+        clone.ledger.recordAnotherCopy(of: ledger.created.union(ledger.heldByAnotherCopy))
         return clone
     }
 
     /// Breaks one stored queued change on disk (a bad sector, another
-    /// program): its JSON no longer parses. False when nothing is queued.
-    public func damageQueuedChange(pick: UInt64) throws -> Bool {
+    /// program): its JSON no longer parses. Names the change, or nil when
+    /// nothing is queued.
+    public func damageQueuedChange(pick: UInt64) throws -> String? {
         let connection = try SQLiteConnection(path: path)
         defer { connection.close() }
-        let entries = try connection.query("SELECT entry FROM outbox WHERE data IS NOT NULL ORDER BY entry") { $0.int64(0) }
-        guard !entries.isEmpty else { return false }
-        let entry = entries[Int(pick % UInt64(entries.count))]
-        _ = try connection.run("UPDATE outbox SET data = '{\"broken' WHERE entry = ?", [.integer(entry)])
-        return true
+        let entries = try connection.query("SELECT entry, op, record_uuid FROM outbox WHERE data IS NOT NULL ORDER BY entry") {
+            (entry: $0.int64(0), description: "\($0.string(1)) \($0.string(2))")
+        }
+        guard !entries.isEmpty else { return nil }
+        let picked = entries[Int(pick % UInt64(entries.count))]
+        _ = try connection.run("UPDATE outbox SET data = '{\"broken' WHERE entry = ?", [.integer(picked.entry)])
+        return picked.description
     }
 
     /// The person signs in again with a new token.

@@ -12,12 +12,19 @@ public struct SimulationConfig: Sendable {
     public var operations: Int
     /// Percent of requests that meet a fault.
     public var faultRate: Int
+    /// Receives one line per workload step, fault and sync when set: what a
+    /// replayed seed did, to find where a record went wrong.
+    public var trace: (@Sendable (String) -> Void)?
 
-    public init(seed: UInt64, devices: Int = 4, operations: Int = 60, faultRate: Int = 15) {
+    public init(
+        seed: UInt64, devices: Int = 4, operations: Int = 60, faultRate: Int = 15,
+        trace: (@Sendable (String) -> Void)? = nil
+    ) {
         self.seed = seed
         self.devices = max(1, devices)
         self.operations = operations
         self.faultRate = faultRate
+        self.trace = trace
     }
 
     /// The one-line command that replays this run.
@@ -42,10 +49,11 @@ public struct SimulationResult: Sendable {
 /// simulated network, the real server's request handling on SQLite, one
 /// seed for the workload, the faults and the clocks. Devices take turns, one
 /// awaited step at a time, so a seed replays exactly. After the workload the
-/// network heals, every device syncs until quiet, and I1-I7 are checked.
+/// network heals, every device syncs until quiet, and I1-I8 are checked.
 public enum Simulation {
     public static func run(_ config: SimulationConfig) async throws -> SimulationResult {
         var random = SeededRandom(seed: config.seed)
+        let trace = config.trace ?? { _ in }
         var result = SimulationResult(config: config)
         let directory = try TemporaryDirectory(prefix: "outpost-sim")
         let serverClock = ManualWallClock(Date(timeIntervalSince1970: 1_796_000_000))
@@ -84,16 +92,21 @@ public enum Simulation {
             }
             let index = Int(random.next() % UInt64(devices.count))
             let device = devices[index]
+            let step = "\(operation) \(device.name):"
             serverClock.advance(by: Double(random.next() % 30))
             device.skewClock(by: Double(random.next() % 30))
             // The phone's own backups, now and then: what a restore brings back.
-            if random.next() % 40 == 0 { try device.takeBackup() }
+            if random.next() % 40 == 0 {
+                try device.takeBackup()
+                trace("\(step) backup taken")
+            }
             if random.next() % 100 < 7 {
                 let kind = random.next() % 8
                 // A restored database starts again from the backup's cursor:
                 // the cursor check starts again with it.
                 if kind == 0 && device.hasBackup { cursors[index] = nil }
                 if kind == 7 {
+                    trace("\(step) sync beside a frozen server")
                     try await syncBesideAFrozenServer(device, serverPath: serverPath)
                     result.faults[.serverFrozen, default: 0] += 1
                     result.syncs += 1
@@ -101,7 +114,8 @@ public enum Simulation {
                 }
                 try await injectDeviceFault(
                     kind, device: device, index: index, devices: &devices, fullUntil: &fullUntil,
-                    operation: operation, random: &random, directory: directory, config: config, result: &result)
+                    operation: operation, random: &random, directory: directory, config: config, result: &result,
+                    trace: { trace("\(step) \($0)") })
                 continue
             }
             let roll = random.next() % 100
@@ -111,6 +125,7 @@ public enum Simulation {
                     let uuid = try await device.store.create(
                         in: "people", ["name": .string("Person \(random.next() % 1000)"), "section": .int(Int64(random.next() % 9))])
                     device.ledger.recordCreate(uuid)
+                    trace("\(step) create people \(uuid.wireText)")
                     result.writes += 1
                 case 24..<34:
                     let people = try await device.store.query(RecordQuery("people"))
@@ -119,6 +134,7 @@ public enum Simulation {
                     let uuid = try await device.store.create(
                         in: "visits", ["person": .string(parent.uuid.wireText), "visited_at": "2026-11-29T10:00:00Z"])
                     device.ledger.recordCreate(uuid)
+                    trace("\(step) create visits \(uuid.wireText) for \(parent.uuid.wireText)")
                     result.writes += 1
                 case 34..<54:
                     let collection = random.next() % 3 == 0 ? "visits" : "people"
@@ -129,6 +145,7 @@ public enum Simulation {
                     let text = "mark-\(config.seed)-\(index)-\(mark)"
                     try await device.store.update(in: collection, target.uuid, patch: ["notes": .string(text)])
                     device.ledger.recordUpdate(target.uuid, mark: text)
+                    trace("\(step) update \(collection) \(target.uuid.wireText) \(text)")
                     result.writes += 1
                 case 54..<61:
                     let collection = random.next() % 3 == 0 ? "visits" : "people"
@@ -137,17 +154,26 @@ public enum Simulation {
                     let target = records[Int(random.next() % UInt64(records.count))]
                     try await device.store.delete(in: collection, target.uuid)
                     device.ledger.recordDelete(target.uuid)
+                    trace("\(step) delete \(collection) \(target.uuid.wireText)")
                     result.writes += 1
                 case 61..<85:
                     result.syncs += 1
-                    _ = try? await device.engine.sync(timeout: .seconds(30))
+                    let outcome: Result<SyncReport, any Error>
+                    do {
+                        outcome = .success(try await device.engine.sync(timeout: .seconds(30)))
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                    trace("\(step) sync: \(Self.describe(outcome))")
                     if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
                     if device.network.crashRequested { try await device.crashAndRestart() }
                 case 85..<90:
                     device.network.isPartitioned.toggle()
+                    trace("\(step) partitioned: \(device.network.isPartitioned)")
                     if device.network.isPartitioned { result.faults[.partition, default: 0] += 1 }
                 case 90..<93:
                     result.faults[.crash, default: 0] += 1
+                    trace("\(step) crash")
                     try await device.crashAndRestart()
                 case 93..<95:
                     // The session expires on the server while the device works on.
@@ -155,9 +181,11 @@ public enum Simulation {
                         user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: 30)
                     await device.signIn(short)
                     serverClock.advance(by: 60)
+                    trace("\(step) token expired")
                     result.faults[.tokenExpiry, default: 0] += 1
                 case 95..<98:
                     // Requests held back earlier finally reach the server.
+                    trace("\(step) held requests delivered")
                     await device.network.deliverHeld()
                 default:
                     if await device.engine.currentStatus.signInRequired {
@@ -170,7 +198,10 @@ public enum Simulation {
                 // A record deleted by a pull between the query and the write: a person would see it gone.
                 if case .recordNotFound = error { continue }
                 // The disk refused the write: the person saw it fail; nothing to hold the system to.
-                if error.isStorageFault { continue }
+                if error.isStorageFault {
+                    trace("\(step) write refused by the disk: \(error)")
+                    continue
+                }
                 throw error
             }
         }
@@ -185,10 +216,12 @@ public enum Simulation {
                 user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: nil)
             await device.signIn(fresh)
         }
+        trace("quiescence")
         for _ in 0..<3 {
             for (index, device) in devices.enumerated() {
                 do {
-                    try await device.engine.sync(timeout: .seconds(60))
+                    let report = try await device.engine.sync(timeout: .seconds(60))
+                    trace("\(device.name): sync: \(Self.describe(.success(report)))")
                 } catch {
                     result.violations.append(Violation(invariant: "I6", detail: "\(device.name) could not sync after healing: \(error)"))
                 }
@@ -212,6 +245,14 @@ public enum Simulation {
         return result
     }
 
+    /// One line for the trace: what a sync cycle did or why it failed.
+    static func describe(_ outcome: Result<SyncReport, any Error>) -> String {
+        switch outcome {
+        case .success(let report): return "\(report)"
+        case .failure(let error): return "failed: \(error)"
+        }
+    }
+
     /// The server's body limit in the simulation (the default is 4 MiB):
     /// a capture over it alone, or a batch of large ones, meets it.
     static let maxBodyBytes = 48 * 1024
@@ -233,16 +274,18 @@ public enum Simulation {
     static func injectDeviceFault(
         _ kind: UInt64, device: SimulatedDevice, index: Int, devices: inout [SimulatedDevice], fullUntil: inout [Int: Int],
         operation: Int, random: inout SeededRandom, directory: TemporaryDirectory, config: SimulationConfig,
-        result: inout SimulationResult
+        result: inout SimulationResult, trace: (String) -> Void
     ) async throws {
         do {
             switch kind {
             case 0:
                 // A backup now, restored at a later fault of this kind.
                 if device.hasBackup {
+                    trace("restored from its backup")
                     try await device.restoreBackup()
                     result.faults[.restoredBackup, default: 0] += 1
                 } else {
+                    trace("backup taken")
                     try device.takeBackup()
                 }
             case 1:
@@ -252,17 +295,24 @@ public enum Simulation {
                     as: "\(device.name)-clone-\(devices.count)", path: directory.path("device-\(devices.count).sqlite"),
                     network: network, seed: random.next())
                 devices.append(clone)
+                trace("cloned as \(clone.name)")
                 result.faults[.clonedDevice, default: 0] += 1
             case 2:
                 device.disk.fail(.writes)
+                trace("disk full")
                 fullUntil[index] = operation + 1 + Int(random.next() % 6)
                 result.faults[.diskFull, default: 0] += 1
             case 3:
                 // One write, somewhere in the next local transactions, fails.
-                device.disk.fail(.writes, after: Int(random.next() % 12), sticky: false)
+                let after = Int(random.next() % 12)
+                trace("one write fails after \(after)")
+                device.disk.fail(.writes, after: after, sticky: false)
                 result.faults[.ioError, default: 0] += 1
             case 4:
-                if try device.damageQueuedChange(pick: random.next()) { result.faults[.damagedRow, default: 0] += 1 }
+                if let damaged = try device.damageQueuedChange(pick: random.next()) {
+                    trace("queued change damaged: \(damaged)")
+                    result.faults[.damagedRow, default: 0] += 1
+                }
             case 5:
                 // Alone over the body limit, or a few that fit alone but not together.
                 let alone = random.next() % 2 == 0
@@ -271,6 +321,7 @@ public enum Simulation {
                     let uuid = try await device.store.create(
                         in: "people", ["name": .string("Large \(random.next() % 1000)"), "notes": .string(String(repeating: "x", count: size))])
                     device.ledger.recordCreate(uuid)
+                    trace("create large people \(uuid.wireText)")
                     result.writes += 1
                 }
                 result.faults[.oversizedMutation, default: 0] += 1
@@ -279,13 +330,16 @@ public enum Simulation {
                 for _ in 0..<31 { value = .array([value]) }
                 let uuid = try await device.store.create(in: "people", ["name": .string("Malformed"), "notes": value])
                 device.ledger.recordCreate(uuid)
+                trace("create malformed people \(uuid.wireText)")
                 result.writes += 1
                 result.faults[.malformedMutation, default: 0] += 1
             }
         } catch let error as StoreError where error.isStorageFault {
             // A write refused by a failing disk: the person saw it fail.
+            trace("write refused by the disk: \(error)")
         } catch StoreError.invalidRecord {
             // Refused at capture: the device knew the server's limits.
+            trace("refused at capture")
         }
     }
 

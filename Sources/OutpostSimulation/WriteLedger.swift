@@ -11,18 +11,15 @@ public struct WriteLedger: Sendable {
     public var writeCount: Int { created.count + deleted.count + updateMarks.count }
     /// Records this device had created when another copy of its database
     /// came to be: a clone holds them too and may keep (and send) a record
-    /// this device later deleted; and a restored backup cannot know that the
-    /// timeline it replaced already sent a create it still holds as unsent,
-    /// so deleting that record cancels it locally while the server keeps it
-    /// (docs/reliability.md, "What a restore cannot know").
+    /// this device later deleted, after this device last heard from the
+    /// server (docs/reliability.md, "What a copy cannot know").
     public private(set) var heldByAnotherCopy: Set<UUID> = []
 
     public init() {}
 
     public mutating func recordCreate(_ uuid: UUID) { created.insert(uuid) }
     public mutating func recordDelete(_ uuid: UUID) { deleted.insert(uuid) }
-    /// Another copy of this device's database exists or existed (a clone on
-    /// either side, or the timeline a restore replaced).
+    /// Another copy of this device's database exists (a clone, on either side).
     public mutating func recordAnotherCopy(of records: Set<UUID>) { heldByAnotherCopy.formUnion(records) }
     public mutating func recordUpdate(_ uuid: UUID, mark: String) { updateMarks.append((uuid, mark)) }
 }

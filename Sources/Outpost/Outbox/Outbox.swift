@@ -103,6 +103,7 @@ final class Outbox {
                 // was sent and did arrive, this one is answered `duplicate`
                 // (same client, same uuid) and what that lacks is sent as an update.
                 try insert(record, op: .create, baseVersion: nil, dataText: try row.data.jsonText(), parents: parents)
+                if raw.seq != nil && raw.op == "create" { try markMayBeOnServer(record) }
             }
             try tables.setState(record.collection, record.uuid, .pending)
         }
@@ -111,6 +112,17 @@ final class Outbox {
     func rows(for record: RecordReference) throws -> [OutboxRow] {
         try rows(
             where: "collection = ? AND record_uuid = ?", [.text(record.collection), .text(record.uuid.wireText)])
+    }
+
+    /// The record's entries for a local write to build on. A damaged entry
+    /// among them is repaired first: a write that stepped over it would take
+    /// the record's queue for what it is not (a delete would see nothing
+    /// queued and drop a record whose create was sent).
+    func queuedRows(for record: RecordReference) throws -> [OutboxRow] {
+        let queued = try rows(for: record)
+        guard !tables.damage.all.isEmpty else { return queued }
+        try quarantineDamagedEntries()
+        return try rows(for: record)
     }
 
     // MARK: Enqueueing (with coalescing between never-sent entries)
@@ -127,7 +139,7 @@ final class Outbox {
         references: [String: String]
     ) throws {
         let parents = Self.parents(of: newData, references)
-        if let tail = try rows(for: record).last, tail.seq == nil, let tailData = try tail.data() {
+        if let tail = try queuedRows(for: record).last, tail.seq == nil, let tailData = try tail.data() {
             switch tail.op {
             case .create:
                 // create + update = one create with the merged fields.
@@ -149,12 +161,20 @@ final class Outbox {
 
     /// Queues a delete. Returns false when it cancelled a create that was
     /// never sent: the server never saw the record, so nothing is queued and
-    /// the caller removes the row.
+    /// the caller removes the row. (Unless this database is a copy whose
+    /// other timeline sent it: `DoubtfulCreates.swift`.)
     func enqueueDelete(_ record: RecordReference, baseVersion: Int64?) throws -> Bool {
-        if let tail = try rows(for: record).last, tail.seq == nil {
+        if let tail = try queuedRows(for: record).last, tail.seq == nil {
             switch tail.op {
             case .create:
+                if try takeMayBeOnServer(record) {
+                    // An earlier send of this create may have arrived: the
+                    // server must hear of the delete.
+                    try rewrite(tail, op: .delete, baseVersion: nil, data: nil, parents: [])
+                    return true
+                }
                 try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(tail.entry)])
+                try noteCancelledCreate(record)
                 return false
             case .update:
                 // update + delete = one delete, still conditioned on the first base.

@@ -27,6 +27,7 @@ extension Outbox {
                     [.integer(next), .integer(entry.entry), .integer(entry.seq!)])
             }
             try setLastSeq(next)
+            try resolveDoubtsAfterClientBehind()
             for entry in batch.entries {
                 try connection.run(
                     "UPDATE \"\(entry.record.collection)\" SET sync_state = 'pending' WHERE uuid = ? AND sync_state = 'sending'",

@@ -27,6 +27,7 @@ extension Outbox {
                 try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)])
                 try settle(entry, result, into: &settlement)
             }
+            try forgiveCancelledCreates(provenBy: batch)
         }
         return settlement
     }
@@ -57,6 +58,7 @@ extension Outbox {
         switch status {
         case .applied, .duplicate:
             settlement.confirmed.append(entry.record)
+            if entry.op == .create { try forgetDoubt(entry.record) }
             if result.status == .duplicate {
                 try requeueWhatTheOriginalLacks(entry, result.record)
                 if entry.op != .delete, result.record?.deleted == false { settlement.adoptedOriginals.append(entry.record) }

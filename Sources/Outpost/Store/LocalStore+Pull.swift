@@ -133,6 +133,13 @@ extension LocalStore {
                     index = end
                 }
             }
+            if result.applied > 0, try outbox.hasCancelledDoubts() {
+                for collection in touched where collection != "catalogs" {
+                    let returned = try outbox.redeleteReturnedRecords(in: collection)
+                    result.applied -= returned
+                    result.keptLocal += returned
+                }
+            }
             try setKV(Self.cursorKey, page.cursor.rawValue)
             try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
             if !page.hasMore {

@@ -76,7 +76,17 @@ enum StoreSchema {
             uuid       TEXT NOT NULL,
             PRIMARY KEY (collection, uuid)
         ) WITHOUT ROWID;
+        """,
+        // Creates whose fate on the server this database cannot know
+        // (Outbox/DoubtfulCreates.swift).
         """
+        CREATE TABLE doubtful_creates (
+            collection          TEXT NOT NULL,
+            record_uuid         TEXT NOT NULL,
+            cancelled_after_seq INTEGER,
+            PRIMARY KEY (collection, record_uuid)
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// The table of one collection. `uuid` is made on the device and is the
@@ -121,5 +131,7 @@ enum StoreSchema {
     }
 
     /// Names the store uses itself; a collection may not take them.
-    static let reservedNames: Set<String> = ["kv", "catalogs", "outbox", "conflicts", "resync_seen"]
+    static let reservedNames: Set<String> = [
+        "kv", "catalogs", "outbox", "conflicts", "resync_seen", "doubtful_creates",
+    ]
 }

@@ -85,7 +85,7 @@ public final class StoreTransaction {
         if row.syncState == .rejected {
             // The person is fixing a refused record: send all of it again.
             row.rejection = nil
-            if try outbox.rows(for: record).isEmpty {
+            if try outbox.queuedRows(for: record).isEmpty {
                 if row.onServer {
                     var fullPatch = newData
                     for key in row.data.keys where newData[key] == nil { fullPatch[key] = .null }
@@ -122,7 +122,7 @@ public final class StoreTransaction {
         touched.insert(collection)
         // Removed or hidden below: either way one live record fewer.
         liveDelta[collection, default: 0] -= 1
-        let queued = try outbox.rows(for: record)
+        let queued = try outbox.queuedRows(for: record)
         if !row.onServer && queued.isEmpty {
             // Refused create, never on the server: nothing to tell it.
             try tables.remove(collection, uuid)

@@ -1,0 +1,116 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostSQLite
+import OutpostTesting
+import Testing
+
+/// A delete of a record whose create this database never sent normally
+/// cancels the create and tells the server nothing. These tests are the
+/// cases where "never sent" is not true: a restored backup whose replaced
+/// timeline sent the create, and a sent create whose stored entry broke.
+/// The deleted record must never come back.
+@Suite("Creates the device cannot know the fate of", .timeLimit(.minutes(5)))
+struct DoubtfulCreateTests {
+    /// A phone that synced A, was backed up with B captured but unsent,
+    /// then sent B, and now runs again on the backup (B unsent there).
+    static func phoneRestoredWithBUnsent(_ harness: SyncHarness) async throws -> (restored: SyncHarness.Device, b: UUID) {
+        let phone = try harness.device("u-1", name: "phone")
+        try await phone.store.create(Person(name: "A"))
+        try await phone.engine.sync()
+        let b = try await phone.store.create(Person(name: "B"))
+        let backup = harness.directory.path("phone-backup.sqlite")
+        try RestoredDeviceTests.backup(phone.store.path, to: backup)
+        try await phone.engine.sync()
+        await phone.engine.stop()
+        await phone.store.close()
+        try RestoredDeviceTests.restore(backup, to: phone.store.path)
+        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        #expect(try await restored.store.outboxEntries().map(\.op) == [.create], "B is queued as never sent here")
+        return (restored, b)
+    }
+
+    static func live(_ harness: SyncHarness) throws -> [String] {
+        try harness.serverRecords().filter { !$0.deleted }.compactMap(\.data).compactMap {
+            try JSONValue.parse($0).objectValue?["name"]?.stringValue
+        }
+    }
+
+    static func doubts(_ path: String) throws -> [(uuid: String, cancelledAfterSeq: Int64?)] {
+        let raw = try SQLiteConnection(path: path)
+        defer { raw.close() }
+        return try raw.query("SELECT record_uuid, cancelled_after_seq FROM doubtful_creates") {
+            ($0.string(0), $0.optionalInt64(1))
+        }
+    }
+
+    @Test func aRestoredCreateDeletedBeforeThePushIsDeletedOnTheServer() async throws {
+        let harness = try SyncHarness()
+        let (restored, b) = try await Self.phoneRestoredWithBUnsent(harness)
+        try await restored.store.delete(Person.self, b)
+        #expect(try await restored.store.outboxEntries().isEmpty, "cancelled locally, as for any unsent create")
+        try await restored.store.create(Person(name: "C"))
+        // The push meets 409 (the backup's seqs were used): B's cancelled
+        // create becomes a delete, C is renumbered.
+        try await restored.engine.sync()
+        #expect(try Self.live(harness).sorted() == ["A", "C"], "B's delete goes with C, before any pull")
+        try await restored.engine.sync()
+        #expect(try Self.live(harness).sorted() == ["A", "C"], "B stays deleted, C arrives once")
+        #expect(try await restored.store.get(Person.self, b) == nil)
+        #expect(try await restored.store.outboxEntries().isEmpty)
+        #expect(try Self.doubts(restored.store.path).isEmpty, "nothing left in doubt")
+    }
+
+    @Test func aRestoredCreateDeletedWithNothingElseToSendIsDeletedWhenThePullBringsItBack() async throws {
+        let harness = try SyncHarness()
+        let (restored, b) = try await Self.phoneRestoredWithBUnsent(harness)
+        try await restored.store.delete(Person.self, b)
+        // Nothing to push, so no 409: the pull shows the server holds B.
+        try await restored.engine.sync()
+        #expect(try await restored.store.get(Person.self, b) == nil, "B does not reappear, even for a moment")
+        try await restored.engine.sync()
+        #expect(try Self.live(harness) == ["A"], "B is deleted on the server")
+        #expect(try await restored.store.get(Person.self, b) == nil)
+        #expect(try await restored.store.outboxEntries().isEmpty)
+        #expect(try await restored.store.query(Person.self).map(\.value.name) == ["A"])
+    }
+
+    @Test func anOfflineCreateAndDeleteSendNothingAndTheDoubtEndsWithTheNextPush() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        try await device.store.create(Person(name: "A"))
+        try await device.engine.sync()
+        let gone = try await device.store.create(Person(name: "typo"))
+        try await device.store.delete(Person.self, gone)
+        #expect(try await device.store.outboxEntries().isEmpty)
+        #expect(try Self.doubts(device.store.path).map(\.cancelledAfterSeq) == [1], "kept until a push proves no copy sent it")
+        try await device.store.create(Person(name: "C"))
+        try await device.engine.sync()
+        #expect(try Self.doubts(device.store.path).isEmpty, "the server accepted seq 2 as this client's: no copy sent anything")
+        let deletes = device.network.delivered(to: "/v1/push").filter { String(decoding: $0.body ?? Data(), as: UTF8.self).contains("\"delete\"") }
+        #expect(deletes.isEmpty, "the server never hears of the cancelled record")
+        #expect(try Self.live(harness).sorted() == ["A", "C"])
+    }
+
+    @Test func aSentCreateWhoseEntryBrokeIsDeletedOnTheServerWhenDeletedLocally() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        let v = try await device.store.create(Person(name: "V"))
+        // Sent, the answer lost: the server holds V, the device does not know.
+        device.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.noAnswer) { try await device.engine.sync() }
+        #expect(try Self.live(harness) == ["V"])
+        let raw = try SQLiteConnection(path: device.store.path)
+        _ = try raw.run("UPDATE outbox SET data = '{\"broken' WHERE record_uuid = ?", [.text(v.wireText)])
+        raw.close()
+        // The delete reads V's queue, meets the damaged entry and repairs it
+        // first: the rebuilt create may be a resend, so it is not cancelled.
+        try await device.store.delete(Person.self, v)
+        #expect(try await device.store.outboxEntries().map(\.op) == [.delete])
+        try await device.engine.sync()
+        #expect(try Self.live(harness).isEmpty, "V is deleted on the server")
+        #expect(try await device.store.get(Person.self, v) == nil)
+        #expect(try await device.store.outboxEntries().isEmpty)
+    }
+}
