@@ -59,7 +59,10 @@ struct SimulationTests {
     /// - 4353: a field re-queued from a copy's older entry landed behind the
     ///   person's newer edit of it; when that edit conflicted, the report
     ///   showed the older value and the person's edit was nowhere.
-    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353] as [UInt64])
+    /// - 8110: a delete stepped over a damaged sent create, saw nothing
+    ///   queued and dropped the record locally while the server kept it.
+    /// - 8423: a clone of a clone (the checker gave it too little to hold).
+    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353, 8110, 8423] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
         let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
         #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")
