@@ -37,12 +37,21 @@ public struct CollectionDescriptor: Sendable, Equatable {
 /// ``LocalRecord``, so the type holds only what a person edits:
 ///
 /// ```swift
-/// struct Person: SyncRecord {
-///     static let collection = "people"
-///     var name: String
-///     var phone: String?
+/// struct Visit: SyncRecord {
+///     static let collection = "visits"
+///     static let references = ["person": "people"]
+///     var person: RecordLink<Person>
+///     var visitedAt: Date          // the field "visited_at"
+///     var notes: String?
 /// }
 /// ```
+///
+/// Property names become field names in snake case (`visitedAt` is
+/// `visited_at`; see ``fieldNaming``); a `CodingKeys` raw value already in
+/// snake case is kept as written. Dates are RFC 3339 text kept to the
+/// microsecond, UUIDs lowercase text, `Decimal` a JSON number, `Data` base64,
+/// `URL` its absolute string, enums their raw value; nil optionals are left
+/// out, so an update never clears a field the type does not set.
 public protocol SyncRecord: Codable, Sendable {
     /// The collection's name on the server.
     static var collection: String { get }
@@ -52,12 +61,15 @@ public protocol SyncRecord: Codable, Sendable {
     static var indexedFields: [String] { get }
     /// How long synced copies are kept on the device (nil: always).
     static var retention: TimeInterval? { get }
+    /// How property names become field names (default: snake case).
+    static var fieldNaming: FieldNaming { get }
 }
 
 extension SyncRecord {
     public static var references: [String: String] { [:] }
     public static var indexedFields: [String] { [] }
     public static var retention: TimeInterval? { nil }
+    public static var fieldNaming: FieldNaming { .snakeCase }
 
     /// The descriptor the store registers for this type.
     public static var descriptor: CollectionDescriptor {
@@ -69,18 +81,49 @@ extension SyncRecord {
 enum RecordCoding {
     /// A typed record's fields, encoded straight into JSON values (no text
     /// in between: see `JSONValueCoding`).
-    static func object<T: Encodable>(from value: T) throws -> JSONObject {
-        guard case .object(let object) = try JSONValueCoding.encode(value) else {
+    static func object<T: SyncRecord>(from value: T) throws -> JSONObject {
+        let encoded: JSONValue
+        do {
+            encoded = try JSONValueCoding.encode(value, fieldNames: T.fieldNaming)
+        } catch let error as EncodingError {
+            throw StoreError.invalidRecord("\(T.self) cannot be stored: \(error)")
+        }
+        guard case .object(let object) = encoded else {
             throw StoreError.invalidRecord("\(T.self) does not encode to a JSON object")
         }
         return object
     }
 
-    static func value<T: Decodable>(_ type: T.Type, from object: JSONObject) throws -> T {
+    static func value<T: SyncRecord>(_ type: T.Type, from object: JSONObject) throws -> T {
         do {
-            return try JSONValueCoding.decode(type, from: .object(object))
+            return try JSONValueCoding.decode(type, from: .object(object), fieldNames: T.fieldNaming)
         } catch let error as WireError {
             throw StoreError.invalidRecord("stored data does not decode as \(T.self): \(error)")
         }
     }
+}
+
+/// A typed reference to a record of another collection: on the wire the
+/// record's uuid as text, which the server checks points at a record the
+/// person can see. List the field in the record type's `references`.
+public struct RecordLink<Target: SyncRecord>: Codable, Hashable, Sendable, CustomStringConvertible {
+    public var uuid: UUID
+
+    public init(_ uuid: UUID) { self.uuid = uuid }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let uuid = UUID(uuidString: text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "must be the uuid of a \(Target.collection) record")
+        }
+        self.uuid = uuid
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(uuid.wireText)
+    }
+
+    public var description: String { uuid.wireText }
 }

@@ -10,6 +10,9 @@ public enum FieldType: Sendable, Equatable, Codable {
     case timestamp
     /// The uuid of a record of another collection.
     case reference(collection: String)
+    /// Any JSON value, kept as sent: a list, a nested object (an app's
+    /// arrays and nested structs).
+    case json
 
     enum CodingKeys: String, CodingKey { case type, collection }
 
@@ -22,11 +25,12 @@ public enum FieldType: Sendable, Equatable, Codable {
         case "number": self = .number
         case "boolean": self = .boolean
         case "timestamp": self = .timestamp
+        case "json": self = .json
         case "reference": self = .reference(collection: try container.decodeNonEmpty(.collection))
         default:
             throw DecodingError.dataCorruptedError(
                 forKey: .type, in: container,
-                debugDescription: "must be one of text, integer, number, boolean, timestamp, reference (got '\(name)')")
+                debugDescription: "must be one of text, integer, number, boolean, timestamp, reference, json (got '\(name)')")
         }
     }
 
@@ -38,6 +42,7 @@ public enum FieldType: Sendable, Equatable, Codable {
         case .number: try container.encode("number", forKey: .type)
         case .boolean: try container.encode("boolean", forKey: .type)
         case .timestamp: try container.encode("timestamp", forKey: .type)
+        case .json: try container.encode("json", forKey: .type)
         case .reference(let collection):
             try container.encode("reference", forKey: .type)
             try container.encode(collection, forKey: .collection)

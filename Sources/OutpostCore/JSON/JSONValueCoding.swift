@@ -6,20 +6,66 @@ import Foundation
 /// A typed record write used to go value → JSONEncoder → bytes → parse →
 /// `JSONValue`, and a typed read the reverse; the text step was most of the
 /// Swift cost of a local write. The results match `WireCoding`'s
-/// coders: dates as `deferredToDate` numbers, `Data` as base64, URLs as
-/// their absolute string, non-finite numbers refused, nil optionals left out.
+/// coders: dates as RFC 3339 UTC text with microseconds (the server's
+/// `timestamp` fields), `Data` as base64, URLs as their absolute string,
+/// UUIDs as lowercase text (the wire's references), decimals as numbers,
+/// non-finite numbers refused, nil optionals left out.
+///
+/// `fieldNames` renames the top-level keys only (a record's fields, which
+/// the server's schema names); keys inside nested values stay as written.
 public enum JSONValueCoding {
-    public static func encode<T: Encodable>(_ value: T) throws -> JSONValue {
-        try ValueEncoder.box(value, codingPath: [])
+    public static func encode<T: Encodable>(_ value: T, fieldNames: FieldNaming = .asWritten) throws -> JSONValue {
+        let encoded = try ValueEncoder.box(value, codingPath: [])
+        guard fieldNames == .snakeCase, case .object(let object) = encoded else { return encoded }
+        var renamed: JSONObject = [:]
+        for (key, field) in object {
+            let name = FieldNaming.snakeCase(key)
+            guard renamed.updateValue(field, forKey: name) == nil else {
+                throw EncodingError.invalidValue(
+                    field, EncodingError.Context(codingPath: [], debugDescription: "two properties are both the field '\(name)'"))
+            }
+        }
+        return .object(renamed)
     }
 
     /// Decodes a value; failures are `WireError`s naming the field at fault.
-    public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
+    public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue, fieldNames: FieldNaming = .asWritten) throws -> T {
         do {
-            return try ValueDecoder.unbox(type, from: value, codingPath: [])
+            return try ValueDecoder.unbox(type, from: value, codingPath: [], topLevelNaming: fieldNames)
         } catch let error as DecodingError {
             throw WireError(error)
         }
+    }
+}
+
+/// How a record type's property names become the server's field names.
+public enum FieldNaming: Sendable, Equatable {
+    /// Each property (or `CodingKeys` raw value) is the field name as written.
+    case asWritten
+    /// `createdAt` is the field `created_at`, `photoURL` is `photo_url`; a
+    /// name already in snake case (a `CodingKeys` raw value such as
+    /// `"created_at"`) stays as it is.
+    case snakeCase
+
+    /// `createdAt` → `created_at`, `photoURL` → `photo_url`, `URLString` →
+    /// `url_string`, `item2Count` → `item2_count`.
+    public static func snakeCase(_ name: String) -> String {
+        let characters = Array(name)
+        guard characters.contains(where: \.isUppercase) else { return name }
+        var result = ""
+        for (index, character) in characters.enumerated() {
+            if character.isUppercase, index > 0, characters[index - 1] != "_" {
+                let previous = characters[index - 1]
+                let nextIsLower = index + 1 < characters.count && characters[index + 1].isLowercase
+                // A word starts at an upper-case letter after a lower-case
+                // one or a digit, or at the last capital of an acronym.
+                if previous.isLowercase || previous.isNumber || (previous.isUppercase && nextIsLower) {
+                    result.append("_")
+                }
+            }
+            result.append(contentsOf: character.lowercased())
+        }
+        return result
     }
 }
 
@@ -48,6 +94,8 @@ private struct ValueEncoder: Encoder {
 
     static func box<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws -> JSONValue {
         switch value {
+        case let date as Date: return .string(ServerTimestamp(date).rawValue)
+        case let uuid as UUID: return .string(uuid.wireText)
         case let data as Data: return .string(data.base64EncodedString())
         case let url as URL: return .string(url.absoluteString)
         case let decimal as Decimal: return .double(NSDecimalNumber(decimal: decimal).doubleValue)
@@ -213,7 +261,29 @@ private struct ValueDecoder: Decoder {
     let codingPath: [any CodingKey]
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
-    static func unbox<T: Decodable>(_ type: T.Type, from value: JSONValue, codingPath: [any CodingKey]) throws -> T {
+    /// Set for the top level only: the record's own fields.
+    var topLevelNaming: FieldNaming = .asWritten
+
+    static func unbox<T: Decodable>(
+        _ type: T.Type, from value: JSONValue, codingPath: [any CodingKey], topLevelNaming: FieldNaming = .asWritten
+    ) throws -> T {
+        if type == Date.self {
+            switch value {
+            case .string(let text):
+                guard let date = ServerTimestamp.parse(text) else { throw mismatch(type, value, codingPath) }
+                return date as! T
+            case .int, .double:
+                // Stores written before dates were text kept Foundation's
+                // default: seconds since 2001-01-01.
+                return Date(timeIntervalSinceReferenceDate: number(value)!) as! T
+            default:
+                throw mismatch(type, value, codingPath)
+            }
+        }
+        if type == UUID.self {
+            guard case .string(let text) = value, let uuid = UUID(uuidString: text) else { throw mismatch(type, value, codingPath) }
+            return uuid as! T
+        }
         if type == Data.self {
             guard case .string(let text) = value, let data = Data(base64Encoded: text) else {
                 throw mismatch(type, value, codingPath)
@@ -225,10 +295,24 @@ private struct ValueDecoder: Decoder {
             return url as! T
         }
         if type == Decimal.self {
-            guard let number = number(value) else { throw mismatch(type, value, codingPath) }
-            return Decimal(number) as! T
+            switch value {
+            case .int(let number): return Decimal(number) as! T
+            case .double(let number):
+                // Through the shortest text that reads back as this double:
+                // 12.34 stays 12.34, not 12.339999999999999857891452848.
+                guard let decimal = Decimal(string: "\(number)", locale: Locale(identifier: "en_US_POSIX")) else {
+                    throw mismatch(type, value, codingPath)
+                }
+                return decimal as! T
+            case .string(let text):
+                guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+                    throw mismatch(type, value, codingPath)
+                }
+                return decimal as! T
+            default: throw mismatch(type, value, codingPath)
+            }
         }
-        return try T(from: ValueDecoder(value: value, codingPath: codingPath))
+        return try T(from: ValueDecoder(value: value, codingPath: codingPath, topLevelNaming: topLevelNaming))
     }
 
     static func number(_ value: JSONValue) -> Double? {
@@ -259,7 +343,7 @@ private struct ValueDecoder: Decoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
         guard case .object(let object) = value else { throw Self.mismatch(JSONObject.self, value, codingPath) }
-        return KeyedDecodingContainer(KeyedValueDecoder<Key>(object: object, codingPath: codingPath))
+        return KeyedDecodingContainer(KeyedValueDecoder<Key>(object: object, codingPath: codingPath, naming: topLevelNaming))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -304,13 +388,19 @@ extension ValueDecoder: SingleValueDecodingContainer {
 private struct KeyedValueDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let object: JSONObject
     let codingPath: [any CodingKey]
+    var naming: FieldNaming = .asWritten
 
     var allKeys: [Key] { object.keys.compactMap { Key(stringValue: $0) } }
 
-    func contains(_ key: Key) -> Bool { object[key.stringValue] != nil }
+    /// The field a key reads: under snake case, `createdAt` reads `created_at`.
+    private func field(_ key: Key) -> String {
+        naming == .snakeCase ? FieldNaming.snakeCase(key.stringValue) : key.stringValue
+    }
+
+    func contains(_ key: Key) -> Bool { object[field(key)] != nil }
 
     private func value(_ key: Key) throws -> ValueDecoder {
-        guard let value = object[key.stringValue] else {
+        guard let value = object[field(key)] else {
             throw DecodingError.keyNotFound(
                 key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for \(key.stringValue)"))
         }
@@ -338,7 +428,7 @@ private struct KeyedValueDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol
     }
 
     func superDecoder(forKey key: Key) throws -> any Decoder {
-        ValueDecoder(value: object[key.stringValue] ?? .null, codingPath: codingPath + [key])
+        ValueDecoder(value: object[field(key)] ?? .null, codingPath: codingPath + [key])
     }
 }
 

@@ -6,11 +6,27 @@ public enum WireCoding {
     public static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Dates as the server writes times: RFC 3339 UTC with microseconds.
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(ServerTimestamp(date).rawValue)
+        }
         return encoder
     }
 
     public static func decoder() -> JSONDecoder {
-        JSONDecoder()
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            if let seconds = try? container.decode(Double.self) { return Date(timeIntervalSinceReferenceDate: seconds) }
+            let text = try container.decode(String.self)
+            guard let date = ServerTimestamp.parse(text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container, debugDescription: "must be an RFC 3339 time such as 2026-11-29T10:00:00Z")
+            }
+            return date
+        }
+        return decoder
     }
 
     /// Encodes a wire body to bytes.

@@ -34,7 +34,9 @@ public struct ServerTimestamp: RawRepresentable, Sendable, Hashable, Comparable,
 
     /// The server's format for an instant: `2026-11-29T10:00:00.123456Z`.
     public init(_ date: Date) {
-        let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded(.down))
+        // Nearest, not down: a time read from this text (a Double) and
+        // written again must give the same text.
+        let micros = Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
         let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
         let fraction = micros - seconds * 1_000_000
         let civil = CivilTime(epochSeconds: seconds)
@@ -86,14 +88,18 @@ public struct ServerTimestamp: RawRepresentable, Sendable, Hashable, Comparable,
         var fraction = 0.0
         if index < bytes.count, bytes[index] == 46 {
             index += 1
-            var scale = 0.1
+            // Digits as one integer, divided once: adding 0.1, 0.01, … would
+            // carry a float error into the microseconds.
+            var digits = 0
+            var scale = 1.0
             let start = index
-            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
-                fraction += Double(bytes[index] - 48) * scale
-                scale /= 10
+            while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57, index - start < 9 {
+                digits = digits * 10 + Int(bytes[index] - 48)
+                scale *= 10
                 index += 1
             }
-            guard index > start, index - start <= 9 else { return nil }
+            guard index > start, index == bytes.count || bytes[index] < 48 || bytes[index] > 57 else { return nil }
+            fraction = Double(digits) / scale
         }
         guard index < bytes.count else { return nil }
         var offsetSeconds = 0

@@ -52,6 +52,9 @@ struct Validator {
                 return "must be an RFC 3339 time such as 2026-11-29T10:00:00Z"
             }
             return nil
+        case .json:
+            // Depth and size are bounded for every body already.
+            return nil
         case .reference(let collection):
             guard let text = value.stringValue, let uuid = UUID.fromWire(text) else {
                 return "must be the uuid of a record in \(collection)"

@@ -43,13 +43,13 @@ final class SyncHarness: @unchecked Sendable {
     /// A device with its own database, signed in as `user`.
     func device(
         _ user: String, role: Role = .field, team: String = "t-1", name: String? = nil, options: SyncOptions? = nil,
-        deviceClockOffset: TimeInterval = 0, seed: UInt64? = nil
+        deviceClockOffset: TimeInterval = 0, seed: UInt64? = nil, collections: [CollectionDescriptor] = []
     ) throws -> Device {
         // Each device its own seed: equal seeds would make equal client ids.
         let seed = seed ?? (name ?? user).utf8.reduce(UInt64(1469598103934665603)) { ($0 ^ UInt64($1)) &* 1099511628211 }
         let deviceClock = ManualWallClock(serverClock.now() + deviceClockOffset)
         let store = try LocalStore(
-            path: directory.path("\(name ?? user).sqlite"), collections: [Person.descriptor, Visit.descriptor],
+            path: directory.path("\(name ?? user).sqlite"), collections: [Person.descriptor, Visit.descriptor] + collections,
             clock: deviceClock, ids: UUIDv7Generator.seeded(seed, clock: deviceClock))
         let network = FaultInjectingTransport(wrapping: InProcessTransport(server: server), clock: clock)
         let token = try server.tokens.issue(user: user, role: role, team: team, ttl: nil)
