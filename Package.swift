@@ -10,6 +10,7 @@ let swiftSettings: [SwiftSetting] = [
 
 var package = Package(
     name: "Outpost",
+    defaultLocalization: "en",
     platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
     products: [
         .library(name: "Outpost", targets: ["Outpost"]),
@@ -58,7 +59,9 @@ var package = Package(
         // AES-GCM for payloads at rest: CryptoKit on Apple platforms, OpenSSL elsewhere.
         .target(
             name: "Outpost",
-            dependencies: ["OutpostCore", "OutpostSQLite", .target(name: "COpenSSL", condition: .when(platforms: [.linux, .android]))]
+            dependencies: ["OutpostCore", "OutpostSQLite", .target(name: "COpenSSL", condition: .when(platforms: [.linux, .android]))],
+            // The status sentences in each language (Localizable.strings).
+            resources: [.process("Resources")]
         ),
 
         // The sync server behind `outpost serve`.

@@ -29,7 +29,7 @@ public struct RejectedChange: Sendable, Equatable {
 }
 
 /// What one push's results did to the store.
-public struct PushSettlement: Sendable, Equatable {
+package struct PushSettlement: Sendable, Equatable {
     /// Entries the server holds now (`applied`, or `duplicate` of one it applied).
     public var confirmed: [RecordReference] = []
     /// Of those, the ones the server had already processed (a retry).

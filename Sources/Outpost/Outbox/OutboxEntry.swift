@@ -22,7 +22,7 @@ public struct RecordReference: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// One change waiting in the outbox.
-public struct OutboxEntry: Sendable, Equatable {
+package struct OutboxEntry: Sendable, Equatable {
     /// Local order: entries are sent in the order they were made.
     public var entry: Int64
     public var mutationID: UUID
@@ -57,9 +57,18 @@ public struct OutboxEntry: Sendable, Equatable {
 /// A child held back because a parent's create was refused for good. It has
 /// no seq yet, so it is released safely once the parent is fixed (PROTOCOL rule 1).
 public struct HeldEntry: Sendable, Equatable {
-    public var entry: OutboxEntry
+    package var entry: OutboxEntry
     /// The parent whose create the server refused.
     public var refusedParent: RecordReference
+    /// The record whose change waits.
+    public var record: RecordReference { entry.record }
+    /// The change that waits (`create`, `update`, `delete`).
+    public var op: MutationOp { entry.op }
+
+    package init(entry: OutboxEntry, refusedParent: RecordReference) {
+        self.entry = entry
+        self.refusedParent = refusedParent
+    }
 }
 
 /// Counts of the outbox for the status line.

@@ -2,7 +2,7 @@ public import Foundation
 public import OutpostCore
 
 /// A push handed to the sync engine: entries with their seqs, ready to send.
-public struct PushBatch: Sendable, Equatable {
+package struct PushBatch: Sendable, Equatable {
     /// Identifies this hand-out; settling or releasing another batch is refused.
     public let id: UUID
     public let entries: [OutboxEntry]

@@ -58,3 +58,9 @@ extension LocalRecord: Equatable where Value: Equatable {}
 
 /// An untyped record: its fields as a JSON object.
 public typealias JSONRecord = LocalRecord<JSONObject>
+
+/// A record is identified by its uuid, made on the device and kept by the
+/// server: `List(people) { … }` and `ForEach` need nothing more.
+extension LocalRecord: Identifiable {
+    public var id: UUID { uuid }
+}

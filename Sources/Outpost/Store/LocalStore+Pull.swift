@@ -3,7 +3,7 @@ public import OutpostCore
 import OutpostSQLite
 
 /// Where the device stands in the server's change feed.
-public struct PullState: Sendable, Equatable {
+package struct PullState: Sendable, Equatable {
     /// The server's cursor; nil before the first page (or during a full re-download from scratch).
     public var cursor: PullCursor?
     /// Set while a full re-download after 410 is under way.
@@ -36,7 +36,7 @@ extension LocalStore {
     /// The stored cursor and sync times. A cursor made for another set of
     /// collections (an app update registered a new one, or the scope mode
     /// changed) is not reused.
-    public func pullState(collections: [String]) throws -> PullState {
+    package func pullState(collections: [String]) throws -> PullState {
         try checkOpen()
         let values = try kvValues(prefix: "pull.")
         let sameCollections = values[Self.collectionsKey] == collections.sorted().joined(separator: ",")
@@ -52,7 +52,7 @@ extension LocalStore {
     /// Starts a full re-download (the server answered 410): the cursor is
     /// dropped; the outbox and every record with pending changes are kept;
     /// synced records not downloaded again are removed when it completes.
-    public func beginResync() throws {
+    package func beginResync() throws {
         try checkOpen()
         try connection.transaction {
             try connection.run("DELETE FROM kv WHERE key = ?", [.text(Self.cursorKey)])
@@ -68,7 +68,7 @@ extension LocalStore {
     /// never overwritten: the local edit stays visible and the push settles
     /// it. Tombstones delete, `removed` drops the local copy.
     @discardableResult
-    public func applyPull(_ page: PullResponse, collections: [String]) throws -> PullPageResult {
+    package func applyPull(_ page: PullResponse, collections: [String]) throws -> PullPageResult {
         try applyPull(try RawPullPage(page), collections: collections)
     }
 
@@ -76,7 +76,7 @@ extension LocalStore {
     /// bound to the statements from the page itself, never decoded (the
     /// initial-sync path; see `RawPullPage`).
     @discardableResult
-    public func applyPull(_ page: RawPullPage, collections: [String]) throws -> PullPageResult {
+    package func applyPull(_ page: RawPullPage, collections: [String]) throws -> PullPageResult {
         try checkOpen()
         var result = PullPageResult()
         var touched: Set<String> = []
@@ -200,12 +200,12 @@ extension LocalStore {
     // MARK: kv
 
     /// A value the sync engine keeps with the data (scope mode, window start).
-    public func metadata(_ key: String) throws -> String? {
+    package func metadata(_ key: String) throws -> String? {
         try checkOpen()
         return try kvValue("meta." + key)
     }
 
-    public func setMetadata(_ key: String, _ value: String?) throws {
+    package func setMetadata(_ key: String, _ value: String?) throws {
         try checkOpen()
         if let value {
             try setKV("meta." + key, value)
@@ -403,7 +403,7 @@ extension LocalStore {
         try translatingStorageErrors { try cacheRemote([record]) }
     }
 
-    public func cacheRemote(_ records: [WireRecord]) throws {
+    package func cacheRemote(_ records: [WireRecord]) throws {
         try checkOpen()
         let registered = Set(registry.all.map(\.name))
         var touched: Set<String> = []

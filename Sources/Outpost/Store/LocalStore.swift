@@ -230,7 +230,7 @@ public actor LocalStore {
 
     /// The next push to send, with seqs written durably; nil while another
     /// push is in flight or when nothing can be sent.
-    public func takePushBatch(limit: Int = PushRequest.maximumMutations, maxBytes: Int = .max) throws -> PushBatch? {
+    package func takePushBatch(limit: Int = PushRequest.maximumMutations, maxBytes: Int = .max) throws -> PushBatch? {
         try checkOpen()
         guard let batch = try translatingStorageErrors({ try outbox.takeBatch(clientID: clientID, limit: limit, maxBytes: maxBytes) })
         else { return nil }
@@ -239,7 +239,7 @@ public actor LocalStore {
     }
 
     /// Applies the server's per-mutation results of a push.
-    public func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
+    package func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
         try checkOpen()
         let touched = Set(batch.entries.map(\.record.collection))
         let settlement: PushSettlement
@@ -260,7 +260,7 @@ public actor LocalStore {
     }
 
     /// Gives back a push that produced no results; its entries keep their seqs.
-    public func release(_ batch: PushBatch, failure: PushFailure) throws {
+    package func release(_ batch: PushBatch, failure: PushFailure) throws {
         try checkOpen()
         try translatingStorageErrors { try outbox.release(batch, failure: failure) }
         notify(Set(batch.entries.map(\.record.collection)))
@@ -324,10 +324,10 @@ public actor LocalStore {
     public func damagedRows() -> [StoreError] { outbox.tables.damage.all }
 
     /// The batch this process is waiting on, if any (memory only).
-    public var inFlightBatch: PushBatch? { outbox.inFlight }
+    package var inFlightBatch: PushBatch? { outbox.inFlight }
 
     /// Every queued entry, in order.
-    public func outboxEntries() throws -> [OutboxEntry] {
+    package func outboxEntries() throws -> [OutboxEntry] {
         try checkOpen()
         return try outbox.entries()
     }
@@ -349,7 +349,7 @@ public actor LocalStore {
     }
 
     /// The highest seq this client ever handed out.
-    public func lastSeq() throws -> Int64 {
+    package func lastSeq() throws -> Int64 {
         try checkOpen()
         return try outbox.lastSeq()
     }

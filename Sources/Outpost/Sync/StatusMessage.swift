@@ -1,61 +1,131 @@
 public import Foundation
 import OutpostCore
 
-/// Plain, non-blaming sentences for each situation. Data without
-/// a timestamp is never described as current.
+/// Plain, non-blaming sentences for each situation, in the person's
+/// language: English, Italian, Spanish, Portuguese and Russian (the
+/// languages of the teams Outpost was first built with); any other
+/// language reads English. Data without a timestamp is never described as
+/// current.
 public enum StatusMessage {
+    /// The languages with their own sentences.
+    public static let languages = ["en", "it", "es", "pt", "ru"]
+
     /// The sentence a status bar shows for this status.
     public static func text(for status: SyncStatus, timeZone: TimeZone = .current, locale: Locale = .current) -> String {
+        let phrases = Phrases(locale)
         let updated = status.dataUpdatedAt.flatMap(\.date).map { describe($0, timeZone: timeZone, locale: locale) }
-        let changes = status.unsent == 1 ? "your change" : "your changes"
+        let unsent = status.unsent == 0 ? "none" : status.unsent == 1 ? "single" : "plural"
         if status.signInRequired {
-            return "Your session has expired. Sign in again to send \(changes); nothing on this device is lost."
+            return phrases["session_expired.\(status.unsent == 1 ? "single" : "plural")"]
         }
-        if status.lastError == .accessRevoked {
-            return "This device no longer has access. Ask your coordinator before signing in again."
-        }
+        if status.lastError == .accessRevoked { return phrases["access_revoked"] }
+        if status.updateRequired { return phrases["update_required"] }
         if let progress = status.progress, status.isSyncing {
-            return "Downloading \(progress.done.formatted()) of \(progress.total.formatted()) records…"
+            return phrases["downloading", phrases.number(progress.done), phrases.number(progress.total)]
         }
         switch status.connectivity {
         case .offline:
-            let seen = updated.map { "You can see data synced on \($0)" } ?? "Nothing has been downloaded yet, but you can capture new records"
-            let tail = status.unsent > 0 ? "; \(changes) will be sent when you're back online." : "."
-            return "You're offline. \(seen)\(tail)"
+            if let updated { return phrases["offline.seen.\(unsent)", updated] }
+            return phrases["offline.empty.\(unsent)"]
         case .degraded:
-            if status.unsent > 0 {
-                return status.unsent == 1
-                    ? "The connection is slow. Your change is not confirmed yet."
-                    : "The connection is slow. \(status.unsent) changes are not confirmed yet."
-            }
-            return "The connection is slow." + (updated.map { " Data shown was updated on \($0)." } ?? "")
+            if status.unsent > 0 { return phrases.counted("slow.unsent", status.unsent) }
+            if let updated { return phrases["slow.updated", updated] }
+            return phrases["slow"]
         case .unknown, .online:
             break
         }
-        if status.rejected > 0 {
-            return status.rejected == 1
-                ? "1 change was not accepted. Open it to see what to fix."
-                : "\(status.rejected) changes were not accepted. Open them to see what to fix."
-        }
-        if status.conflicts > 0 {
-            return status.conflicts == 1
-                ? "Someone else changed a record you edited. Your version is kept so you can apply it again."
-                : "Someone else changed \(status.conflicts) records you edited. Your versions are kept so you can apply them again."
-        }
-        if status.isSyncing { return "Syncing…" }
-        if status.unsent > 0 {
-            return status.unsent == 1 ? "1 change is waiting to be sent." : "\(status.unsent) changes are waiting to be sent."
-        }
-        if let updated { return "All changes sent. Data updated on \(updated)." }
-        return status.connectivity == .unknown ? "Checking the connection…" : "Not synced yet."
+        if status.rejected > 0 { return phrases.counted("rejected", status.rejected) }
+        if status.conflicts > 0 { return phrases.counted("conflicts", status.conflicts) }
+        if status.isSyncing { return phrases["syncing"] }
+        if status.unsent > 0 { return phrases.counted("waiting", status.unsent) }
+        if let updated { return phrases["all_sent", updated] }
+        return phrases[status.connectivity == .unknown ? "checking" : "not_synced"]
     }
 
-    /// "3 Aug at 09:42", in the person's time zone.
+    /// "3 Aug at 09:42" (English), "3 ago alle 09:42" (Italian), in the
+    /// person's time zone.
     public static func describe(_ date: Date, timeZone: TimeZone, locale: Locale) -> String {
         let formatter = DateFormatter()
         formatter.locale = locale
         formatter.timeZone = timeZone
-        formatter.dateFormat = "d MMM 'at' HH:mm"
+        formatter.dateFormat = Phrases(locale)["date.format"]
         return formatter.string(from: date)
+    }
+}
+
+/// One language's sentences, read from the package's `Localizable.strings`.
+struct Phrases {
+    let language: String
+    private let bundle: Bundle?
+    private let english: Bundle?
+    private let locale: Locale
+
+    init(_ locale: Locale) {
+        let code = locale.language.languageCode?.identifier ?? "en"
+        language = StatusMessage.languages.contains(code) ? code : "en"
+        self.locale = locale
+        bundle = Self.bundle(language)
+        english = Self.bundle("en")
+    }
+
+    private static func bundle(_ language: String) -> Bundle? {
+        Bundle.module.path(forResource: language, ofType: "lproj").flatMap(Bundle.init(path:))
+    }
+
+    /// The sentence for `key`, with its `%@` arguments filled in order.
+    subscript(_ key: String, _ arguments: String...) -> String {
+        let format = lookup(key) ?? key
+        return arguments.isEmpty ? format : String(format: format, arguments: arguments.map { $0 as any CVarArg })
+    }
+
+    func lookup(_ key: String) -> String? {
+        for source in [bundle, english] {
+            guard let source else { continue }
+            let text = source.localizedString(forKey: key, value: Self.missing, table: nil)
+            if text != Self.missing { return text }
+        }
+        return nil
+    }
+
+    private static let missing = "\u{0}missing"
+
+    /// A sentence about `count` things: the `.single` form for exactly
+    /// one where the language has it, else the language's plural category.
+    func counted(_ key: String, _ count: Int) -> String {
+        var keys = count == 1 ? ["\(key).single"] : []
+        keys += ["\(key).\(PluralCategory(count, language: language).rawValue)", "\(key).other"]
+        let chosen = keys.first { lookup($0) != nil } ?? "\(key).other"
+        return self[chosen, number(Int64(count))]
+    }
+
+    /// A number as the person's locale writes it (1,234 · 1.234 · 1 234).
+    func number(_ value: Int64) -> String {
+        let formatter = NumberFormatter()
+        formatter.locale = locale
+        formatter.numberStyle = .decimal
+        return formatter.string(from: NSNumber(value: value)) ?? "\(value)"
+    }
+
+    func number(_ value: Int) -> String { number(Int64(value)) }
+}
+
+/// CLDR plural categories for whole numbers, in the languages Outpost speaks.
+enum PluralCategory: String {
+    case one, few, many, other
+
+    init(_ count: Int, language: String) {
+        switch language {
+        case "ru":
+            let (ten, hundred) = (count % 10, count % 100)
+            if ten == 1 && hundred != 11 {
+                self = .one
+            } else if (2...4).contains(ten) && !(12...14).contains(hundred) {
+                self = .few
+            } else {
+                self = .many
+            }
+        default:
+            self = count == 1 ? .one : .other
+        }
     }
 }

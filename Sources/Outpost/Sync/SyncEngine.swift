@@ -124,7 +124,7 @@ public actor SyncEngine {
 
     /// Asks for a sync. Coalesces with a cycle in progress; automatic
     /// triggers respect a backoff wait, a manual one skips it.
-    public func trigger(_ trigger: SyncTrigger) {
+    package func trigger(_ trigger: SyncTrigger) {
         guard !isStopped else { return }
         if cycleTask != nil {
             // One follow-up, whatever number of triggers arrive meanwhile.
@@ -144,7 +144,7 @@ public actor SyncEngine {
 
     /// Returns once no cycle runs and none is about to follow (tests and the
     /// simulation use it to take one step at a time).
-    public func waitForIdle() async {
+    package func waitForIdle() async {
         while let task = cycleTask { await task.value }
     }
 
@@ -266,7 +266,7 @@ public actor SyncEngine {
     }
 
     /// The monotonic time before which automatic syncs wait, if any.
-    public var nextRetryAt: Duration? { backoffUntil }
+    package var nextRetryAt: Duration? { backoffUntil }
 
     // MARK: Events
 

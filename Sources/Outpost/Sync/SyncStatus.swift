@@ -55,6 +55,10 @@ public struct SyncStatus: Sendable, Equatable {
     public var lastError: SyncFailure?
     /// The session expired: server calls wait for a new token; capture goes on.
     public var signInRequired = false
+    /// The server no longer accepts changes from this version of the app
+    /// (`426 upgrade_required`): capture goes on and is kept; sending waits
+    /// for an update.
+    public var updateRequired = false
 
     public init() {}
 

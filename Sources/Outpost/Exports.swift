@@ -1,0 +1,25 @@
+// The types an app names when it uses Outpost, re-exported so that
+// `import Outpost` is the only import it needs. The wire protocol's own
+// types (requests, pages, cursors) stay in OutpostCore.
+
+@_exported public import struct Foundation.Date
+@_exported public import struct Foundation.UUID
+
+@_exported public import enum OutpostCore.JSONValue
+@_exported public import typealias OutpostCore.JSONObject
+@_exported public import struct OutpostCore.ServerTimestamp
+@_exported public import enum OutpostCore.MutationOp
+@_exported public import enum OutpostCore.FieldNaming
+@_exported public import struct OutpostCore.ErrorBody
+@_exported public import struct OutpostCore.ErrorCode
+@_exported public import struct OutpostCore.WireError
+@_exported public import struct OutpostCore.CollectionSchema
+@_exported public import struct OutpostCore.FieldSchema
+@_exported public import enum OutpostCore.FieldType
+@_exported public import protocol OutpostCore.WallClock
+@_exported public import struct OutpostCore.SystemWallClock
+@_exported public import protocol OutpostCore.IDGenerator
+@_exported public import enum OutpostCore.Role
+
+@_exported public import struct OutpostSQLite.SQLiteError
+@_exported public import enum OutpostSQLite.FileProtection
