@@ -21,7 +21,7 @@ public actor LocalStore {
     let registry: CollectionRegistry
     let clock: any WallClock
     let ids: any IDGenerator
-    var observers: [UUID: QueryObserver] = [:]
+    var observers: [UUID: StoreObserver] = [:]
     var localChangeContinuations: [UUID: AsyncStream<Void>.Continuation] = [:]
     var isClosed = false
     var liveCounts = LiveCounts()
@@ -374,6 +374,7 @@ public actor LocalStore {
     public func dismissConflict(_ id: Int64) throws {
         try checkOpen()
         try ConflictLog(connection: connection, payloads: outbox.tables.payloads).remove(id)
+        notify([StoreObserver.conflictsKey])
     }
 }
 

@@ -2,33 +2,77 @@ import Foundation
 import OutpostCore
 import OutpostSQLite
 
-/// A live query: re-runs after each commit that touched its collection.
-struct QueryObserver {
-    let collection: String
-    let refresh: (RecordTables) -> Void
+/// A live read: re-run after each commit that touched what it reads, and
+/// delivered only when its result changed.
+struct StoreObserver {
+    /// The collections the read depends on; nil for a read across the
+    /// store (conflicts, refused and held changes), re-run after any commit.
+    let collections: Set<String>?
+    let refresh: () -> Void
     let finish: () -> Void
+
+    /// What a dismissed conflict touches: only store-wide reads care.
+    static let conflictsKey = "\u{0}conflicts"
+}
+
+/// The last value a live read delivered, to leave out repeats.
+private final class LastDelivered<Value: Equatable> {
+    var value: Value?
 }
 
 extension LocalStore {
-    /// An async sequence of a query's results: the current value first, then
-    /// one value after each commit that touched the collection. Values are
-    /// coalesced (a slow consumer sees the newest, never a backlog); the
-    /// sequence ends when the consumer stops or the store closes.
+    /// An async sequence of a query's results: the current value is ready
+    /// for the first `next()` (it is read before this returns), then one
+    /// value after each commit that touched the collection and changed the
+    /// result. Values are coalesced (a slow consumer sees the newest, never
+    /// a backlog); the sequence ends when the consumer stops or the store
+    /// closes.
     public func observe(_ query: RecordQuery) -> AsyncThrowingStream<[JSONRecord], any Error> {
-        observe(query) { $0 }
+        observe(reading: [query.collection], checking: query.collection, { try $0.outbox.tables.query(query) }) { $0 }
     }
 
-    /// Typed observation of a collection.
+    /// Typed observation of a collection: see ``observe(_:)-(RecordQuery)``.
     public func observe<T: SyncRecord>(
-        _ type: T.Type, where filter: RecordFilter? = nil, orderBy order: [RecordOrder] = []
+        _ type: T.Type, where filter: RecordFilter? = nil, orderBy order: [RecordOrder] = [], limit: Int? = nil
     ) -> AsyncThrowingStream<[LocalRecord<T>], any Error> {
-        observe(RecordQuery(T.collection, filter: filter, order: order)) { records in
+        let query = RecordQuery(T.collection, filter: filter, order: order, limit: limit)
+        return observe(reading: [T.collection], checking: T.collection, { try $0.outbox.tables.query(query) }) { records in
             try records.map { record in try record.map { try RecordCoding.value(T.self, from: $0) } }
         }
     }
 
-    private func observe<Element: Sendable>(
-        _ query: RecordQuery, transform: @escaping @Sendable ([JSONRecord]) throws -> Element
+    /// One record as it changes: nil while it does not exist (or once deleted).
+    public func observe<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) -> AsyncThrowingStream<LocalRecord<T>?, any Error> {
+        observe(reading: [T.collection], checking: T.collection, { (store: isolated LocalStore) -> JSONRecord? in
+            guard let row = try store.outbox.tables.load(T.collection, uuid), !row.deleted else { return nil }
+            return row.localRecord(row.data)
+        }) { record in try record.map { record in try record.map { try RecordCoding.value(T.self, from: $0) } } }
+    }
+
+    /// How many records of a collection match a filter, as it changes.
+    public func observeCount<T: SyncRecord>(_ type: T.Type, where filter: RecordFilter? = nil) -> AsyncThrowingStream<Int, any Error> {
+        let query = RecordQuery(T.collection, filter: filter)
+        return observe(reading: [T.collection], checking: T.collection, { try $0.outbox.tables.query(query).count }) { $0 }
+    }
+
+    /// Edits that lost to a newer server copy (``conflicts()``), as they come and go.
+    public func observeConflicts() -> AsyncThrowingStream<[ConflictReport], any Error> {
+        observe(reading: nil, checking: nil, { try $0.conflicts() }) { $0 }
+    }
+
+    /// Records whose last change the server refused (``rejectedRecords()``), as they come and go.
+    public func observeRejected() -> AsyncThrowingStream<[JSONRecord], any Error> {
+        observe(reading: nil, checking: nil, { try $0.rejectedRecords() }) { $0 }
+    }
+
+    /// Changes held behind a refused parent (``heldEntries()``), as they come and go.
+    public func observeHeld() -> AsyncThrowingStream<[HeldEntry], any Error> {
+        observe(reading: nil, checking: nil, { try $0.heldEntries() }) { $0 }
+    }
+
+    private func observe<Raw: Equatable, Element: Sendable>(
+        reading collections: Set<String>?, checking collection: String?, _ read: @escaping @Sendable (isolated LocalStore) throws -> Raw,
+        transform: @escaping @Sendable (Raw) throws -> Element
     ) -> AsyncThrowingStream<Element, any Error> {
         let (stream, continuation) = AsyncThrowingStream.makeStream(
             of: Element.self, throwing: (any Error).self, bufferingPolicy: .bufferingNewest(1))
@@ -37,17 +81,22 @@ extension LocalStore {
             return stream
         }
         do {
-            _ = try registry.descriptor(query.collection)
+            if let collection { _ = try registry.descriptor(collection) }
         } catch {
             continuation.finish(throwing: error)
             return stream
         }
         let id = UUID()
-        let observer = QueryObserver(
-            collection: query.collection,
-            refresh: { tables in
+        let last = LastDelivered<Raw>()
+        let observer = StoreObserver(
+            collections: collections,
+            refresh: { [unowned self] in
                 do {
-                    continuation.yield(try transform(try tables.query(query)))
+                    let raw = try read(self)
+                    // A commit that left the result as it was sends nothing.
+                    guard raw != last.value else { return }
+                    last.value = raw
+                    continuation.yield(try transform(raw))
                 } catch {
                     continuation.finish(throwing: error)
                 }
@@ -58,7 +107,8 @@ extension LocalStore {
             guard let self else { return }
             Task { await self.removeObserver(id) }
         }
-        observer.refresh(outbox.tables)
+        // Read now, on the store: the first `next()` finds it waiting.
+        observer.refresh()
         return stream
     }
 
@@ -90,8 +140,8 @@ extension LocalStore {
     /// Wakes the observers of the collections a commit touched.
     func notify(_ collections: Set<String>) {
         guard !collections.isEmpty else { return }
-        for observer in observers.values where collections.contains(observer.collection) {
-            observer.refresh(outbox.tables)
+        for observer in observers.values where observer.collections.map({ !$0.isDisjoint(with: collections) }) ?? true {
+            observer.refresh()
         }
     }
 }
