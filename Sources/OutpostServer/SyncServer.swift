@@ -51,6 +51,19 @@ public final class SyncServer: Sendable {
         }
     }
 
+    /// An app whose data schema the server no longer accepts gets 426
+    /// before anything is read or applied: its outbox waits for the update.
+    func checkSchema(_ request: HTTPRequest) throws {
+        guard let minimum = config.minSchema else { return }
+        let declared = request.headers["outpost-schema"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard let declared, declared >= minimum else {
+            let seen = declared.map { "schema \($0)" } ?? "no schema"
+            throw APIError(
+                .upgradeRequired,
+                "This version of the app (\(seen)) is too old for this server, which needs schema \(minimum) or newer. Update the app; your changes are kept on the device.")
+        }
+    }
+
     /// `cause` is for the server's log only (the request log line of a 5xx), never the answer.
     static func errorResponse(_ error: APIError, user: String?, cause: String? = nil) -> HTTPResponse {
         var response = HTTPResponse.json(error.status, Array((try? WireCoding.encode(error.body)) ?? Data()), user: user)
@@ -74,6 +87,7 @@ public final class SyncServer: Sendable {
             throw APIError(.notFound, "There is no such endpoint.")
         }
         let route = Array(parts.dropFirst(2))
+        if route != ["health"] { try checkSchema(request) }
 
         func require(_ method: String) throws {
             guard request.method == method else {

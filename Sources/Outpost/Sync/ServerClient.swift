@@ -8,6 +8,8 @@ struct ServerClient: Sendable {
     let token: String?
     let timeout: TimeInterval
     let clock: any MonotonicClock
+    /// `Outpost-Schema` and `Outpost-Client`, sent on every request.
+    var identity: [String: String] = [:]
 
     /// A decoded answer and how long it took (connectivity uses the latency).
     struct Answer<Body: Sendable>: Sendable {
@@ -59,7 +61,8 @@ struct ServerClient: Sendable {
     private func call<Body: Sendable>(
         _ method: String, _ target: String, body: Data? = nil, decode: (Data) throws -> Body
     ) async throws -> Answer<Body> {
-        var headers = ["Accept": "application/json"]
+        var headers = identity
+        headers["Accept"] = "application/json"
         if let token { headers["Authorization"] = "Bearer \(token)" }
         if body != nil { headers["Content-Type"] = "application/json" }
         let started = clock.now()
@@ -88,6 +91,7 @@ struct ServerClient: Sendable {
         let retryAfter = response.headers["retry-after"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         switch (response.status, body?.code) {
         case (401, _): return .signInRequired
+        case (426, _): return .updateRequired
         case (403, .tokenRevoked?): return .accessRevoked
         case (429, _), (500...599, _): return .serverBusy(retryAfter: retryAfter)
         case (410, _): return .refused(body ?? ErrorBody(code: .resyncRequired, message: "Resync required."))

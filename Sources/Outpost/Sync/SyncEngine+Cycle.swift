@@ -6,7 +6,8 @@ struct StaleGeneration: Error {}
 
 extension SyncEngine {
     var client: ServerClient {
-        ServerClient(transport: transport, token: token, timeout: options.requestTimeout, clock: clock)
+        ServerClient(
+            transport: transport, token: token, timeout: options.requestTimeout, clock: clock, identity: options.identityHeaders)
     }
 
     /// One sync cycle: push everything that can go, then pull until up to date.
@@ -20,56 +21,91 @@ extension SyncEngine {
             status.isSyncing = false
             emitTelemetry(SyncTelemetryEvent(report, networkBefore: networkBefore, connectivity: connectivity, duration: clock.now() - started))
         }
+        if token == nil, credentials != nil, !status.signInRequired {
+            // The app's sign-in gives the first token; never asked offline,
+            // where it could not refresh anything either.
+            if connectivity.state == .offline {
+                report.failure = .offline
+                return report
+            }
+            do {
+                if try await !obtainToken(.start) {
+                    status.signInRequired = true
+                    emit(.signInRequired)
+                }
+            } catch let failure as SyncFailure {
+                report.failure = failure
+                status.lastError = failure
+                scheduleRetry(after: failure)
+                return report
+            } catch {
+                report.failure = .noAnswer
+                return report
+            }
+        }
         if status.signInRequired || status.lastError == .accessRevoked {
             // An expired token never authorises a server call.
             report.failure = status.signInRequired ? .signInRequired : .accessRevoked
             return report
         }
-        let tokenAtStart = token
-        do {
-            // Push trouble never stops the pull: a refused request or a
-            // damaged queue entry must not keep other people's changes (and
-            // catalogs) from arriving. Only failures the pull would meet
-            // too (no network, no answer, busy, signed out) end the cycle.
-            var pushFailure: (any Error)?
+        // Asked again, once per cycle, when the server refuses the token.
+        var freshTokenTried = false
+        cycle: while true {
+            let tokenAtStart = token
             do {
-                try await pushPhase(generation, &report)
-            } catch let failure as SyncFailure where !failure.stopsThePull {
-                pushFailure = failure
-            } catch let error where !(error is SyncFailure || error is StaleGeneration || error is CancellationError) {
-                pushFailure = error
+                // Push trouble never stops the pull: a refused request or a
+                // damaged queue entry must not keep other people's changes (and
+                // catalogs) from arriving. Only failures the pull would meet
+                // too (no network, no answer, busy, signed out) end the cycle.
+                var pushFailure: (any Error)?
+                do {
+                    try await pushPhase(generation, &report)
+                } catch let failure as SyncFailure where !failure.stopsThePull {
+                    pushFailure = failure
+                } catch let error where !(error is SyncFailure || error is StaleGeneration || error is CancellationError) {
+                    pushFailure = error
+                }
+                try await pullPhase(generation, &report)
+                if let pushFailure { throw pushFailure }
+                report.held = try await store.heldEntries()
+                transientFailures = 0
+                backoffUntil = nil
+                status.lastError = nil
+                status.updateRequired = false
+            } catch is StaleGeneration {
+                report.failure = .noAnswer
+            } catch let failure as SyncFailure {
+                report.failure = failure
+                if generation != self.generation {
+                    // An abandoned cycle (a reconnection replaced it): its failure
+                    // says nothing about the network now and must not start a backoff.
+                    return report
+                }
+                if failure == .signInRequired && token != tokenAtStart {
+                    // Refused with a token replaced meanwhile: the new one has not been tried.
+                    followUp = .manual
+                } else if failure == .signInRequired, !freshTokenTried, let refused = tokenAtStart, credentials != nil,
+                    (try? await obtainToken(.refused(refused))) == true
+                {
+                    // The app's sign-in gave a fresh token: try it at once, in this cycle.
+                    freshTokenTried = true
+                    report = SyncReport(trigger: trigger)
+                    continue cycle
+                } else {
+                    await handle(failure)
+                }
+            } catch is CancellationError {
+                report.failure = .noAnswer
+            } catch let error as OutboxError {
+                // The server's answer broke the protocol (e.g. a result for another record).
+                report.failure = .invalidAnswer("\(error)")
+                status.lastError = report.failure
+            } catch {
+                // The device's own storage failed: a local fault, said as such.
+                report.failure = .localStorage("\(error)")
+                status.lastError = report.failure
             }
-            try await pullPhase(generation, &report)
-            if let pushFailure { throw pushFailure }
-            report.held = try await store.heldEntries()
-            transientFailures = 0
-            backoffUntil = nil
-            status.lastError = nil
-        } catch is StaleGeneration {
-            report.failure = .noAnswer
-        } catch let failure as SyncFailure {
-            report.failure = failure
-            if generation != self.generation {
-                // An abandoned cycle (a reconnection replaced it): its failure
-                // says nothing about the network now and must not start a backoff.
-                return report
-            }
-            if failure == .signInRequired && token != tokenAtStart {
-                // Refused with a token replaced meanwhile: the new one has not been tried.
-                followUp = .manual
-            } else {
-                await handle(failure)
-            }
-        } catch is CancellationError {
-            report.failure = .noAnswer
-        } catch let error as OutboxError {
-            // The server's answer broke the protocol (e.g. a result for another record).
-            report.failure = .invalidAnswer("\(error)")
-            status.lastError = report.failure
-        } catch {
-            // The device's own storage failed: a local fault, said as such.
-            report.failure = .localStorage("\(error)")
-            status.lastError = report.failure
+            break
         }
         progress = nil
         return report
@@ -83,6 +119,8 @@ extension SyncEngine {
             emit(.signInRequired)
         case .accessRevoked:
             emit(.accessRevoked)
+        case .updateRequired:
+            status.updateRequired = true
         case let failure where failure.isTransient:
             scheduleRetry(after: failure)
         default:
@@ -232,6 +270,9 @@ extension SyncEngine {
         case .serverBusy: return .transient("server busy")
         case .signInRequired: return .notSent("sign-in required")
         case .accessRevoked: return .notSent("access revoked")
+        case .credentialsUnavailable: return .notSent("no token")
+        // Nothing applied; the same outbox goes after the app's update.
+        case .updateRequired: return .notSent("update required")
         case .refused(let body): return .permanent("\(body.code): \(body.message)")
         }
     }

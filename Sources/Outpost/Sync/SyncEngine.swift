@@ -26,6 +26,8 @@ public actor SyncEngine {
     var random: SeededRandom
 
     var token: String?
+    /// The app's sign-in, asked for tokens (nil when a token is set by hand).
+    let credentials: CredentialsProvider?
     var connectivity = ConnectivityModel()
     /// Bumped by every cycle and by a reconnection; answers for an older one are dropped.
     var generation: UInt64 = 0
@@ -62,11 +64,30 @@ public actor SyncEngine {
         self.store = store
         self.transport = transport
         self.token = token
+        self.credentials = nil
         self.options = options
         self.clock = clock
         self.pathMonitor = pathMonitor
         self.random = SeededRandom(seed: seed)
         self.status.signInRequired = token == nil
+    }
+
+    /// An engine that asks the app's sign-in for tokens: once before it
+    /// first talks to the server, and again whenever the server refuses the
+    /// one it has (see ``CredentialsProvider``).
+    public init(
+        store: LocalStore, transport: any SyncTransport, options: SyncOptions = SyncOptions(),
+        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = nil,
+        seed: UInt64 = UInt64.random(in: 0...UInt64.max), credentials: @escaping CredentialsProvider
+    ) {
+        self.store = store
+        self.transport = transport
+        self.token = nil
+        self.credentials = credentials
+        self.options = options
+        self.clock = clock
+        self.pathMonitor = pathMonitor
+        self.random = SeededRandom(seed: seed)
     }
 
     // MARK: Lifecycle

@@ -22,11 +22,19 @@ public enum SyncFailure: Error, Sendable, Equatable {
     case localStorage(String)
     /// `sync(timeout:)` gave up waiting; sync goes on in the background.
     case timedOut
+    /// The app's credentials provider could not give a token now (its
+    /// sign-in service was unreachable): tried again later.
+    case credentialsUnavailable(String)
+    /// The server no longer accepts this version of the app
+    /// (`426 upgrade_required`): captures are kept and sent after an update.
+    case updateRequired
 
     /// Failures of a push that a pull right after would meet as well.
     var stopsThePull: Bool {
         switch self {
-        case .offline, .noAnswer, .serverBusy, .timedOut, .signInRequired, .accessRevoked: return true
+        case .offline, .noAnswer, .serverBusy, .timedOut, .signInRequired, .accessRevoked, .credentialsUnavailable,
+            .updateRequired:
+            return true
         case .refused, .invalidAnswer, .localStorage: return false
         }
     }
@@ -34,7 +42,7 @@ public enum SyncFailure: Error, Sendable, Equatable {
     /// "Not now" failures, retried with backoff without using the budget.
     public var isTransient: Bool {
         switch self {
-        case .offline, .noAnswer, .serverBusy, .timedOut: return true
+        case .offline, .noAnswer, .serverBusy, .timedOut, .credentialsUnavailable: return true
         default: return false
         }
     }

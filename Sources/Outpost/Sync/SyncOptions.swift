@@ -16,6 +16,14 @@ public enum ScopeMode: String, Sendable, Equatable, Codable {
 public struct SyncOptions: Sendable {
     /// Past this, a request's outcome is unknown. Default 20 s.
     public var requestTimeout: TimeInterval = 20
+    /// The app's data schema version, sent as `Outpost-Schema` on every
+    /// request. Raise it when the record types change in a way older
+    /// servers' rules would not accept; a server that needs a newer one
+    /// answers 426 and the status asks the person to update the app.
+    public var schemaVersion: Int?
+    /// Who is calling, as `app-id/app-version` (`Outpost-Client`), e.g.
+    /// `"org.example.field/2.3.1"`: the server keeps the last one seen per client.
+    public var clientName: String?
     /// Mutations per push (the server takes at most 500). Default 200.
     public var pushBatchSize = 200
     /// Most bytes of mutation text in one push; kept well under the server's
@@ -52,4 +60,14 @@ public enum SyncTrigger: String, Sendable, Equatable, Codable {
     case retry
     /// New local changes to send.
     case localChange = "local_change"
+}
+
+extension SyncOptions {
+    /// The headers that say which app and schema version is calling.
+    var identityHeaders: [String: String] {
+        var headers: [String: String] = [:]
+        if let schemaVersion { headers["Outpost-Schema"] = String(schemaVersion) }
+        if let clientName { headers["Outpost-Client"] = clientName }
+        return headers
+    }
 }

@@ -19,6 +19,8 @@ public struct SyncTelemetryEvent: Sendable, Equatable, Codable {
         case invalidAnswer = "invalid_answer"
         case localStorage = "local_storage"
         case timedOut = "timed_out"
+        case credentialsUnavailable = "credentials_unavailable"
+        case updateRequired = "update_required"
     }
 
     public var trigger: SyncTrigger
@@ -84,6 +86,8 @@ public struct SyncTelemetryEvent: Sendable, Equatable, Codable {
         case .invalidAnswer: return (.invalidAnswer, nil, nil)
         case .localStorage: return (.localStorage, nil, nil)
         case .timedOut: return (.timedOut, nil, nil)
+        case .credentialsUnavailable: return (.credentialsUnavailable, nil, nil)
+        case .updateRequired: return (.updateRequired, ErrorCode.upgradeRequired.rawValue, nil)
         }
     }
 }

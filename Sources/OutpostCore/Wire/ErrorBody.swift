@@ -32,6 +32,8 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
     public static let unavailable = ErrorCode("unavailable")
     /// Seqs the server used for other mutations: a restored or cloned device.
     public static let clientBehind = ErrorCode("client_behind")
+    /// The app's declared data schema is older than the server accepts.
+    public static let upgradeRequired = ErrorCode("upgrade_required")
     /// Answers the server's HTTP layer gives before a request reaches the sync logic.
     public static let uriTooLong = ErrorCode("uri_too_long")
     public static let headersTooLarge = ErrorCode("headers_too_large")
@@ -51,6 +53,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
         case .payloadTooLarge: return 413
         case .uriTooLong: return 414
         case .rateLimited: return 429
+        case .upgradeRequired: return 426
         case .headersTooLarge: return 431
         case .internalError: return 500
         case .unavailable: return 503

@@ -23,6 +23,9 @@ public struct ServerConfig: Sendable {
     public var databaseTimeouts = DatabaseTimeouts()
     /// How many sockets the HTTP server holds, per client address and in all.
     public var connections = ConnectionLimits()
+    /// The lowest app data schema (`Outpost-Schema`) still accepted; older
+    /// or undeclared ones get 426 `upgrade_required`. Nil accepts any.
+    public var minSchema: Int?
 
     /// A token bucket per user: `burst` requests at once, refilled at `perMinute`.
     public struct RateLimit: Sendable, Equatable {
@@ -83,6 +86,7 @@ public struct ServerConfig: Sendable {
             var connectionLimit: Int?
             var connectionsPerAddress: Int?
             var idleTimeoutSeconds: Int?
+            var minSchema: Int?
             enum CodingKeys: String, CodingKey {
                 case collections
                 case tombstoneHorizonDays = "tombstone_horizon_days"
@@ -93,6 +97,7 @@ public struct ServerConfig: Sendable {
                 case connectionLimit = "connection_limit"
                 case connectionsPerAddress = "connections_per_address"
                 case idleTimeoutSeconds = "idle_timeout_seconds"
+                case minSchema = "min_schema"
             }
         }
         do {
@@ -109,6 +114,7 @@ public struct ServerConfig: Sendable {
                 total: file.connectionLimit ?? config.connections.total,
                 perAddress: file.connectionsPerAddress ?? config.connections.perAddress,
                 idleTimeoutSeconds: file.idleTimeoutSeconds ?? config.connections.idleTimeoutSeconds)
+            config.minSchema = file.minSchema
             return config
         } catch let error as WireError {
             throw ConfigError("the configuration file \(path) is not valid: \(error)")

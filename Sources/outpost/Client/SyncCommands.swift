@@ -69,6 +69,8 @@ enum SyncCommands {
         case .invalidAnswer(let detail): return "the server's answer could not be read (\(detail))"
         case .localStorage(let detail): return "this device's storage failed: \(detail)"
         case .timedOut: return "the sync goes on taking longer than the timeout"
+        case .credentialsUnavailable(let detail): return "no token could be had now (\(detail))"
+        case .updateRequired: return "the server asks for a newer version of this program"
         }
     }
 

@@ -43,7 +43,8 @@ final class SyncHarness: @unchecked Sendable {
     /// A device with its own database, signed in as `user`.
     func device(
         _ user: String, role: Role = .field, team: String = "t-1", name: String? = nil, options: SyncOptions? = nil,
-        deviceClockOffset: TimeInterval = 0, seed: UInt64? = nil, collections: [CollectionDescriptor] = []
+        deviceClockOffset: TimeInterval = 0, seed: UInt64? = nil, collections: [CollectionDescriptor] = [],
+        credentials: CredentialsProvider? = nil
     ) throws -> Device {
         // Each device its own seed: equal seeds would make equal client ids.
         let seed = seed ?? (name ?? user).utf8.reduce(UInt64(1469598103934665603)) { ($0 ^ UInt64($1)) &* 1099511628211 }
@@ -59,9 +60,16 @@ final class SyncHarness: @unchecked Sendable {
             engineOptions.reconnectJitter = .zero
         }
         let monitor = ManualPathMonitor()
-        let engine = SyncEngine(
-            store: store, transport: network, token: token, options: engineOptions, clock: clock, pathMonitor: monitor,
-            seed: seed)
+        let engine =
+            if let credentials {
+                SyncEngine(
+                    store: store, transport: network, options: engineOptions, clock: clock, pathMonitor: monitor, seed: seed,
+                    credentials: credentials)
+            } else {
+                SyncEngine(
+                    store: store, transport: network, token: token, options: engineOptions, clock: clock, pathMonitor: monitor,
+                    seed: seed)
+            }
         return Device(store: store, engine: engine, network: network, monitor: monitor, deviceClock: deviceClock)
     }
 
