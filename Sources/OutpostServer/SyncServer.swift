@@ -22,9 +22,24 @@ public final class SyncServer: Sendable {
         self.clock = clock
         self.tokens = TokenStore(database: database, clock: clock)
         self.limiter = config.rateLimit.map { RateLimiter($0, clock: clock) }
-        try ServerSchema.migrate(database)
-        try CatalogSeed.seedIfEmpty(database, config: config, clock: clock)
-        try runMaintenance()
+        // Servers starting together take turns: the one that waits behind
+        // another's migration (longer than a request's lock wait) tries
+        // again instead of failing to start.
+        try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
+        try Self.retryingWhileBusy { try CatalogSeed.seedIfEmpty(database, config: config, clock: clock) }
+        try Self.retryingWhileBusy { try runMaintenance() }
+    }
+
+    /// Runs a start-up step again while the database says "busy", for up to a minute.
+    static func retryingWhileBusy(_ step: () throws -> Void) throws {
+        let deadline = Date().addingTimeInterval(60)
+        while true {
+            do {
+                return try step()
+            } catch let error as DatabaseError where error.kind == .transient && Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+        }
     }
 
     /// Removes tombstones past the horizon and old push results.
@@ -141,7 +156,7 @@ public final class SyncServer: Sendable {
             try require("POST")
             let principal = try authenticate()
             let body = try decodeBody(PushRequest.self)
-            return try json(try PushService(database: database, config: config, clock: clock, hooks: hooks).push(body, as: principal))
+            return try json(try PushService(database: database, config: config, clock: clock, hooks: hooks).push(body, as: principal, caller: CallerVersion(request)))
         case ["pull"]:
             try require("GET")
             let principal = try authenticate()

@@ -192,6 +192,7 @@ public enum Simulation {
                         let fresh = try server.tokens.issue(
                             user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: nil)
                         await device.signIn(fresh)
+                        trace("\(step) signed in again: \(Self.describe(.success(await device.engine.lastCycleReport ?? SyncReport(trigger: .manual))))")
                     }
                 }
             } catch let error as StoreError {

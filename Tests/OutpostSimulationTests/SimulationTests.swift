@@ -62,7 +62,10 @@ struct SimulationTests {
     /// - 8110: a delete stepped over a damaged sent create, saw nothing
     ///   queued and dropped the record locally while the server kept it.
     /// - 8423: a clone of a clone (the checker gave it too little to hold).
-    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353, 8110, 8423] as [UInt64])
+    /// - 5586: a backup taken before the phone ever synced; after the restore
+    ///   its push was answered `duplicate` throughout, which was taken for
+    ///   proof that nobody had sent the create it cancelled.
+    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353, 8110, 8423, 5586] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
         let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
         #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")

@@ -113,4 +113,28 @@ struct DoubtfulCreateTests {
         #expect(try await device.store.get(Person.self, v) == nil)
         #expect(try await device.store.outboxEntries().isEmpty)
     }
+
+    /// The backup was taken before the phone ever synced: after the restore
+    /// its queue is the very queue the replaced timeline sent, so the push
+    /// is answered `duplicate` throughout. That proves nothing about the
+    /// create cancelled beside it; the pull then shows the server holds it.
+    @Test func duplicatesOnlyNeverForgiveACancelledCreate() async throws {
+        let harness = try SyncHarness()
+        let phone = try harness.device("u-1", name: "phone")
+        try await phone.store.create(Person(name: "A"))
+        let b = try await phone.store.create(Person(name: "B"))
+        let backup = harness.directory.path("phone-backup.sqlite")
+        try RestoredDeviceTests.backup(phone.store.path, to: backup)
+        try await phone.engine.sync()
+        await phone.engine.stop()
+        await phone.store.close()
+        try RestoredDeviceTests.restore(backup, to: phone.store.path)
+        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        try await restored.store.delete(Person.self, b)
+        let report = try await restored.engine.sync()
+        #expect(report.duplicates == 1, "A: sent by the replaced timeline under the same id")
+        try await restored.engine.sync()
+        #expect(try Self.live(harness) == ["A"], "B is deleted on the server")
+        #expect(try await restored.store.query(Person.self).map(\.value.name) == ["A"])
+    }
 }

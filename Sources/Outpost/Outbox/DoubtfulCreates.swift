@@ -15,9 +15,9 @@ import OutpostSQLite
 /// So `doubtful_creates` keeps, per record, either the seq handed out when
 /// its create was cancelled (`cancelled_after_seq`: the server may hold it
 /// if this database is a copy), or NULL (its queued create may be a resend:
-/// a local delete must reach the server). A cancelled create is forgiven by
-/// a push the server accepts with a seq above that number: another timeline
-/// sending anything would have used those seqs and drawn the 409.
+/// a local delete must reach the server). A cancelled create is forgiven
+/// when the server processes a seq above that number as new: another
+/// timeline sending anything would have used those seqs first.
 extension Outbox {
     /// The record's queued create may already be on the server.
     func markMayBeOnServer(_ record: RecordReference) throws {
@@ -45,11 +45,13 @@ extension Outbox {
             """, [.text(record.collection), .text(record.uuid.wireText), .integer(try lastSeq())])
     }
 
-    /// The server accepted `batch` as this client's (a 200 answer): no
-    /// other copy used its seqs, so creates cancelled before the highest of
-    /// them were never sent by anyone.
-    func forgiveCancelledCreates(provenBy batch: PushBatch) throws {
-        guard let highest = batch.entries.compactMap(\.seq).max() else { return }
+    /// The server processed these seqs as new (any answer but `duplicate`):
+    /// it had never seen them from this client, so no other copy of this
+    /// database sent anything numbered from there on, and creates cancelled
+    /// before the highest were never sent by anyone. (A `duplicate` proves
+    /// nothing: a copy may have sent that very entry, and the create beside it.)
+    func forgiveCancelledCreates(newSeqs: [Int64]) throws {
+        guard let highest = newSeqs.max() else { return }
         try connection.run(
             "DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL AND cancelled_after_seq < ?",
             [.integer(highest)])

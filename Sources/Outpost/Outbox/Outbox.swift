@@ -211,10 +211,15 @@ final class Outbox {
         // copy of this database (a backup put back, a copied profile) may
         // hold the entry as it was and send it; the server applies an id once.
         try connection.run(
-            "UPDATE outbox SET mutation_id = ?, op = ?, base_version = ?, data = ?, parents = ? WHERE entry = ? AND seq IS NULL",
+            // queued_at follows: the change now holds the latest edit, made at this time.
+            """
+            UPDATE outbox SET mutation_id = ?, op = ?, base_version = ?, data = ?, parents = ?, queued_at = ?
+            WHERE entry = ? AND seq IS NULL
+            """,
             [
                 .text(ids.next().wireText), .text(op.rawValue), .integer(baseVersion),
-                try tables.payloads.stored(try data?.jsonText()), .text(OutboxRow.parentsText(parents)), .integer(row.entry),
+                try tables.payloads.stored(try data?.jsonText()), .text(OutboxRow.parentsText(parents)),
+                .text(ServerTimestamp(clock.now()).rawValue), .integer(row.entry),
             ])
     }
 

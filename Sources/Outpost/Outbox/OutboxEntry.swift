@@ -41,6 +41,9 @@ package struct OutboxEntry: Sendable, Equatable {
     /// Failures that count against the retry budget (permanent ones only).
     public var failures: Int
     public var lastError: String?
+    /// When the person made the change, by this device's clock: sent as
+    /// `device_time`, shown beside the server's time of receipt.
+    public var deviceTime: ServerTimestamp? = nil
 
     /// Whether the server may hold this entry (it was put into a push at least once).
     public var wasSent: Bool { seq != nil }
@@ -50,7 +53,7 @@ package struct OutboxEntry: Sendable, Equatable {
         guard let seq else { return nil }
         return Mutation(
             seq: seq, id: mutationID, op: op, collection: record.collection, uuid: record.uuid,
-            baseVersion: baseVersion, data: data)
+            baseVersion: baseVersion, data: data, deviceTime: deviceTime)
     }
 }
 

@@ -18,9 +18,11 @@ struct OutboxRow {
     var attempts: Int
     var failures: Int
     var lastError: String?
+    /// The device clock's time of the change (`queued_at`).
+    var queuedAt: String
 
     static let columns =
-        "entry, mutation_id, collection, record_uuid, op, base_version, data, parents, seq, attempts, failures, last_error"
+        "entry, mutation_id, collection, record_uuid, op, base_version, data, parents, seq, attempts, failures, last_error, queued_at"
 
     init(_ row: SQLiteRow, payloads: PayloadCodec) throws {
         entry = row.int64(0)
@@ -37,6 +39,7 @@ struct OutboxRow {
         attempts = Int(row.int64(9))
         failures = Int(row.int64(10))
         lastError = row.optionalString(11)
+        queuedAt = row.string(12)
     }
 
     /// About what this entry adds to a push body: its data plus the
@@ -52,7 +55,8 @@ struct OutboxRow {
     func entryValue() throws -> OutboxEntry {
         OutboxEntry(
             entry: entry, mutationID: mutationID, record: record, op: op, baseVersion: baseVersion, data: try data(),
-            parents: parents, seq: seq, attempts: attempts, failures: failures, lastError: lastError)
+            parents: parents, seq: seq, attempts: attempts, failures: failures, lastError: lastError,
+            deviceTime: ServerTimestamp(rawValue: queuedAt).date == nil ? nil : ServerTimestamp(rawValue: queuedAt))
     }
 
     static func parentsText(_ parents: Set<RecordReference>) -> String {

@@ -27,7 +27,7 @@ extension Outbox {
                 try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)])
                 try settle(entry, result, into: &settlement)
             }
-            try forgiveCancelledCreates(provenBy: batch)
+            try forgiveCancelledCreates(newSeqs: response.results.filter { $0.status != .duplicate }.map(\.seq))
         }
         return settlement
     }
@@ -127,6 +127,9 @@ extension Outbox {
             row.serverID = record.id
             row.serverVersion = record.version
             row.serverUpdatedAt = record.updatedAt
+            // The server keeps the time this device sent; a record from an
+            // older server (none kept) keeps the local one.
+            row.deviceTime = record.deviceTime ?? row.deviceTime
             row.owner = record.owner
             row.team = record.team
             // Later never-sent edits were made on top of this one: condition

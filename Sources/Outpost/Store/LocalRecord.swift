@@ -45,6 +45,11 @@ public struct LocalRecord<Value: Sendable>: Sendable {
     public var serverUpdatedAt: ServerTimestamp?
     /// When this device last edited the record (device clock, display only).
     public var localUpdatedAt: Date?
+    /// "Captured on the phone at": when the last write was made, by the
+    /// clock of the device that made it (this one's for a local edit). Shown
+    /// beside ``serverUpdatedAt`` ("received by the server at"); never
+    /// used for ordering, since a phone's clock may be wrong.
+    public var deviceTime: Date?
     public var rejection: Rejection?
     public var owner: String?
     public var team: String?

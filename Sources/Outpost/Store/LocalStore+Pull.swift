@@ -260,6 +260,7 @@ struct SyncedCopyWriter {
     private let single: SQLitePreparedStatement
     private let batch: SQLitePreparedStatement
     private let deleteStatement: SQLitePreparedStatement
+    private let noteServerHoldsStatement: SQLitePreparedStatement
 
     init(_ connection: SQLiteConnection, _ collection: String, payloads: PayloadCodec) throws {
         self.collection = collection
@@ -269,20 +270,27 @@ struct SyncedCopyWriter {
         batch = try connection.prepared(Self.upsertSQL(collection, rows: Self.batchSize))
         deleteStatement = try connection.prepared(
             "DELETE FROM \"\(collection)\" WHERE uuid = ? AND sync_state = 'synced'")
+        noteServerHoldsStatement = try connection.prepared(
+            """
+            INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq)
+            SELECT collection, record_uuid, NULL FROM outbox
+            WHERE collection = ?1 AND record_uuid = ?2 AND op = 'create' AND seq IS NULL LIMIT 1
+            ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = NULL
+            """)
     }
 
     /// Insert, or overwrite a synced row holding an older version; a row
     /// with local changes waiting (or a newer version) is left alone.
     private static func upsertSQL(_ collection: String, rows: Int) -> String {
-        let row = "(?, ?, 'synced', ?, NULL, NULL, NULL, ?, 1, 0, ?, ?, ?)"
+        let row = "(?, ?, 'synced', ?, NULL, NULL, NULL, ?, 1, 0, ?, ?, ?, ?)"
         return """
             INSERT INTO "\(collection)" (uuid, server_id, sync_state, server_updated_at, local_updated_at,
-                rejection_json, base_version, server_version, on_server, deleted, owner, team, data)
+                rejection_json, base_version, server_version, on_server, deleted, owner, team, data, device_time)
             VALUES \(Array(repeating: row, count: rows).joined(separator: ", "))
             ON CONFLICT (uuid) DO UPDATE SET server_id = excluded.server_id, sync_state = 'synced',
                 server_updated_at = excluded.server_updated_at, rejection_json = NULL, base_version = NULL,
                 server_version = excluded.server_version, on_server = 1, deleted = 0, owner = excluded.owner,
-                team = excluded.team, data = excluded.data
+                team = excluded.team, data = excluded.data, device_time = excluded.device_time
             WHERE sync_state = 'synced' AND (server_version IS NULL OR server_version <= excluded.server_version)
             """
     }
@@ -299,11 +307,12 @@ struct SyncedCopyWriter {
                     outcome.applied += 1
                 } else if try hasLocalChanges(text.span(record.uuid)) {
                     outcome.keptLocal += 1
+                    try noteServerHolds(text.span(record.uuid))
                 }
             }
             return outcome
         }
-        for (offset, record) in records.enumerated() { try bind(record, text, to: batch, at: Int32(offset * 7)) }
+        for (offset, record) in records.enumerated() { try bind(record, text, to: batch, at: Int32(offset * Self.parametersPerRecord)) }
         let written = try batch.run()
         if written == records.count { return (written, 0) }
         // Some were left alone: a written row now holds exactly the page's version.
@@ -311,12 +320,17 @@ struct SyncedCopyWriter {
         for record in records {
             switch try storedState(text.span(record.uuid)) {
             case (true, record.version): outcome.applied += 1
-            case (false, _): outcome.keptLocal += 1
+            case (false, _):
+                outcome.keptLocal += 1
+                try noteServerHolds(text.span(record.uuid))
             default: break
             }
         }
         return outcome
     }
+
+    /// The `?` of one record in `upsertSQL`.
+    private static let parametersPerRecord = 8
 
     private func bind(
         _ record: RawChange, _ text: UnsafeBufferPointer<UInt8>, to statement: SQLitePreparedStatement, at offset: Int32
@@ -335,6 +349,21 @@ struct SyncedCopyWriter {
         } else {
             try statement.bind(offset + 7, "{}")
         }
+        if let deviceTime = record.deviceTime {
+            try statement.bind(offset + 8, text: text.span(deviceTime))
+        } else {
+            try statement.bindNull(offset + 8)
+        }
+    }
+
+    /// The server sent a record this device keeps local changes of. When
+    /// they include a create it never sent, another copy of this database
+    /// sent it (the uuid was made here): a local delete must now reach the
+    /// server instead of cancelling the create (`DoubtfulCreates.swift`).
+    private func noteServerHolds(_ uuid: UnsafeBufferPointer<UInt8>) throws {
+        try noteServerHoldsStatement.bind(1, collection)
+        try noteServerHoldsStatement.bind(2, text: uuid)
+        try noteServerHoldsStatement.run()
     }
 
     private func hasLocalChanges(_ uuid: UnsafeBufferPointer<UInt8>) throws -> Bool {

@@ -18,9 +18,12 @@ struct RecordRow {
     var owner: String?
     var team: String?
     var data: JSONObject
+    /// The device clock's time of the last write: this device's for a local
+    /// edit, the writing device's (as the server keeps it) for a server copy.
+    var deviceTime: ServerTimestamp? = nil
 
     static let columns =
-        "uuid, server_id, sync_state, server_updated_at, local_updated_at, rejection_json, base_version, server_version, on_server, deleted, owner, team, data"
+        "uuid, server_id, sync_state, server_updated_at, local_updated_at, rejection_json, base_version, server_version, on_server, deleted, owner, team, data, device_time"
 }
 
 extension RecordRow {
@@ -44,13 +47,14 @@ extension RecordRow {
         owner = row.optionalString(10)
         team = row.optionalString(11)
         data = try reader.object(try reader.reading("data") { try payloads.text(row, 12) } ?? "{}", "data")
+        deviceTime = row.optionalString(13).map(ServerTimestamp.init(rawValue:))
     }
 
     func localRecord<Value>(_ value: Value) -> LocalRecord<Value> {
         LocalRecord(
             collection: collection, uuid: uuid, value: value, syncState: syncState, serverID: serverID,
             serverVersion: serverVersion, serverUpdatedAt: serverUpdatedAt,
-            localUpdatedAt: localUpdatedAt.flatMap { ServerTimestamp(rawValue: $0).date },
+            localUpdatedAt: localUpdatedAt.flatMap { ServerTimestamp(rawValue: $0).date }, deviceTime: deviceTime?.date,
             rejection: rejection, owner: owner, team: team)
     }
 }
@@ -79,7 +83,7 @@ struct RecordTables {
         do {
             try connection.run(
                 """
-                INSERT INTO "\(row.collection)" (\(RecordRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO "\(row.collection)" (\(RecordRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 try values(row, dataText: dataText))
         } catch let error as SQLiteError where error.extendedCode == Self.primaryKeyConflict {
@@ -96,7 +100,7 @@ struct RecordTables {
             """
             UPDATE "\(row.collection)" SET server_id = ?2, sync_state = ?3, server_updated_at = ?4,
                 local_updated_at = ?5, rejection_json = ?6, base_version = ?7, server_version = ?8,
-                on_server = ?9, deleted = ?10, owner = ?11, team = ?12, data = ?13
+                on_server = ?9, deleted = ?10, owner = ?11, team = ?12, data = ?13, device_time = ?14
             WHERE uuid = ?1
             """,
             try values(row))
@@ -118,6 +122,7 @@ struct RecordTables {
             .text(try row.rejection.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }),
             .integer(row.baseVersion), .integer(row.serverVersion), .integer(row.onServer ? 1 : 0),
             .integer(row.deleted ? 1 : 0), .text(row.owner), .text(row.team), try payloads.stored(try dataText ?? row.data.jsonText()),
+            .text(row.deviceTime?.rawValue),
         ]
     }
 }

@@ -7,8 +7,12 @@ enum StoreMigrator {
     /// Control columns every collection table must have.
     static let controlColumns: Set<String> = [
         "uuid", "server_id", "sync_state", "server_updated_at", "local_updated_at", "rejection_json", "base_version",
-        "server_version", "on_server", "deleted", "owner", "team", "data",
+        "server_version", "on_server", "deleted", "owner", "team", "data", "device_time",
     ]
+
+    /// Control columns added after the first release, with their type: a
+    /// table made before gets them when the store opens.
+    static let addedColumns: [(name: String, type: String)] = [("device_time", "TEXT")]
 
     static let sealedKey = "store.sealed"
 
@@ -30,7 +34,11 @@ enum StoreMigrator {
             if marked && !sealed { throw StoreError.encrypted }
             for descriptor in collections {
                 try connection.execute(StoreSchema.collectionTable(descriptor.name))
-                let columns = Set(try connection.query("PRAGMA table_info(\"\(descriptor.name)\")") { $0.string(1) })
+                var columns = Set(try connection.query("PRAGMA table_info(\"\(descriptor.name)\")") { $0.string(1) })
+                for added in addedColumns where !columns.contains(added.name) {
+                    try connection.execute("ALTER TABLE \"\(descriptor.name)\" ADD COLUMN \(added.name) \(added.type)")
+                    columns.insert(added.name)
+                }
                 let missing = controlColumns.subtracting(columns)
                 guard missing.isEmpty else {
                     throw StoreError.invalidRecord(

@@ -107,7 +107,8 @@ enum StoreSchema {
             deleted           INTEGER NOT NULL DEFAULT 0,
             owner             TEXT,
             team              TEXT,
-            data              TEXT NOT NULL
+            data              TEXT NOT NULL,
+            device_time       TEXT
         ) WITHOUT ROWID;
         -- Only refused records are indexed (the status counts them after
         -- every sync): a local write leaves its record pending and so writes

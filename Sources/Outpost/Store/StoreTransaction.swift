@@ -46,7 +46,7 @@ public final class StoreTransaction {
         let row = RecordRow(
             collection: collection, uuid: uuid, serverID: nil, syncState: .pending, serverUpdatedAt: nil,
             localUpdatedAt: now(), rejection: nil, baseVersion: nil, serverVersion: nil, onServer: false,
-            deleted: false, owner: nil, team: nil, data: data)
+            deleted: false, owner: nil, team: nil, data: data, deviceTime: ServerTimestamp(clock.now()))
         // The record and its create carry the same text: written once.
         let text = try data.jsonText()
         try captureLimits?.check(data, text: text)
@@ -106,6 +106,7 @@ public final class StoreTransaction {
         }
         row.data = newData
         row.localUpdatedAt = now()
+        row.deviceTime = ServerTimestamp(clock.now())
         if row.syncState != .sending { row.syncState = .pending }
         try tables.save(row)
         touched.insert(collection)
@@ -135,6 +136,7 @@ public final class StoreTransaction {
         row.deleted = true
         row.rejection = nil
         row.localUpdatedAt = now()
+        row.deviceTime = ServerTimestamp(clock.now())
         if row.syncState != .sending { row.syncState = .pending }
         try tables.save(row)
     }
@@ -183,6 +185,6 @@ extension LocalRecord {
         LocalRecord<Other>(
             collection: collection, uuid: uuid, value: try transform(value), syncState: syncState, serverID: serverID,
             serverVersion: serverVersion, serverUpdatedAt: serverUpdatedAt, localUpdatedAt: localUpdatedAt,
-            rejection: rejection, owner: owner, team: team)
+            deviceTime: deviceTime, rejection: rejection, owner: owner, team: team)
     }
 }

@@ -39,6 +39,8 @@ public actor SyncEngine {
     var waiters: [(target: Int, id: UInt64, continuation: CheckedContinuation<SyncReport?, Never>)] = []
     var nextWaiterID: UInt64 = 0
     var lastReport: SyncReport?
+    /// What the last finished cycle did (the simulation's trace reads it).
+    package var lastCycleReport: SyncReport? { lastReport }
     /// While set (monotonic time), automatic triggers wait; manual ones do not.
     var backoffUntil: Duration?
     var transientFailures = 0

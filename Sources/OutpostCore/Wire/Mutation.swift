@@ -29,11 +29,15 @@ public struct Mutation: Sendable, Equatable, Codable {
     public var baseVersion: Int64?
     /// Full fields for a create, a partial patch for an update, nil for a delete.
     public var data: JSONObject?
+    /// When the edit was made, by the device's clock (RFC 3339): kept and
+    /// shown beside the server's time, never used for ordering.
+    public var deviceTime: ServerTimestamp?
 
     public init(
         seq: Int64, id: UUID, op: MutationOp, collection: String, uuid: UUID, baseVersion: Int64? = nil,
-        data: JSONObject? = nil
+        data: JSONObject? = nil, deviceTime: ServerTimestamp? = nil
     ) {
+        self.deviceTime = deviceTime
         self.seq = seq
         self.id = id
         self.op = op
@@ -46,6 +50,7 @@ public struct Mutation: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case seq, id, op, collection, uuid, data
         case baseVersion = "base_version"
+        case deviceTime = "device_time"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -60,6 +65,7 @@ public struct Mutation: Sendable, Equatable, Codable {
         uuid = try container.decodeUUID(forKey: .uuid)
         baseVersion = try container.decodeIfPresent(Int64.self, forKey: .baseVersion)
         data = try container.decodeIfPresent(JSONObject.self, forKey: .data)
+        deviceTime = try container.decodeIfPresent(ServerTimestamp.self, forKey: .deviceTime)
         switch op {
         case .create, .update:
             if data == nil {
@@ -88,5 +94,6 @@ public struct Mutation: Sendable, Equatable, Codable {
         try container.encodeUUID(uuid, forKey: .uuid)
         try container.encodeIfPresent(baseVersion, forKey: .baseVersion)
         try container.encodeIfPresent(data, forKey: .data)
+        try container.encodeIfPresent(deviceTime, forKey: .deviceTime)
     }
 }

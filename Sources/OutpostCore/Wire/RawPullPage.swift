@@ -102,7 +102,7 @@ public struct RawPullPage: Sendable {
         var names: [(bytes: [UInt8], name: String)] = []
 
         /// The keys of a change, as bytes, in the order `change` switches on them.
-        static let keys: [[UInt8]] = ["collection", "uuid", "removed", "deleted", "id", "version", "updated_at", "owner", "team", "data"]
+        static let keys: [[UInt8]] = ["collection", "uuid", "removed", "deleted", "id", "version", "updated_at", "owner", "team", "data", "device_time"]
             .map { Array($0.utf8) }
 
         mutating func change(index: Int) throws -> RawChange {
@@ -131,6 +131,7 @@ public struct RawPullPage: Sendable {
                     case 6: updatedAt = try span()
                     case 7: owner = try span()
                     case 8: team = try span()
+                    case 10: change.deviceTime = try span()
                     case 9:
                         switch try scanner.peek() {
                         case UInt8(ascii: "n"): _ = try scanner.readValue()
@@ -244,4 +245,6 @@ public struct RawChange: Sendable, Equatable {
     public var team = TextSpan(start: 0, count: 0)
     /// The record's fields as the server's JSON text; nil for tombstones and removals.
     public var data: TextSpan?
+    /// The device clock's time of the last write, as the device sent it (nil: not said).
+    public var deviceTime: TextSpan?
 }

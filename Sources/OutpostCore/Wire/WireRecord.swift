@@ -16,11 +16,16 @@ public struct WireRecord: Sendable, Equatable, Codable {
     public var team: String
     /// The fields; nil for a tombstone.
     public var data: JSONObject?
+    /// When the last write was made on the device that made it, by that
+    /// device's clock (nil when it did not say). `updatedAt` is when the
+    /// server received it.
+    public var deviceTime: ServerTimestamp?
 
     public init(
         collection: String, uuid: UUID, id: Int64, version: Int64, updatedAt: ServerTimestamp,
-        deleted: Bool, owner: String, team: String, data: JSONObject?
+        deleted: Bool, owner: String, team: String, data: JSONObject?, deviceTime: ServerTimestamp? = nil
     ) {
+        self.deviceTime = deviceTime
         self.collection = collection
         self.uuid = uuid
         self.id = id
@@ -35,6 +40,7 @@ public struct WireRecord: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case collection, uuid, id, version, deleted, owner, team, data
         case updatedAt = "updated_at"
+        case deviceTime = "device_time"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -48,6 +54,7 @@ public struct WireRecord: Sendable, Equatable, Codable {
         owner = try container.decode(String.self, forKey: .owner)
         team = try container.decode(String.self, forKey: .team)
         data = try container.decodeIfPresent(JSONObject.self, forKey: .data)
+        deviceTime = try container.decodeIfPresent(ServerTimestamp.self, forKey: .deviceTime)
         if !deleted && data == nil {
             throw DecodingError.dataCorruptedError(
                 forKey: .data, in: container, debugDescription: "must be an object for a record that is not deleted")
@@ -65,5 +72,6 @@ public struct WireRecord: Sendable, Equatable, Codable {
         try container.encode(owner, forKey: .owner)
         try container.encode(team, forKey: .team)
         if let data { try container.encode(data, forKey: .data) } else { try container.encodeNil(forKey: .data) }
+        try container.encodeIfPresent(deviceTime, forKey: .deviceTime)
     }
 }

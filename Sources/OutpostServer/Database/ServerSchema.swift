@@ -80,7 +80,21 @@ enum ServerSchema {
                 expires_at TEXT,
                 revoked_at TEXT
             );
+            """,
+            // The device clock's time of each record's last write (display
+            // only), and which app version and schema each client last sent.
             """
+            ALTER TABLE records ADD COLUMN device_time TEXT;
+
+            CREATE TABLE client_versions (
+                user_id    TEXT NOT NULL,
+                client_id  TEXT NOT NULL,
+                schema_version INTEGER,
+                app        TEXT,
+                seen_at    TEXT NOT NULL,
+                PRIMARY KEY (user_id, client_id)
+            );
+            """,
         ]
     }
 

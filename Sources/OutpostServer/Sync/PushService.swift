@@ -13,7 +13,8 @@ struct PushService {
     let clock: any WallClock
     var hooks: ServerHooks?
 
-    func push(_ request: PushRequest, as principal: Principal) throws -> PushResponse {
+    /// `caller`: the app version and schema the request declared, kept per client.
+    func push(_ request: PushRequest, as principal: Principal, caller: CallerVersion = CallerVersion()) throws -> PushResponse {
         guard request.mutations.count <= PushRequest.maximumMutations else {
             throw APIError(.payloadTooLarge, "A push may carry at most \(PushRequest.maximumMutations) changes.")
         }
@@ -59,6 +60,16 @@ struct PushService {
                 ON CONFLICT (user_id, client_id) DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at
                 """,
                 [.text(principal.user), .text(client), .integer(lastSeq), .text(now.rawValue)])
+            try sql.execute(
+                """
+                INSERT INTO client_versions (user_id, client_id, schema_version, app, seen_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (user_id, client_id) DO UPDATE SET schema_version = excluded.schema_version, app = excluded.app,
+                    seen_at = excluded.seen_at
+                """,
+                [
+                    .text(principal.user), .text(client), caller.schema.map { .integer(Int64($0)) } ?? .null, .text(caller.app),
+                    .text(now.rawValue),
+                ])
             if session.version != startVersion { try FeedVersion.save(session.version, sql) }
             try hooks?.beforePushCommit?(principal.user)
             return PushResponse(results: results, lastSeq: lastSeq, serverTime: now)
@@ -196,13 +207,13 @@ struct PushSession {
                 return try result(.conflict, existing)
             }
             if mutation.op == .delete {
-                return try result(.applied, try write(existing, data: nil, schema: schema))
+                return try result(.applied, try write(existing, data: nil, schema: schema, deviceTime: mutation.deviceTime))
             }
             let patch = mutation.data ?? [:]
             let merged = (try existing.data() ?? [:]).applyingPatch(patch)
             let problems = try validator(schema).problems(changed: patch, merged: merged)
             guard problems.isEmpty else { return try result(.rejected, code: "invalid_field", errors: problems) }
-            return try result(.applied, try write(existing, data: merged, schema: schema))
+            return try result(.applied, try write(existing, data: merged, schema: schema, deviceTime: mutation.deviceTime))
         }
     }
 
@@ -228,13 +239,13 @@ struct PushSession {
         try sql.execute(
             """
             INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
-                created_by_client, window_at, data)
-            VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)
+                created_by_client, window_at, data, device_time)
+            VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(mutation.collection), .text(mutation.uuid.wireText), .integer(version), .text(now.rawValue),
                 .text(principal.user), .text(principal.team), .text(principal.user), .text(client),
-                .text(Self.windowValue(schema, data)), .text(try data.jsonText()),
+                .text(Self.windowValue(schema, data)), .text(try data.jsonText()), .text(mutation.deviceTime?.rawValue),
             ])
         guard let stored = try load(mutation.collection, mutation.uuid.wireText) else {
             throw DatabaseError(kind: .failure, message: "the record just inserted cannot be read back")
@@ -243,19 +254,23 @@ struct PushSession {
     }
 
     /// Writes new data (nil = tombstone) at the next feed version.
-    private mutating func write(_ existing: ServerRecord, data: JSONObject?, schema: CollectionSchema) throws -> ServerRecord {
+    private mutating func write(
+        _ existing: ServerRecord, data: JSONObject?, schema: CollectionSchema, deviceTime: ServerTimestamp?
+    ) throws -> ServerRecord {
         version += 1
         try sql.execute(
-            "UPDATE records SET version = ?, updated_at = ?, deleted = ?, window_at = ?, data = ? WHERE id = ?",
+            "UPDATE records SET version = ?, updated_at = ?, deleted = ?, window_at = ?, data = ?, device_time = ? WHERE id = ?",
             [
                 .integer(version), .text(now.rawValue), .bool(data == nil),
-                .text(data.flatMap { Self.windowValue(schema, $0) }), .text(try data?.jsonText()), .integer(existing.id),
+                .text(data.flatMap { Self.windowValue(schema, $0) }), .text(try data?.jsonText()),
+                .text(deviceTime?.rawValue), .integer(existing.id),
             ])
         var updated = existing
         updated.version = version
         updated.updatedAt = now.rawValue
         updated.deleted = data == nil
         updated.dataText = try data?.jsonText()
+        updated.deviceTime = deviceTime?.rawValue
         return updated
     }
 
@@ -266,5 +281,23 @@ struct PushSession {
             let date = ServerTimestamp(rawValue: text).date
         else { return nil }
         return ServerTimestamp(date).rawValue
+    }
+}
+
+/// What a request says about the app that sent it (`Outpost-Schema`,
+/// `Outpost-Client`).
+struct CallerVersion: Sendable, Equatable {
+    var schema: Int?
+    var app: String?
+
+    init(schema: Int? = nil, app: String? = nil) {
+        self.schema = schema
+        self.app = app
+    }
+
+    init(_ request: HTTPRequest) {
+        schema = request.headers["outpost-schema"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        // Kept short: a header is the caller's to fill.
+        app = request.headers["outpost-client"].map { String($0.prefix(200)) }
     }
 }

@@ -15,9 +15,11 @@ struct ServerRecord {
     var createdByClient: String
     /// The fields as stored: canonical JSON text, spliced into answers as is.
     var dataText: String?
+    /// The device clock's time of the last write, as sent (display only).
+    var deviceTime: String?
 
     static let columns =
-        "id, collection, uuid, version, updated_at, deleted, owner, team, created_by_user, created_by_client, data"
+        "id, collection, uuid, version, updated_at, deleted, owner, team, created_by_user, created_by_client, data, device_time"
 
     init(_ row: SQLRow) {
         id = row.int(0)
@@ -31,6 +33,7 @@ struct ServerRecord {
         createdByUser = row.string(8)
         createdByClient = row.string(9)
         dataText = row.optionalString(10)
+        deviceTime = row.optionalString(11)
     }
 
     func data() throws -> JSONObject? {
@@ -41,7 +44,7 @@ struct ServerRecord {
         WireRecord(
             collection: collection, uuid: UUID.fromWire(uuid) ?? UUID(), id: id, version: version,
             updatedAt: ServerTimestamp(rawValue: updatedAt), deleted: deleted, owner: owner, team: team,
-            data: deleted ? nil : try data())
+            data: deleted ? nil : try data(), deviceTime: deviceTime.map(ServerTimestamp.init(rawValue:)))
     }
 
     /// A row selected with `columns`, written as the wire JSON straight from
@@ -71,6 +74,10 @@ struct ServerRecord {
             out.append(contentsOf: data)
         } else {
             out.append(contentsOf: "null".utf8)
+        }
+        if let deviceTime = row.text(11) {
+            out.append(contentsOf: #","device_time":"#.utf8)
+            JSONWriter.writeString(utf8: deviceTime, to: &out)
         }
         out.append(UInt8(ascii: "}"))
     }
