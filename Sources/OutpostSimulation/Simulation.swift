@@ -181,7 +181,7 @@ public enum Simulation {
                         user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: 30)
                     await device.signIn(short)
                     serverClock.advance(by: 60)
-                    trace("\(step) token expired")
+                    trace("\(step) token expired: \(Self.describe(.success(await device.engine.lastCycleReport ?? SyncReport(trigger: .manual))))")
                     result.faults[.tokenExpiry, default: 0] += 1
                 case 95..<98:
                     // Requests held back earlier finally reach the server.
@@ -216,6 +216,7 @@ public enum Simulation {
             let fresh = try server.tokens.issue(
                 user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: nil)
             await device.signIn(fresh)
+            trace("\(device.name): signed in: \(Self.describe(.success(await device.engine.lastCycleReport ?? SyncReport(trigger: .manual))))")
         }
         trace("quiescence")
         for _ in 0..<3 {

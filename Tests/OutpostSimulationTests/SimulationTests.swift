@@ -65,7 +65,9 @@ struct SimulationTests {
     /// - 5586: a backup taken before the phone ever synced; after the restore
     ///   its push was answered `duplicate` throughout, which was taken for
     ///   proof that nobody had sent the create it cancelled.
-    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353, 8110, 8423, 5586] as [UInt64])
+    /// - 20037: confirming a create stepped over a damaged later edit and put
+    ///   the server's older copy over it.
+    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353, 8110, 8423, 5586, 20037] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
         let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
         #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")

@@ -137,4 +137,30 @@ struct DoubtfulCreateTests {
         #expect(try Self.live(harness) == ["A"], "B is deleted on the server")
         #expect(try await restored.store.query(Person.self).map(\.value.name) == ["A"])
     }
+
+    /// Seed 20037: confirming a create read the record's queue, stepped over
+    /// a damaged later edit, took the queue for empty and put the server's
+    /// older copy over the edit before the repair could read it.
+    @Test func aConfirmationNeverStepsOverADamagedLaterEdit() async throws {
+        let harness = try SyncHarness()
+        // One change per push: the resent create fills the batch, so choosing
+        // it never reads the damaged edit behind it.
+        var options = SyncOptions()
+        options.periodicInterval = nil
+        options.pushBatchSize = 1
+        let device = try harness.device("u-1", options: options)
+        let a = try await device.store.create(Person(name: "A"))
+        device.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.noAnswer) { try await device.engine.sync() }
+        try await device.store.update(Person.self, a) { $0.phone = "555" }
+        let raw = try SQLiteConnection(path: device.store.path)
+        _ = try raw.run("UPDATE outbox SET data = '{\"broken' WHERE record_uuid = ? AND op = 'update'", [.text(a.wireText)])
+        raw.close()
+        try await device.engine.sync()
+        try await device.engine.sync()
+        let onServer = try #require(try harness.serverRecords().first { $0.uuid == a.wireText })
+        #expect(onServer.data?.contains("555") == true, "the edit reached the server: \(onServer)")
+        #expect(try await device.store.get(Person.self, a)?.value.phone == "555")
+        #expect(try await device.store.get(Person.self, a)?.syncState == .synced)
+    }
 }

@@ -111,7 +111,7 @@ extension Outbox {
     /// The server holds the change: adopt its id, version and time.
     private func confirm(_ entry: OutboxEntry, record: WireRecord?) throws {
         guard var row = try tables.load(entry.record.collection, entry.record.uuid) else { return }
-        let remaining = try rows(for: entry.record)
+        let remaining = try queuedRows(for: entry.record)
         if entry.op == .delete || record?.deleted == true {
             // The delete reached the server; the local tombstone can go.
             if remaining.isEmpty || row.deleted {
@@ -161,7 +161,7 @@ extension Outbox {
         // lost: they lose too, and travel in the same report.
         var localChange = entry.data
         var op = entry.op
-        for later in try rows(for: entry.record) where later.seq == nil {
+        for later in try queuedRows(for: entry.record) where later.seq == nil {
             if later.op == .delete {
                 op = .delete
             } else if let patch = try later.data() {
@@ -171,7 +171,7 @@ extension Outbox {
             }
             try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(later.entry)])
         }
-        let stillQueued = try !rows(for: entry.record).isEmpty
+        let stillQueued = try !queuedRows(for: entry.record).isEmpty
         if let serverRecord, !serverRecord.deleted, let data = serverRecord.data {
             if var row = try tables.load(entry.record.collection, entry.record.uuid) {
                 row.data = data
@@ -229,7 +229,7 @@ extension Outbox {
     /// Refused for good: the record shows its field errors and stays editable.
     private func reject(_ entry: OutboxEntry, _ rejection: Rejection) throws {
         guard var row = try tables.load(entry.record.collection, entry.record.uuid) else { return }
-        let later = try rows(for: entry.record).filter { $0.seq == nil }
+        let later = try queuedRows(for: entry.record).filter { $0.seq == nil }
         if later.contains(where: { $0.op == .delete }) {
             // The person deleted the record since: honour that.
             if !row.onServer {
@@ -249,7 +249,7 @@ extension Outbox {
         for other in later {
             try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(other.entry)])
         }
-        row.syncState = try rows(for: entry.record).isEmpty ? .rejected : .pending
+        row.syncState = try queuedRows(for: entry.record).isEmpty ? .rejected : .pending
         row.rejection = rejection
         if entry.op == .delete { row.deleted = false }
         try tables.save(row)
@@ -258,7 +258,7 @@ extension Outbox {
     /// Sets a record's state from what remains queued for it.
     func refreshState(_ record: RecordReference) throws {
         guard var row = try tables.load(record.collection, record.uuid) else { return }
-        let queued = try !rows(for: record).isEmpty
+        let queued = try !queuedRows(for: record).isEmpty
         let state: SyncState = queued ? .pending : (row.rejection == nil ? .synced : .rejected)
         if row.syncState != state {
             row.syncState = state
