@@ -2,9 +2,6 @@
 // `import Outpost` is the only import it needs. The wire protocol's own
 // types (requests, pages, cursors) stay in OutpostCore.
 
-@_exported public import struct Foundation.Date
-@_exported public import struct Foundation.UUID
-
 @_exported public import enum OutpostCore.JSONValue
 @_exported public import typealias OutpostCore.JSONObject
 @_exported public import struct OutpostCore.ServerTimestamp

@@ -116,7 +116,11 @@ public final class SimulatedDevice: @unchecked Sendable {
         // No exemption: a create the replaced timeline sent and this copy
         // still holds as unsent must not come back after a local delete
         // (the 409 and the pull tell the device; see DoubtfulCreates.swift).
+        // A clone made since the backup lives on: what it holds stays held
+        // by another copy.
+        let heldElsewhere = ledger.heldByAnotherCopy
         ledger = backup.ledger
+        ledger.recordAnotherCopy(of: heldElsewhere)
         restarts += 1
         (store, engine) = try Self.open(
             path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts &* 7919, monotonic: monotonic,

@@ -17,11 +17,14 @@ public enum ConnectivityState: String, Sendable, Equatable, Codable {
 /// values may be unknown (nil), as NetInfo's are, and the real outcome of
 /// requests decides.
 public struct PathHint: Sendable, Equatable {
+    /// Whether the OS sees any network path; nil when it does not say.
     public var isConnected: Bool?
+    /// Whether the OS believes that path reaches the internet; nil when unknown.
     public var isInternetReachable: Bool?
     /// A metered path (mobile data); informational.
     public var isExpensive: Bool
 
+    /// Creates a hint from what the OS reports; unknown values stay nil.
     public init(isConnected: Bool?, isInternetReachable: Bool? = nil, isExpensive: Bool = false) {
         self.isConnected = isConnected
         self.isInternetReachable = isInternetReachable
@@ -32,6 +35,7 @@ public struct PathHint: Sendable, Equatable {
 /// A source of path hints: `NWPathMonitor` on Apple platforms, a hint source
 /// the app or a test drives elsewhere.
 public protocol PathMonitor: Sendable {
+    /// A stream of hints, one for each network change the monitor sees.
     func hints() -> AsyncStream<PathHint>
 }
 
@@ -42,8 +46,10 @@ public final class ManualPathMonitor: PathMonitor, @unchecked Sendable {
     private var continuations: [UUID: AsyncStream<PathHint>.Continuation] = [:]
     private var latest: PathHint?
 
+    /// Creates a monitor; `initial`, when given, is the first hint every new stream receives.
     public init(initial: PathHint? = nil) { latest = initial }
 
+    /// A stream that starts with the latest hint sent, if any, then every hint passed to `send(_:)`.
     public func hints() -> AsyncStream<PathHint> {
         let (stream, continuation) = AsyncStream.makeStream(of: PathHint.self, bufferingPolicy: .bufferingNewest(8))
         let id = UUID()
@@ -101,21 +107,27 @@ public final class SystemPathMonitor: PathMonitor, @unchecked Sendable {
 /// could not be sent while the OS claims a connection means "connected but
 /// no internet": degraded, not offline.
 public struct ConnectivityModel: Sendable, Equatable {
+    /// The current connectivity, updated by every hint and request outcome; `unknown` until the first one.
     public private(set) var state: ConnectivityState = .unknown
+    /// The last hint received from the OS, or nil if none has arrived yet.
     public private(set) var hint: PathHint?
     /// Requests slower than this make the state degraded.
     public var slowThreshold: Duration
 
+    /// Creates a model in the `unknown` state; requests slower than `slowThreshold` count as degraded.
     public init(slowThreshold: Duration = .seconds(3)) {
         self.slowThreshold = slowThreshold
     }
 
     /// How a request ended, as far as connectivity is concerned.
     public enum Outcome: Sendable, Equatable {
+        /// The server answered after `latency`: online, or degraded if slower than the threshold.
         case answered(latency: Duration)
         /// 5xx or 429: the network works, the service is struggling.
         case serverStruggling
+        /// The request never reached the server (no network, host not found).
         case notSent
+        /// The request may have reached the server, but no answer came in time.
         case noAnswer
     }
 

@@ -3,6 +3,7 @@
 public protocol MonotonicClock: Sendable {
     /// Time since an arbitrary origin.
     func now() -> Duration
+    /// Waits for `duration`; throws if the calling task is cancelled.
     func sleep(for duration: Duration) async throws
 }
 
@@ -10,10 +11,13 @@ public protocol MonotonicClock: Sendable {
 public struct SystemMonotonicClock: MonotonicClock {
     private let origin = ContinuousClock.now
 
+    /// Creates a clock whose origin is the moment of creation.
     public init() {}
 
+    /// Time elapsed since this clock was created.
     public func now() -> Duration { ContinuousClock.now - origin }
 
+    /// Waits for `duration`; throws if the calling task is cancelled.
     public func sleep(for duration: Duration) async throws {
         try await Task.sleep(for: duration)
     }

@@ -13,8 +13,10 @@ public import Observation
 @MainActor
 @Observable
 public final class ObservableSyncStatus {
+    /// The latest sync status; updated on the main actor while `follow(_:)` runs.
     public private(set) var status = SyncStatus()
 
+    /// Creates an object holding an empty status until `follow(_:)` is called.
     public init() {}
 
     /// Mirrors the engine's status until the calling task is cancelled.

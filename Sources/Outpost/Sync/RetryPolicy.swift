@@ -12,6 +12,7 @@ public struct RetryPolicy: Sendable, Equatable {
     /// Permanent failures of one change before the engine stops retrying it by itself.
     public var budget: Int
 
+    /// Creates a policy; the defaults are a 1 s first wait, a 120 s cap and a budget of 5.
     public init(base: Duration = .seconds(1), cap: Duration = .seconds(120), budget: Int = 5) {
         self.base = base
         self.cap = cap

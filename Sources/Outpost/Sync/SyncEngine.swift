@@ -18,6 +18,7 @@ import OutpostCore
 /// for an older generation is ignored. Waits between retries use a
 /// monotonic clock; a manual sync skips them, never the in-flight exclusion.
 public actor SyncEngine {
+    /// The local store this engine syncs; the app reads and writes its data through it.
     public let store: LocalStore
     let transport: any SyncTransport
     let options: SyncOptions
@@ -55,8 +56,15 @@ public actor SyncEngine {
     var refreshHandlers: [String: @Sendable () async -> Void] = [:]
     var isStopped = false
 
+    /// An engine with a token set by hand (``updateToken(_:)`` replaces it).
+    ///
     /// - Parameters:
+    ///   - store: the local store it syncs.
+    ///   - transport: how requests reach the server (``URLSessionTransport`` in an app).
     ///   - token: the bearer token; nil until the person signs in (capture works regardless).
+    ///   - options: intervals, batch sizes, timeouts and the app's identity.
+    ///   - clock: the monotonic clock its timers use (a manual one in tests).
+    ///   - pathMonitor: the OS's network path hints, if any.
     ///   - seed: seeds the jitter, so a test or simulation replays exactly.
     public init(
         store: LocalStore, transport: any SyncTransport, token: String?, options: SyncOptions = SyncOptions(),
@@ -325,6 +333,7 @@ public actor SyncEngine {
         refreshHandlers[name] = handler
     }
 
+    /// Removes the refresh registered under `name`; it no longer runs after reconnections.
     public func unregisterRefresh(_ name: String) {
         refreshHandlers.removeValue(forKey: name)
     }

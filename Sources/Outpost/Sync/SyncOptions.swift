@@ -45,16 +45,21 @@ public struct SyncOptions: Sendable {
     /// How far back a capped download reaches. Default 365 days.
     public var capWindow: TimeInterval = 365 * 86_400
 
+    /// Creates options with every field at its default.
     public init() {}
 }
 
 /// What started a sync cycle.
 public enum SyncTrigger: String, Sendable, Equatable, Codable {
+    /// The engine was started with `start()`.
     case launch
+    /// The network came back after a disconnection.
     case connectivityRegained = "connectivity_regained"
+    /// The app came back to the foreground (`enteredForeground()`).
     case foreground
     /// Pull-to-refresh: skips backoff waits, never in-flight exclusion.
     case manual
+    /// The periodic timer set by `periodicInterval` fired.
     case periodic
     /// A retry after a backoff wait.
     case retry

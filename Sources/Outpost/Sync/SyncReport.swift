@@ -2,6 +2,7 @@ import OutpostCore
 
 /// What one sync cycle did: the summary a person sees after pull-to-refresh.
 public struct SyncReport: Sendable, Equatable {
+    /// What started this cycle.
     public var trigger: SyncTrigger
     /// Changes sent (resends included).
     public var sent = 0
@@ -9,7 +10,9 @@ public struct SyncReport: Sendable, Equatable {
     public var confirmed = 0
     /// Of those, ones the server had already applied (a lost answer).
     public var duplicates = 0
+    /// Edits that lost to a newer server copy in this cycle, kept so the app can show them.
     public var conflicts: [ConflictReport] = []
+    /// Changes the server refused for good in this cycle, with their field errors.
     public var rejected: [RejectedChange] = []
     /// Children held because a parent was refused.
     public var held: [HeldEntry] = []
@@ -22,6 +25,7 @@ public struct SyncReport: Sendable, Equatable {
     /// Why the cycle stopped early, if it did.
     public var failure: SyncFailure?
 
+    /// Creates an empty report for a cycle started by `trigger`.
     public init(trigger: SyncTrigger) { self.trigger = trigger }
 
     mutating func add(_ settlement: PushSettlement) {

@@ -3,19 +3,24 @@ public import OutpostCore
 
 /// Exact progress of a download: rows done out of rows the server said it would send.
 public struct SyncProgress: Sendable, Equatable {
+    /// Rows downloaded so far.
     public var done: Int64
+    /// Rows the server said it would send.
     public var total: Int64
 
+    /// Creates a progress of `done` rows out of `total`.
     public init(done: Int64, total: Int64) {
         self.done = done
         self.total = total
     }
 
+    /// The share done, from 0 to 1; 0 when the total is zero.
     public var fraction: Double { total > 0 ? min(1, Double(done) / Double(total)) : 0 }
 }
 
 /// What is on the device for one collection, and what is not.
 public struct CollectionCoverage: Sendable, Equatable {
+    /// How much of this collection the device keeps offline.
     public var mode: ScopeMode
     /// Records on the device.
     public var onDevice: Int
@@ -31,6 +36,7 @@ public struct CollectionCoverage: Sendable, Equatable {
 /// A snapshot of sync for the UI. `Sendable` and `Equatable`, so
 /// a view can diff it; ``SyncEngine/statusUpdates()`` streams it.
 public struct SyncStatus: Sendable, Equatable {
+    /// What the network can do now; changes with OS hints and request outcomes.
     public var connectivity: ConnectivityState = .unknown
     /// Changes never sent yet.
     public var pending = 0
@@ -48,10 +54,13 @@ public struct SyncStatus: Sendable, Equatable {
     public var lastSyncedAt: [String: ServerTimestamp] = [:]
     /// Whether a first sync has completed; nil while that is not known yet.
     public var hasSynced: Bool?
+    /// Whether a sync cycle is running now.
     public var isSyncing = false
     /// Download progress of a full download, when one is under way.
     public var progress: SyncProgress?
+    /// What is on the device for each collection, keyed by collection name.
     public var coverage: [String: CollectionCoverage] = [:]
+    /// Why the last cycle failed; cleared when a cycle completes.
     public var lastError: SyncFailure?
     /// The session expired: server calls wait for a new token; capture goes on.
     public var signInRequired = false
@@ -60,6 +69,7 @@ public struct SyncStatus: Sendable, Equatable {
     /// for an update.
     public var updateRequired = false
 
+    /// Creates the status shown before the engine reports anything.
     public init() {}
 
     /// Changes not yet confirmed by the server.

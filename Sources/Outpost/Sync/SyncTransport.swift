@@ -2,14 +2,18 @@ public import Foundation
 
 /// One HTTP request the sync engine sends.
 public struct TransportRequest: Sendable, Equatable {
+    /// The HTTP method, e.g. `GET` or `POST`.
     public var method: String
     /// Path and query, e.g. `/v1/pull?cursor=abc`.
     public var target: String
+    /// Header fields to send, by name.
     public var headers: [String: String]
+    /// The request body, or nil for none.
     public var body: Data?
     /// Per-request timeout: past it the outcome is unknown.
     public var timeout: TimeInterval
 
+    /// Creates a request; `timeout` is in seconds.
     public init(method: String, target: String, headers: [String: String] = [:], body: Data? = nil, timeout: TimeInterval) {
         self.method = method
         self.target = target
@@ -21,11 +25,14 @@ public struct TransportRequest: Sendable, Equatable {
 
 /// The answer to a request.
 public struct TransportResponse: Sendable, Equatable {
+    /// The HTTP status code.
     public var status: Int
     /// Header names in lowercase.
     public var headers: [String: String]
+    /// The response body; empty when there is none.
     public var body: Data
 
+    /// Creates a response; header names are stored in lowercase.
     public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
         self.status = status
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
@@ -50,5 +57,6 @@ public enum TransportError: Error, Sendable, Equatable {
 /// URLSession, and test implementations that call the server in process or
 /// inject faults.
 public protocol SyncTransport: Sendable {
+    /// Sends `request` and returns the server's answer; throws a `TransportError` when no answer came.
     func send(_ request: TransportRequest) async throws -> TransportResponse
 }

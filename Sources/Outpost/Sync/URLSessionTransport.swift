@@ -6,9 +6,11 @@ import FoundationNetworking
 /// The live transport: URLSession (FoundationNetworking on Linux), with the
 /// per-request timeout and cancellation the sync engine asks for.
 public final class URLSessionTransport: SyncTransport {
+    /// The server's address; request targets are resolved against it.
     public let baseURL: URL
     private let session: URLSession
 
+    /// Creates a transport for the server at `baseURL`, with no caching and no waiting for connectivity.
     public init(baseURL: URL) {
         self.baseURL = baseURL
         let configuration = URLSessionConfiguration.ephemeral
@@ -24,6 +26,7 @@ public final class URLSessionTransport: SyncTransport {
 
     deinit { session.finishTasksAndInvalidate() }
 
+    /// Sends `request`, ending it at its timeout; failures are classified as `TransportError`s.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         guard let url = URL(string: request.target, relativeTo: baseURL) else {
             throw TransportError.notSent("the address \(request.target) is not valid")
