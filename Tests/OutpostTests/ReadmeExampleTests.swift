@@ -16,8 +16,8 @@ enum ReadmeExample {
     struct Visit: SyncRecord {
         static let collection = "visits"
         static let references = ["person": "people"]   // children are sent after their parent
-        var person: String
-        var visited_at: String
+        var person: RecordLink<Person>
+        var visitedAt: Date                              // the field "visited_at", RFC 3339 text on the wire
     }
 
     static func run(dbPath: String, serverURL: URL, token: String) async throws -> (SyncReport, SyncEngine) {
@@ -25,9 +25,10 @@ enum ReadmeExample {
         let store = try LocalStore(path: dbPath, collections: [Person.descriptor, Visit.descriptor])
         let ana = try await store.create(Person(name: "Ana"))          // record + outbox entry, one transaction
         try await store.update(Person.self, ana) { $0.phone = "555" }   // only changed fields are sent
+        try await store.create(Visit(person: RecordLink(ana), visitedAt: Date()))
 
-        // Connect separately.
-        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: serverURL), token: token)
+        // Connect separately; the app's sign-in gives tokens (asked at start and on 401, never offline).
+        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: serverURL)) { _ in token }
         await engine.start()                          // launch sync, periodic sync, reconnect handling
         let report = try await engine.sync(timeout: .seconds(30))   // pull-to-refresh; typed SyncFailure on error
         return (report, engine)
@@ -49,6 +50,8 @@ struct ReadmeExampleTests {
         let people = try server.database.read { try $0.query("SELECT data FROM records WHERE collection = 'people'", []) }
         #expect(people.count == 1)
         #expect(people.first?.string(0).contains(#""phone":"555""#) == true, "the edit reached the server")
+        let visits = try server.database.read { try $0.query("SELECT data FROM records WHERE collection = 'visits'", []) }
+        #expect(visits.first?.string(0).contains(#""visited_at":"20"#) == true, "the visit's date arrived as RFC 3339 text")
         await engine.stop()
     }
 
