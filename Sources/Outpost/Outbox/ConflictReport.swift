@@ -7,7 +7,9 @@ public import OutpostCore
 /// so the app can show it and offer to apply it again.
 public struct ConflictReport: Sendable, Equatable, Identifiable {
     public var id: Int64
+    /// The record the losing edit was made to.
     public var record: RecordReference
+    /// The id of the queued change that lost.
     public var mutationID: UUID
     /// What the device tried to do.
     public var op: MutationOp
@@ -23,8 +25,11 @@ public struct ConflictReport: Sendable, Equatable, Identifiable {
 
 /// A change the server refused for good, as the settlement of a push reports it.
 public struct RejectedChange: Sendable, Equatable {
+    /// The record whose change was refused.
     public var record: RecordReference
+    /// The id of the refused change.
     public var mutationID: UUID
+    /// Why the server refused it: the code and each field's problem.
     public var rejection: Rejection
 }
 

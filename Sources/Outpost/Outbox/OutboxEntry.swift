@@ -3,9 +3,12 @@ public import OutpostCore
 
 /// A record named by collection and uuid.
 public struct RecordReference: Sendable, Hashable, CustomStringConvertible {
+    /// The collection's name, e.g. `people`.
     public var collection: String
+    /// The record's uuid, the same on the device and on the server.
     public var uuid: UUID
 
+    /// A reference to the record `uuid` of `collection`.
     public init(collection: String, uuid: UUID) {
         self.collection = collection
         self.uuid = uuid
@@ -58,7 +61,7 @@ package struct OutboxEntry: Sendable, Equatable {
 }
 
 /// A child held back because a parent's create was refused for good. It has
-/// no seq yet, so it is released safely once the parent is fixed (PROTOCOL rule 1).
+/// no seq yet, so it is released safely once the parent is fixed (docs/protocol.md, rule 1).
 public struct HeldEntry: Sendable, Equatable {
     package var entry: OutboxEntry
     /// The parent whose create the server refused.
@@ -87,5 +90,6 @@ public struct OutboxSummary: Sendable, Equatable {
     /// Records whose last change the server refused.
     public var rejected: Int
 
+    /// Every change still in the outbox, whether waiting, sending or awaiting confirmation.
     public var total: Int { pending + sending + awaitingConfirmation }
 }

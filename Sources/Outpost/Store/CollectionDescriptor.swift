@@ -4,6 +4,7 @@ public import OutpostCore
 /// A collection the local store keeps: its name, which fields point at other
 /// collections (parents), and which fields get a local index.
 public struct CollectionDescriptor: Sendable, Equatable {
+    /// The collection's name, as the server knows it.
     public var name: String
     /// Field name → collection it references, e.g. `["person": "people"]`.
     /// A child is sent only after its parent's create.
@@ -16,6 +17,7 @@ public struct CollectionDescriptor: Sendable, Equatable {
     /// the record has local changes waiting. Reckoned on the server's clock.
     public var retention: TimeInterval?
 
+    /// A descriptor for the collection `name`; by default it has no references and no local indexes, and keeps every synced copy.
     public init(
         name: String, references: [String: String] = [:], indexedFields: [String] = [], retention: TimeInterval? = nil
     ) {
@@ -66,9 +68,13 @@ public protocol SyncRecord: Codable, Sendable {
 }
 
 extension SyncRecord {
+    /// By default, no references.
     public static var references: [String: String] { [:] }
+    /// By default, no local indexes.
     public static var indexedFields: [String] { [] }
+    /// By default, synced copies are kept for good.
     public static var retention: TimeInterval? { nil }
+    /// By default, property names become snake-case field names.
     public static var fieldNaming: FieldNaming { .snakeCase }
 
     /// The descriptor the store registers for this type.
@@ -107,8 +113,10 @@ enum RecordCoding {
 /// record's uuid as text, which the server checks points at a record the
 /// person can see. List the field in the record type's `references`.
 public struct RecordLink<Target: SyncRecord>: Codable, Hashable, Sendable, CustomStringConvertible {
+    /// The uuid of the linked record.
     public var uuid: UUID
 
+    /// A link to the record with this uuid.
     public init(_ uuid: UUID) { self.uuid = uuid }
 
     public init(from decoder: any Decoder) throws {

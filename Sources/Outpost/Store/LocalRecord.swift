@@ -15,7 +15,9 @@ public enum SyncState: String, Sendable, Codable {
 
 /// Why the server refused a change: the code and each field's problem.
 public struct Rejection: Sendable, Equatable, Codable {
+    /// The server's code for the refusal (e.g. `invalid_field`), or the device's own `retry_budget_spent`.
     public var code: String
+    /// Each field at fault, with what is wrong with it, to show beside the field.
     public var errors: [String: String]
     /// The refused operation (`create`, `update`, `delete`).
     public var op: MutationOp
@@ -23,6 +25,7 @@ public struct Rejection: Sendable, Equatable, Codable {
     /// was in (and it alone was at fault), or why the device stopped sending it.
     public var message: String?
 
+    /// A rejection made from its code, field errors, refused operation and optional message.
     public init(code: String, errors: [String: String], op: MutationOp, message: String? = nil) {
         self.code = code
         self.errors = errors
@@ -33,9 +36,13 @@ public struct Rejection: Sendable, Equatable, Codable {
 
 /// A record as the device holds it: the fields plus sync metadata.
 public struct LocalRecord<Value: Sendable>: Sendable {
+    /// The collection the record belongs to.
     public var collection: String
+    /// The record's identity, made on the device and kept by the server.
     public var uuid: UUID
+    /// The record's fields: a `SyncRecord` value or a JSON object.
     public var value: Value
+    /// Where the record stands with the server.
     public var syncState: SyncState
     /// The server's integer id, nil until the first upload is confirmed.
     public var serverID: Int64?
@@ -50,8 +57,11 @@ public struct LocalRecord<Value: Sendable>: Sendable {
     /// beside ``serverUpdatedAt`` ("received by the server at"); never
     /// used for ordering, since a phone's clock may be wrong.
     public var deviceTime: Date?
+    /// Why the server refused the last change, while the record is `rejected`; nil otherwise.
     public var rejection: Rejection?
+    /// The user who created the record, as the server set it; nil until the server's copy reaches the device.
     public var owner: String?
+    /// The owner's team, as the server set it; nil until the server's copy reaches the device.
     public var team: String?
 
     /// "You edited this 10 minutes ago and it is not sent yet": the local edit

@@ -14,8 +14,11 @@ package struct PullState: Sendable, Equatable {
 
 /// What applying one pull page did.
 public struct PullPageResult: Sendable, Equatable {
+    /// Server copies written to the device (new or changed records).
     public var applied = 0
+    /// Records deleted on the device because the server sent a tombstone.
     public var deleted = 0
+    /// Local copies dropped because the record left this user's scope (it was not deleted on the server).
     public var removed = 0
     /// Changes not applied because the record has local changes waiting;
     /// they are settled by the push (conflict or success), never overwritten.

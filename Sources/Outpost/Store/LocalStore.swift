@@ -175,22 +175,26 @@ public actor LocalStore {
         try write { try $0.update(in: collection, uuid, patch: patch) }
     }
 
+    /// Deletes a typed record. A record never sent is simply dropped; otherwise it is hidden at once and a server delete is queued.
     public func delete<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws {
         try write { try $0.delete(type, uuid) }
     }
 
+    /// Deletes an untyped record: dropped if never sent, otherwise hidden at once with a server delete queued.
     public func delete(in collection: String, _ uuid: UUID) throws {
         try write { try $0.delete(in: collection, uuid) }
     }
 
     // MARK: Reading
 
+    /// The typed record with this uuid, or nil when absent or deleted.
     public func get<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws -> LocalRecord<T>? {
         try checkOpen()
         guard let record = try get(in: T.collection, uuid) else { return nil }
         return try record.map { try RecordCoding.value(T.self, from: $0) }
     }
 
+    /// The untyped record with this uuid, or nil when absent or deleted.
     public func get(in collection: String, _ uuid: UUID) throws -> JSONRecord? {
         try checkOpen()
         _ = try registry.descriptor(collection)
@@ -332,6 +336,7 @@ public actor LocalStore {
         return try outbox.entries()
     }
 
+    /// Counts of waiting, sending, unconfirmed, held and refused changes, for a status line.
     public func outboxSummary() throws -> OutboxSummary {
         try checkOpen()
         var summary = try outbox.summary()
@@ -380,9 +385,14 @@ public actor LocalStore {
 
 /// One entry of a read-only catalog.
 public struct CatalogEntry: Sendable, Equatable {
+    /// The entry's record uuid.
     public var uuid: UUID
+    /// The catalog the entry belongs to; every catalog shares the `catalogs` collection.
     public var catalog: String
+    /// The entry's code within its catalog.
     public var code: String
+    /// The entry's name, for display.
     public var name: String
+    /// All of the entry's fields, as the server sent them.
     public var data: JSONObject
 }

@@ -45,6 +45,7 @@ public struct AESGCMCipher: PayloadCipher {
         return Array(bytes.prefix(count))
     }
 
+    /// Seals the plaintext under a fresh random nonce, as `nonce ‖ ciphertext ‖ tag`.
     public func seal(_ plaintext: [UInt8]) throws -> [UInt8] {
         let nonce = Self.randomBytes(Self.nonceSize)
         #if canImport(CryptoKit)
@@ -55,6 +56,7 @@ public struct AESGCMCipher: PayloadCipher {
         #endif
     }
 
+    /// Opens a sealed payload; throws when it is too short, was altered, or was sealed with another key.
     public func open(_ sealed: [UInt8]) throws -> [UInt8] {
         guard sealed.count >= Self.nonceSize + Self.tagSize else { throw CipherError.notSealed }
         let nonce = Array(sealed[..<Self.nonceSize])

@@ -4,35 +4,50 @@ import OutpostSQLite
 
 /// A condition on records, turned into SQL over the stored JSON fields.
 public indirect enum RecordFilter: Sendable, Equatable {
+    /// The field equals the value; comparing with `.null` matches an absent or null field.
     case equals(String, JSONValue)
+    /// The field differs from the value (an absent field counts as different); with `.null`, the field is present and not null.
     case notEquals(String, JSONValue)
+    /// The field is less than the value; an absent or null field never matches.
     case lessThan(String, JSONValue)
+    /// The field is greater than the value; an absent or null field never matches.
     case greaterThan(String, JSONValue)
     /// Case-insensitive substring match on a text field.
     case contains(String, String)
     /// The field is absent or null.
     case isNull(String)
+    /// Records in this sync state, e.g. `.rejected` for refused changes.
     case syncState(SyncState)
+    /// Every one of the filters holds; an empty list matches every record.
     case and([RecordFilter])
+    /// At least one of the filters holds; an empty list matches no record.
     case or([RecordFilter])
+    /// The filter does not hold.
     case not(RecordFilter)
 }
 
 /// What records are sorted by.
 public enum RecordOrder: Sendable, Equatable {
+    /// By a field's value, ascending unless told otherwise.
     case field(String, ascending: Bool = true)
     /// Most recent local edit first when descending.
     case localUpdatedAt(ascending: Bool = false)
+    /// Most recently written on the server first when descending.
     case serverUpdatedAt(ascending: Bool = false)
 }
 
 /// A query over one collection: filter, order, limit.
 public struct RecordQuery: Sendable, Equatable {
+    /// The collection to read.
     public var collection: String
+    /// Which records to return; nil returns them all (deleted records never come back).
     public var filter: RecordFilter?
+    /// Sort terms, applied in turn; ties fall back to uuid order.
     public var order: [RecordOrder]
+    /// At most this many records; nil for no limit.
     public var limit: Int?
 
+    /// A query over `collection`; by default every record, in uuid order, with no limit.
     public init(_ collection: String, filter: RecordFilter? = nil, order: [RecordOrder] = [], limit: Int? = nil) {
         self.collection = collection
         self.filter = filter

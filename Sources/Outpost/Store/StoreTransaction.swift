@@ -169,10 +169,12 @@ public final class StoreTransaction {
         try update(row, patch: after.patch(from: before))
     }
 
+    /// Deletes a typed record. A record never sent is simply dropped; otherwise it is hidden at once and a server delete is queued.
     public func delete<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws {
         try delete(in: T.collection, uuid)
     }
 
+    /// The typed record with this uuid, or nil when absent or deleted.
     public func get<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws -> LocalRecord<T>? {
         guard let record = try get(in: T.collection, uuid) else { return nil }
         return try record.map { try RecordCoding.value(T.self, from: $0) }

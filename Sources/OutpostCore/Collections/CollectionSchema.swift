@@ -2,9 +2,13 @@ import Foundation
 
 /// The type of one field of a collection.
 public enum FieldType: Sendable, Equatable, Codable {
+    /// Text (a JSON string).
     case text
+    /// A whole number.
     case integer
+    /// Any number, with or without a fraction.
     case number
+    /// `true` or `false`.
     case boolean
     /// RFC 3339 text.
     case timestamp
@@ -52,9 +56,12 @@ public enum FieldType: Sendable, Equatable, Codable {
 
 /// One field of a collection.
 public struct FieldSchema: Sendable, Equatable, Codable {
+    /// What kind of value the field holds.
     public var type: FieldType
+    /// Whether the record must hold a non-null value for the field after every create or update.
     public var required: Bool
 
+    /// A field of this type, optional unless `required` is true.
     public init(_ type: FieldType, required: Bool = false) {
         self.type = type
         self.required = required
@@ -85,14 +92,18 @@ public enum ConflictPolicy: String, Sendable, Codable {
 
 /// A collection as configured on the server and known to clients.
 public struct CollectionSchema: Sendable, Equatable, Codable {
+    /// The collection's name: lowercase letters, digits and `_`, starting with a letter, at most 63 characters.
     public var name: String
+    /// Each field's name and schema.
     public var fields: [String: FieldSchema]
+    /// What happens when an update or delete arrives with a stale base version.
     public var policy: ConflictPolicy
     /// The field a capped download windows on (`created_at`, `visited_at`).
     public var windowField: String?
     /// Readable by every role, writable by none (reference data such as catalogs).
     public var readOnly: Bool
 
+    /// A schema with these fields; by default `server_wins`, with no window field, and writable.
     public init(
         name: String, fields: [String: FieldSchema], policy: ConflictPolicy = .serverWins, windowField: String? = nil,
         readOnly: Bool = false

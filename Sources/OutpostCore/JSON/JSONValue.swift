@@ -5,12 +5,19 @@ public import Foundation
 /// Integers and doubles are kept apart so that `section: 3` does not come back
 /// as `3.0` after a round trip through the store or the wire.
 public enum JSONValue: Sendable, Hashable {
+    /// JSON `null`; in a patch it clears the field.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number kept as an integer.
     case int(Int64)
+    /// A number kept as a `Double`.
     case double(Double)
+    /// A text value.
     case string(String)
+    /// A JSON array.
     case array([JSONValue])
+    /// A JSON object.
     case object(JSONObject)
 
     /// The text of a string value, or nil for every other kind.
@@ -28,16 +35,19 @@ public enum JSONValue: Sendable, Hashable {
         }
     }
 
+    /// The flag of a bool value, or nil for every other kind.
     public var boolValue: Bool? {
         if case .bool(let value) = self { return value }
         return nil
     }
 
+    /// The fields of an object value, or nil for every other kind.
     public var objectValue: JSONObject? {
         if case .object(let object) = self { return object }
         return nil
     }
 
+    /// Whether the value is JSON `null`.
     public var isNull: Bool {
         if case .null = self { return true }
         return false
@@ -148,7 +158,7 @@ extension Dictionary where Key == String, Value == JSONValue {
         return object
     }
 
-    /// Applies a partial patch as PROTOCOL push rule 4 describes: each key in
+    /// Applies a partial patch as push rule 4 of docs/protocol.md describes: each key in
     /// the patch replaces the field; a key set to null clears it.
     public func applyingPatch(_ patch: JSONObject) -> JSONObject {
         var result = self

@@ -3,7 +3,7 @@ public import Foundation
 /// A server time as the server wrote it: RFC 3339 UTC with microseconds.
 ///
 /// Clients keep it as opaque text and send it back byte for byte; it is never
-/// re-formatted through the device clock (PROTOCOL "Basics"). Ordering compares
+/// re-formatted through the device clock (docs/protocol.md, "Basics"). Ordering compares
 /// the text, which is correct for the server's fixed-width format.
 public struct ServerTimestamp: RawRepresentable, Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
     public let rawValue: String

@@ -5,6 +5,7 @@ import Foundation
 public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
     public let rawValue: String
     public init(rawValue: String) { self.rawValue = rawValue }
+    /// A code from its wire text, e.g. `ErrorCode("invalid_field")`.
     public init(_ rawValue: String) { self.rawValue = rawValue }
 
     public init(from decoder: any Decoder) throws {
@@ -18,17 +19,29 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
 
     public var description: String { rawValue }
 
+    /// 400: the body is not valid JSON. Nothing was applied, and resending cannot help (a client bug).
     public static let invalidJSON = ErrorCode("invalid_json")
+    /// 400: the body or query breaks a protocol rule. Nothing was applied, and resending the same request cannot help.
     public static let invalidRequest = ErrorCode("invalid_request")
+    /// 401: the token is missing or unknown. Capture keeps working offline; ask the person to sign in again.
     public static let unauthenticated = ErrorCode("unauthenticated")
+    /// 401: the token is past its expiry. Ask the person to sign in again; nothing on the device is lost.
     public static let tokenExpired = ErrorCode("token_expired")
+    /// 403: this device's access was withdrawn. Warn about unsent changes, then wipe local data.
     public static let tokenRevoked = ErrorCode("token_revoked")
+    /// 403: the role lacks this right (for example, writing a read-only collection).
     public static let forbidden = ErrorCode("forbidden")
+    /// 404: the record, mutation or path does not exist; for a record, it may also be outside the caller's scope.
     public static let notFound = ErrorCode("not_found")
+    /// 405: the request used the wrong HTTP method (a client bug).
     public static let methodNotAllowed = ErrorCode("method_not_allowed")
+    /// 410: the pull cursor is too old or the caller's scope changed. Download the scope again, keeping the outbox.
     public static let resyncRequired = ErrorCode("resync_required")
+    /// 413: the body is over the size limit or holds too many mutations. Send smaller batches.
     public static let payloadTooLarge = ErrorCode("payload_too_large")
+    /// 429: over the user's request budget. Wait at least `Retry-After` seconds, then try again.
     public static let rateLimited = ErrorCode("rate_limited")
+    /// 503: the server is overloaded or briefly failing. Wait at least `Retry-After` seconds, then try again.
     public static let unavailable = ErrorCode("unavailable")
     /// Seqs the server used for other mutations: a restored or cloned device.
     public static let clientBehind = ErrorCode("client_behind")
@@ -36,11 +49,14 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
     public static let upgradeRequired = ErrorCode("upgrade_required")
     /// Answers the server's HTTP layer gives before a request reaches the sync logic.
     public static let uriTooLong = ErrorCode("uri_too_long")
+    /// 431: the request headers do not fit the server's memory for a connection. Nothing was applied (a client bug).
     public static let headersTooLarge = ErrorCode("headers_too_large")
+    /// 500: the server's HTTP layer could not read the request. Wait and retry, as for `unavailable`.
     public static let internalError = ErrorCode("internal_error")
+    /// 505: the request was not HTTP/1.0 or 1.1 (a client bug).
     public static let httpVersionNotSupported = ErrorCode("http_version_not_supported")
 
-    /// The HTTP status PROTOCOL.md pairs with each known code.
+    /// The HTTP status docs/protocol.md pairs with each known code.
     public var httpStatus: Int {
         switch self {
         case .invalidJSON, .invalidRequest: return 400
@@ -66,6 +82,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
 /// The body of every non-2xx response:
 /// `{"error": {"code": …, "message": …, "fields": {…}}}`.
 public struct ErrorBody: Sendable, Equatable, Codable, Error {
+    /// What went wrong, for programs: branch on this, never on `message`.
     public var code: ErrorCode
     /// One plain sentence for a person.
     public var message: String
@@ -74,8 +91,10 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
     /// With `client_behind`: the server's last seq for this client, and the
     /// seqs of the request it holds other (or no longer known) mutations for.
     public var lastSeq: Int64?
+    /// With `client_behind`: the seqs of the request the server holds other (or no longer known) mutations for.
     public var seqs: [Int64]?
 
+    /// An error body made from its parts.
     public init(code: ErrorCode, message: String, fields: [String: String]? = nil, lastSeq: Int64? = nil, seqs: [Int64]? = nil) {
         self.code = code
         self.message = message

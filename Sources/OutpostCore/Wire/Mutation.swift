@@ -2,6 +2,7 @@ public import Foundation
 
 /// What a mutation does to a record.
 public enum MutationOp: String, Sendable, Codable, CaseIterable {
+    /// Make a new record, change some of its fields, or delete it (the server keeps a tombstone).
     case create, update, delete
 
     public init(from decoder: any Decoder) throws {
@@ -15,7 +16,7 @@ public enum MutationOp: String, Sendable, Codable, CaseIterable {
     }
 }
 
-/// One change sent in a push (PROTOCOL "POST /v1/push").
+/// One change sent in a push (docs/protocol.md, "POST /v1/push").
 public struct Mutation: Sendable, Equatable, Codable {
     /// Per-client, strictly increasing; fixed when the mutation is first sent.
     public var seq: Int64

@@ -5,7 +5,7 @@ public struct PushRequest: Sendable, Equatable, Codable {
     public var clientID: UUID
     public var mutations: [Mutation]
 
-    /// The most mutations one push may carry (PROTOCOL: 413 above it).
+    /// The most mutations one push may carry (docs/protocol.md: 413 above it).
     public static let maximumMutations = 500
 
     public init(clientID: UUID, mutations: [Mutation]) {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// What a user may read and write (PROTOCOL "Users, roles, scope").
+/// What a user may read and write (docs/protocol.md, "Users, roles, scope").
 public enum Role: String, Sendable, Codable, CaseIterable {
     /// Reads and writes own records; keeps everything offline.
     case field

@@ -8,6 +8,7 @@ public struct WireError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What is wrong, as the end of a sentence ("is missing", "must be a UUID").
     public var problem: String
 
+    /// An error for the field at `path` (empty for the whole body), with `problem` ending the sentence.
     public init(path: String, problem: String) {
         self.path = path
         self.problem = problem

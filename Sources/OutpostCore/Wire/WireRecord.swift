@@ -1,6 +1,6 @@
 public import Foundation
 
-/// A record as the server holds it and sends it (PROTOCOL "Records").
+/// A record as the server holds it and sends it (docs/protocol.md, "Records").
 public struct WireRecord: Sendable, Equatable, Codable {
     public var collection: String
     /// Generated on the device; the identity of the record everywhere.

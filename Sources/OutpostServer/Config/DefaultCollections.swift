@@ -1,7 +1,7 @@
 public import OutpostCore
 
 /// The collections `outpost serve` offers when no `--config` is given
-/// (PROTOCOL "Collections"): field-captured people, their visits, and
+/// (docs/protocol.md, "Collections"): field-captured people, their visits, and
 /// read-only catalogs.
 public enum DefaultCollections {
     public static let people = CollectionSchema(

@@ -6,7 +6,7 @@ import Foundation
 ///   `version` that orders the change feed.
 /// - `scope_exits`: a record leaving someone's scope (reassigned), at its
 ///   own feed version, so their next pull says `removed`.
-/// - `client_seqs` / `mutation_results`: the dedupe state of PROTOCOL rule 1,
+/// - `client_seqs` / `mutation_results`: the dedupe state of rule 1 in docs/protocol.md,
 ///   per (user, client id).
 /// - `tokens`: hashes of bearer tokens, never the tokens themselves.
 /// - `server_state`: the version counter and the tombstone horizon.

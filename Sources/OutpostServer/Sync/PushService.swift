@@ -1,7 +1,7 @@
 import Foundation
 import OutpostCore
 
-/// `POST /v1/push` (PROTOCOL push rules 1-7).
+/// `POST /v1/push` (docs/protocol.md, push rules 1-7).
 ///
 /// A whole push runs in one write transaction: the dedupe check, each
 /// mutation's effect, its stored result and the advance of `last_seq` commit

@@ -1,7 +1,7 @@
 import Foundation
 import OutpostCore
 
-/// Requests per user over time (PROTOCOL: 429 `rate_limited` with
+/// Requests per user over time (docs/protocol.md: 429 `rate_limited` with
 /// Retry-After), so one misbehaving client — a retry loop, a stuck queue
 /// resent in a tight loop — cannot take the server from everyone else.
 ///

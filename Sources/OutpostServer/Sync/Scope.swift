@@ -1,7 +1,7 @@
 import Foundation
 import OutpostCore
 
-/// Row-level scope (PROTOCOL "Users, roles, scope"), as SQL conditions on the
+/// Row-level scope (docs/protocol.md, "Users, roles, scope"), as SQL conditions on the
 /// `records` table. Every read and every write goes through these.
 struct Scope {
     let principal: Principal

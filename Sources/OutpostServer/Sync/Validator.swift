@@ -1,7 +1,7 @@
 import Foundation
 import OutpostCore
 
-/// Checks record data against its collection's schema (PROTOCOL push rule 6):
+/// Checks record data against its collection's schema (docs/protocol.md, push rule 6):
 /// known fields, types, required fields, and references to records the
 /// caller can see. Returns each field's problem; empty when valid.
 struct Validator {
