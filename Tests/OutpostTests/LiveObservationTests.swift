@@ -98,4 +98,19 @@ struct LiveObservationTests {
         #expect(people.error == nil)
     }
     #endif
+
+    @Test func aWriteTransactionQueriesWhatItWrote() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        try await store.create(Person(name: "Ana", section: 1))
+        let moved = try await store.write { tx -> Int in
+            try tx.create(Person(name: "Bea", section: 1))
+            // Move everyone of section 1 to section 2, reading inside the transaction.
+            let inSection = try tx.query(Person.self, where: .equals("section", 1))
+            for record in inSection { try tx.update(Person.self, record.uuid) { $0.section = 2 } }
+            return inSection.count
+        }
+        #expect(moved == 2, "the transaction saw its own create")
+        #expect(try await store.query(Person.self, where: .equals("section", 2)).count == 2)
+    }
 }

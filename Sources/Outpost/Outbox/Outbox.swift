@@ -26,9 +26,11 @@ final class Outbox {
     /// earlier one would make the earlier one look like a duplicate.
     var inFlight: PushBatch?
 
-    init(connection: SQLiteConnection, ids: any IDGenerator, clock: any WallClock, payloads: PayloadCodec) {
+    /// `tables`: the store's record tables, which settlement and repairs
+    /// update beside the queue in the same transactions.
+    init(connection: SQLiteConnection, tables: RecordTables, ids: any IDGenerator, clock: any WallClock) {
         self.connection = connection
-        self.tables = RecordTables(connection: connection, payloads: payloads)
+        self.tables = tables
         self.ids = ids
         self.clock = clock
     }

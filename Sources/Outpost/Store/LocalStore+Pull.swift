@@ -105,7 +105,7 @@ extension LocalStore {
                     }
                     if change.collection != current.collection {
                         let known = registered.contains(change.collection)
-                        current = (change.collection, known ? try SyncedCopyWriter(connection, change.collection, payloads: outbox.tables.payloads) : nil)
+                        current = (change.collection, known ? try SyncedCopyWriter(connection, change.collection, payloads: tables.payloads) : nil)
                         if known { touched.insert(change.collection) }
                     }
                     guard let writer = current.writer else {
@@ -117,7 +117,7 @@ extension LocalStore {
                         // Tombstones and removals never touch a row with local changes waiting.
                         if try writer.deleteSynced(text.span(change.uuid)) {
                             if change.removed { result.removed += 1 } else { result.deleted += 1 }
-                        } else if try outbox.tables.exists(change.collection, page.uuid(change)) {
+                        } else if try tables.exists(change.collection, page.uuid(change)) {
                             result.keptLocal += 1
                         }
                         index += 1
@@ -447,7 +447,7 @@ extension LocalStore {
                 for index in page.changes.indices {
                     let collection = page.changes[index].collection
                     // The writer itself leaves rows with local changes waiting alone.
-                    if try SyncedCopyWriter(connection, collection, payloads: outbox.tables.payloads).upsert(page.changes[index...index], text).applied > 0 {
+                    if try SyncedCopyWriter(connection, collection, payloads: tables.payloads).upsert(page.changes[index...index], text).applied > 0 {
                         touched.insert(collection)
                     }
                 }

@@ -17,6 +17,9 @@ public import OutpostSQLite
 /// ```
 public actor LocalStore {
     let connection: SQLiteConnection
+    /// The collection tables: the records as this device holds them.
+    let tables: RecordTables
+    /// The queue of local changes, settled against those tables.
     let outbox: Outbox
     let registry: CollectionRegistry
     let clock: any WallClock
@@ -106,7 +109,8 @@ public actor LocalStore {
             .map(CaptureLimits.init(limits:))
         self.isReadOnly = readOnly
         self.connection = connection
-        self.outbox = Outbox(connection: connection, ids: ids, clock: clock, payloads: payloads)
+        self.tables = RecordTables(connection: connection, payloads: payloads)
+        self.outbox = Outbox(connection: connection, tables: tables, ids: ids, clock: clock)
         self.registry = registry
         self.clock = clock
         self.ids = ids
@@ -198,7 +202,7 @@ public actor LocalStore {
     public func get(in collection: String, _ uuid: UUID) throws -> JSONRecord? {
         try checkOpen()
         _ = try registry.descriptor(collection)
-        guard let row = try outbox.tables.load(collection, uuid), !row.deleted else { return nil }
+        guard let row = try tables.load(collection, uuid), !row.deleted else { return nil }
         return row.localRecord(row.data)
     }
 
@@ -206,7 +210,7 @@ public actor LocalStore {
     public func query(_ query: RecordQuery) throws -> [JSONRecord] {
         try checkOpen()
         _ = try registry.descriptor(query.collection)
-        return try outbox.tables.query(query)
+        return try tables.query(query)
     }
 
     /// Typed records matching a filter, in an order.
@@ -325,7 +329,7 @@ public actor LocalStore {
     /// ``StoreError/damagedRow(table:key:problem:)``: lists and queries step
     /// over them instead of failing whole, and a damaged queued change is
     /// taken out of the queue at the next sync (its record shows as rejected).
-    public func damagedRows() -> [StoreError] { outbox.tables.damage.all }
+    public func damagedRows() -> [StoreError] { tables.damage.all }
 
     /// The batch this process is waiting on, if any (memory only).
     package var inFlightBatch: PushBatch? { outbox.inFlight }
@@ -363,7 +367,7 @@ public actor LocalStore {
     public func rejectedRecords() throws -> [JSONRecord] {
         try checkOpen()
         return try registry.all.flatMap { descriptor in
-            try outbox.tables.query(RecordQuery(descriptor.name, filter: .syncState(.rejected)))
+            try tables.query(RecordQuery(descriptor.name, filter: .syncState(.rejected)))
         }
     }
 
@@ -372,13 +376,13 @@ public actor LocalStore {
     /// Edits that lost to a newer server copy, oldest first.
     public func conflicts() throws -> [ConflictReport] {
         try checkOpen()
-        return try ConflictLog(connection: connection, payloads: outbox.tables.payloads).all()
+        return try ConflictLog(connection: connection, payloads: tables.payloads).all()
     }
 
     /// Forgets a conflict report once the person has seen it.
     public func dismissConflict(_ id: Int64) throws {
         try checkOpen()
-        try ConflictLog(connection: connection, payloads: outbox.tables.payloads).remove(id)
+        try ConflictLog(connection: connection, payloads: tables.payloads).remove(id)
         notify([StoreObserver.conflictsKey])
     }
 }

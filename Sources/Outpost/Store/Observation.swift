@@ -28,7 +28,7 @@ extension LocalStore {
     /// a backlog); the sequence ends when the consumer stops or the store
     /// closes.
     public func observe(_ query: RecordQuery) -> AsyncThrowingStream<[JSONRecord], any Error> {
-        observe(reading: [query.collection], checking: query.collection, { try $0.outbox.tables.query(query) }) { $0 }
+        observe(reading: [query.collection], checking: query.collection, { try $0.tables.query(query) }) { $0 }
     }
 
     /// Typed observation of a collection: see ``observe(_:)-(RecordQuery)``.
@@ -36,7 +36,7 @@ extension LocalStore {
         _ type: T.Type, where filter: RecordFilter? = nil, orderBy order: [RecordOrder] = [], limit: Int? = nil
     ) -> AsyncThrowingStream<[LocalRecord<T>], any Error> {
         let query = RecordQuery(T.collection, filter: filter, order: order, limit: limit)
-        return observe(reading: [T.collection], checking: T.collection, { try $0.outbox.tables.query(query) }) { records in
+        return observe(reading: [T.collection], checking: T.collection, { try $0.tables.query(query) }) { records in
             try records.map { record in try record.map { try RecordCoding.value(T.self, from: $0) } }
         }
     }
@@ -44,7 +44,7 @@ extension LocalStore {
     /// One record as it changes: nil while it does not exist (or once deleted).
     public func observe<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) -> AsyncThrowingStream<LocalRecord<T>?, any Error> {
         observe(reading: [T.collection], checking: T.collection, { (store: isolated LocalStore) -> JSONRecord? in
-            guard let row = try store.outbox.tables.load(T.collection, uuid), !row.deleted else { return nil }
+            guard let row = try store.tables.load(T.collection, uuid), !row.deleted else { return nil }
             return row.localRecord(row.data)
         }) { record in try record.map { record in try record.map { try RecordCoding.value(T.self, from: $0) } } }
     }
@@ -52,7 +52,7 @@ extension LocalStore {
     /// How many records of a collection match a filter, as it changes.
     public func observeCount<T: SyncRecord>(_ type: T.Type, where filter: RecordFilter? = nil) -> AsyncThrowingStream<Int, any Error> {
         let query = RecordQuery(T.collection, filter: filter)
-        return observe(reading: [T.collection], checking: T.collection, { try $0.outbox.tables.query(query).count }) { $0 }
+        return observe(reading: [T.collection], checking: T.collection, { try $0.tables.query(query).count }) { $0 }
     }
 
     /// Edits that lost to a newer server copy (``conflicts()``), as they come and go.

@@ -24,7 +24,7 @@ extension LocalStore {
                 problems.append("outbox entry for unregistered collection \(record)")
                 continue
             }
-            guard let row = try outbox.tables.load(record.collection, record.uuid) else {
+            guard let row = try tables.load(record.collection, record.uuid) else {
                 problems.append("outbox entries \(entries.map(\.entry)) have no record \(record)")
                 continue
             }

@@ -148,6 +148,13 @@ public final class StoreTransaction {
         return row.localRecord(row.data)
     }
 
+    /// Records matching a query, as this transaction sees them (its own
+    /// writes so far included): read, decide and write in one transaction.
+    public func query(_ query: RecordQuery) throws -> [JSONRecord] {
+        _ = try registry.descriptor(query.collection)
+        return try tables.query(query)
+    }
+
     // MARK: Typed records
 
     /// Creates a record of a registered `SyncRecord` type. Returns its uuid.
@@ -174,8 +181,18 @@ public final class StoreTransaction {
         try delete(in: T.collection, uuid)
     }
 
+    /// Typed records matching a filter, in an order, as this transaction sees them.
+    public func query<T: SyncRecord>(
+        _ type: T.Type, where filter: RecordFilter? = nil, orderBy order: [RecordOrder] = [], limit: Int? = nil
+    ) throws -> [LocalRecord<T>] {
+        try query(RecordQuery(T.collection, filter: filter, order: order, limit: limit)).map { record in
+            try record.map { try RecordCoding.value(T.self, from: $0) }
+        }
+    }
+
     /// The typed record with this uuid, or nil when absent or deleted.
     public func get<T: SyncRecord>(_ type: T.Type, _ uuid: UUID) throws -> LocalRecord<T>? {
+
         guard let record = try get(in: T.collection, uuid) else { return nil }
         return try record.map { try RecordCoding.value(T.self, from: $0) }
     }
