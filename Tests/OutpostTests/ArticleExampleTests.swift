@@ -57,7 +57,7 @@ enum ArticleExamples {
             try await signIn.currentToken(refresh: request != .start)
         }
         await engine.start()
-        let report = try await engine.sync(timeout: .seconds(20))
+        let report = try await engine.sync()   // at most 60 s by default; sync(timeout:) to choose
         return (store, engine, report)
     }
 
