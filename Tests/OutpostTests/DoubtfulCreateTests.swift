@@ -20,15 +20,21 @@ struct DoubtfulCreateTests {
         try await phone.store.create(Person(name: "A"))
         try await phone.engine.sync()
         let b = try await phone.store.create(Person(name: "B"))
+        let restored = try await restoredAfterSyncing(phone, harness)
+        #expect(try await restored.store.outboxEntries().map(\.op) == [.create], "B is queued as never sent here")
+        return (restored, b)
+    }
+
+    /// Backs the phone up as it is now, lets it sync, then puts the backup
+    /// back: the phone as a restore leaves it.
+    static func restoredAfterSyncing(_ phone: SyncHarness.Device, _ harness: SyncHarness) async throws -> SyncHarness.Device {
         let backup = harness.directory.path("phone-backup.sqlite")
         try RestoredDeviceTests.backup(phone.store.path, to: backup)
         try await phone.engine.sync()
         await phone.engine.stop()
         await phone.store.close()
         try RestoredDeviceTests.restore(backup, to: phone.store.path)
-        let restored = try harness.device("u-1", name: "phone", seed: 99)
-        #expect(try await restored.store.outboxEntries().map(\.op) == [.create], "B is queued as never sent here")
-        return (restored, b)
+        return try harness.device("u-1", name: "phone", seed: 99)
     }
 
     static func live(_ harness: SyncHarness) throws -> [String] {
@@ -123,13 +129,7 @@ struct DoubtfulCreateTests {
         let phone = try harness.device("u-1", name: "phone")
         try await phone.store.create(Person(name: "A"))
         let b = try await phone.store.create(Person(name: "B"))
-        let backup = harness.directory.path("phone-backup.sqlite")
-        try RestoredDeviceTests.backup(phone.store.path, to: backup)
-        try await phone.engine.sync()
-        await phone.engine.stop()
-        await phone.store.close()
-        try RestoredDeviceTests.restore(backup, to: phone.store.path)
-        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        let restored = try await Self.restoredAfterSyncing(phone, harness)
         try await restored.store.delete(Person.self, b)
         let report = try await restored.engine.sync()
         #expect(report.duplicates == 1, "A: sent by the replaced timeline under the same id")
