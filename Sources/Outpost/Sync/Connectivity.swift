@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 
 /// What the device can do with the network right now.
 public enum ConnectivityState: String, Sendable, Equatable, Codable {
@@ -40,38 +41,38 @@ public protocol PathMonitor: Sendable {
 }
 
 /// A path monitor driven by hand: on Linux (no OS monitor) and in tests.
-public final class ManualPathMonitor: PathMonitor, @unchecked Sendable {
-    // @unchecked Sendable: `continuations` and `latest` are only touched while `lock` is held.
-    private let lock = NSLock()
-    private var continuations: [UUID: AsyncStream<PathHint>.Continuation] = [:]
-    private var latest: PathHint?
+public final class ManualPathMonitor: PathMonitor, Sendable {
+    /// The open streams, and the latest hint a new stream starts with.
+    private struct Listeners {
+        var continuations: [UUID: AsyncStream<PathHint>.Continuation] = [:]
+        var latest: PathHint?
+    }
+
+    private let listeners: Locked<Listeners>
 
     /// Creates a monitor; `initial`, when given, is the first hint every new stream receives.
-    public init(initial: PathHint? = nil) { latest = initial }
+    public init(initial: PathHint? = nil) { listeners = Locked(Listeners(latest: initial)) }
 
     /// A stream that starts with the latest hint sent, if any, then every hint passed to `send(_:)`.
     public func hints() -> AsyncStream<PathHint> {
         let (stream, continuation) = AsyncStream.makeStream(of: PathHint.self, bufferingPolicy: .bufferingNewest(8))
         let id = UUID()
-        lock.lock()
-        continuations[id] = continuation
-        if let latest { continuation.yield(latest) }
-        lock.unlock()
+        listeners.withLock { listeners in
+            listeners.continuations[id] = continuation
+            if let latest = listeners.latest { continuation.yield(latest) }
+        }
         continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            self.lock.lock()
-            self.continuations.removeValue(forKey: id)
-            self.lock.unlock()
+            self?.listeners.withLock { _ = $0.continuations.removeValue(forKey: id) }
         }
         return stream
     }
 
     /// Reports a new path, as the OS would on a network change.
     public func send(_ hint: PathHint) {
-        lock.lock()
-        latest = hint
-        let targets = Array(continuations.values)
-        lock.unlock()
+        let targets = listeners.withLock { listeners in
+            listeners.latest = hint
+            return Array(listeners.continuations.values)
+        }
         for continuation in targets { continuation.yield(hint) }
     }
 }

@@ -12,36 +12,41 @@ public protocol IDGenerator: Sendable {
 /// Ids made on one device sort by creation time, which keeps SQLite's primary
 /// key index append-mostly. Within one millisecond a 12-bit counter in
 /// `rand_a` keeps them increasing in this process.
-public final class UUIDv7Generator: IDGenerator, @unchecked Sendable {
-    // @unchecked Sendable: every mutable field is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var lastMilliseconds: UInt64 = 0
-    private var counter: UInt16 = 0
-    private var random: any RandomNumberGenerator
+public final class UUIDv7Generator: IDGenerator, Sendable {
+    /// What the next id builds on: the last millisecond used, the counter
+    /// within it, and the random source.
+    private struct State {
+        var lastMilliseconds: UInt64 = 0
+        var counter: UInt16 = 0
+        var random: any RandomNumberGenerator
+    }
+
+    private let state: Locked<State>
     private let clock: any WallClock
 
     public init(clock: any WallClock = SystemWallClock(), random: any RandomNumberGenerator = SystemRandomNumberGenerator()) {
         self.clock = clock
-        self.random = random
+        self.state = Locked(State(random: random))
     }
 
     public func next() -> UUID {
-        lock.lock()
-        defer { lock.unlock() }
-        var milliseconds = UInt64(max(0, clock.now().timeIntervalSince1970 * 1000))
-        if milliseconds <= lastMilliseconds {
-            // Same millisecond, or the clock stepped back: stay monotonic.
-            milliseconds = lastMilliseconds
-            counter &+= 1
-            if counter > 0x0FFF {
-                milliseconds += 1
-                counter = 0
+        let now = clock.now()
+        return state.withLock { state in
+            var milliseconds = UInt64(max(0, now.timeIntervalSince1970 * 1000))
+            if milliseconds <= state.lastMilliseconds {
+                // Same millisecond, or the clock stepped back: stay monotonic.
+                milliseconds = state.lastMilliseconds
+                state.counter &+= 1
+                if state.counter > 0x0FFF {
+                    milliseconds += 1
+                    state.counter = 0
+                }
+            } else {
+                state.counter = UInt16(truncatingIfNeeded: state.random.next() & 0x07FF)
             }
-        } else {
-            counter = UInt16(truncatingIfNeeded: random.next() & 0x07FF)
+            state.lastMilliseconds = milliseconds
+            return Self.make(milliseconds: milliseconds, counter: state.counter, tail: state.random.next())
         }
-        lastMilliseconds = milliseconds
-        return Self.make(milliseconds: milliseconds, counter: counter, tail: random.next())
     }
 
     /// Lays out the fields: time (48) | version 7 (4) | counter (12) | variant (2) | random (62).

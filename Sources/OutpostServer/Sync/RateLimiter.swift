@@ -7,12 +7,10 @@ import OutpostCore
 ///
 /// A token bucket per user: `burst` requests at once, refilled at
 /// `perMinute`. Counted per server process. Thread-safe.
-final class RateLimiter: @unchecked Sendable {
-    // @unchecked Sendable: `buckets` is only touched while `lock` is held.
+final class RateLimiter: Sendable {
     private let limit: ServerConfig.RateLimit
     private let clock: any WallClock
-    private let lock = NSLock()
-    private var buckets: [String: (tokens: Double, at: Date)] = [:]
+    private let buckets = Locked<[String: (tokens: Double, at: Date)]>([:])
 
     init(_ limit: ServerConfig.RateLimit, clock: any WallClock) {
         self.limit = limit
@@ -24,7 +22,7 @@ final class RateLimiter: @unchecked Sendable {
     func admit(_ user: String) throws {
         let now = clock.now()
         let perSecond = Double(limit.perMinute) / 60
-        let wait: Double? = lock.withLock {
+        let wait: Double? = buckets.withLock { buckets in
             var bucket = buckets[user] ?? (Double(limit.burst), now)
             // A clock set back refills nothing.
             bucket.tokens = min(Double(limit.burst), bucket.tokens + max(0, now.timeIntervalSince(bucket.at)) * perSecond)
