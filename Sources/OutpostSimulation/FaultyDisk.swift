@@ -1,5 +1,6 @@
 import CFaultVFS
 import Foundation
+import OutpostCore
 
 /// A device's disk that fails on request: full, failing syncs, failing
 /// reads. Stores opened with `vfs: disk.name` go through it; every disk has
@@ -41,10 +42,13 @@ public final class FaultyDisk: @unchecked Sendable {
     /// Matching operations since the last `fail`.
     public var operations: Int { outpost_fault_vfs_operations(name) }
 
-    final class Counter: @unchecked Sendable {
-        // @unchecked Sendable: `value` is only touched while `lock` is held.
-        private let lock = NSLock()
-        private var value = 0
-        func next() -> Int { lock.withLock { value += 1; return value } }
+    final class Counter: Sendable {
+        private let value = Locked(0)
+        func next() -> Int {
+            value.withLock {
+                $0 += 1
+                return $0
+            }
+        }
     }
 }

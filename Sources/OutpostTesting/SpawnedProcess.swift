@@ -1,5 +1,6 @@
 #if os(Linux) || os(macOS)
 public import Foundation
+import OutpostCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,8 +12,7 @@ import Glibc
 /// four here (swift-corelibs-foundation PR #5472; seen in this suite as a
 /// SIGSEGV in `memcpy` under `Process.run()`, even with launches serialised).
 /// Our own pipes are close-on-exec, so a child never holds another's.
-public final class SpawnedProcess: @unchecked Sendable {
-    // @unchecked Sendable: `status` is only touched while `lock` is held.
+public final class SpawnedProcess: Sendable {
 
     /// Where a child's output goes.
     public enum Output: Sendable {
@@ -27,8 +27,8 @@ public final class SpawnedProcess: @unchecked Sendable {
     /// The read end of the child's stdout when it is `.pipe`.
     public let standardOutput: FileHandle?
     public let standardError: FileHandle?
-    private let lock = NSLock()
-    private var status: Int32?
+    /// The wait status once the child was reaped.
+    private let status = Locked<Int32?>(nil)
 
     /// Starts `executable`; `environment` is added to this process's own.
     public init(
@@ -97,7 +97,7 @@ public final class SpawnedProcess: @unchecked Sendable {
 
     /// Whether the child has not exited yet (reaps it when it has).
     public var isRunning: Bool {
-        lock.withLock {
+        status.withLock { status in
             if status != nil { return false }
             var raw: Int32 = 0
             if waitpid(processIdentifier, &raw, WNOHANG) == processIdentifier {
@@ -110,7 +110,7 @@ public final class SpawnedProcess: @unchecked Sendable {
 
     /// Blocks until the child exits.
     public func waitUntilExit() {
-        lock.withLock {
+        status.withLock { status in
             guard status == nil else { return }
             var raw: Int32 = 0
             while waitpid(processIdentifier, &raw, 0) == -1 && errno == EINTR {}
@@ -148,14 +148,14 @@ public final class SpawnedProcess: @unchecked Sendable {
     /// The exit code, or -1 when a signal ended it. Waits for the exit.
     public var terminationStatus: Int32 {
         waitUntilExit()
-        let raw = lock.withLock { status ?? 0 }
+        let raw = status.current ?? 0
         return raw & 0x7F == 0 ? (raw >> 8) & 0xFF : -1
     }
 
     /// Whether a signal (SIGKILL, SIGTERM…) ended the child. Waits for the exit.
     public var wasKilledBySignal: Bool {
         waitUntilExit()
-        let raw = lock.withLock { status ?? 0 }
+        let raw = status.current ?? 0
         return raw & 0x7F != 0 && raw & 0x7F != 0x7F
     }
 }

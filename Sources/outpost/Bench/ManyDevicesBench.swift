@@ -8,16 +8,29 @@ import OutpostTesting
 /// reconnect storm with and without jitter.
 enum ManyDevicesBench {
     /// Counts requests in progress at the server, to find the peak.
-    final class Gauge: @unchecked Sendable {
-        // @unchecked Sendable: the counters are only touched while `lock` is held.
-        private let lock = NSLock()
-        private var current = 0
-        private(set) var peak = 0
-        private(set) var total = 0
-        func enter() { lock.withLock { current += 1; total += 1; peak = max(peak, current) } }
-        func leave() { lock.withLock { current -= 1 } }
-        func reset() { lock.withLock { peak = 0; total = 0 } }
-        var snapshot: (peak: Int, total: Int) { lock.withLock { (peak, total) } }
+    final class Gauge: Sendable {
+        private struct Counts {
+            var current = 0
+            var peak = 0
+            var total = 0
+        }
+
+        private let counts = Locked(Counts())
+        func enter() {
+            counts.withLock {
+                $0.current += 1
+                $0.total += 1
+                $0.peak = max($0.peak, $0.current)
+            }
+        }
+        func leave() { counts.withLock { $0.current -= 1 } }
+        func reset() {
+            counts.withLock {
+                $0.peak = 0
+                $0.total = 0
+            }
+        }
+        var snapshot: (peak: Int, total: Int) { counts.withLock { ($0.peak, $0.total) } }
     }
 
     struct Fleet {

@@ -130,10 +130,8 @@ enum SyncCommands {
 }
 
 /// A one-line progress bar on stderr, only on a terminal.
-final class ProgressBar: @unchecked Sendable {
-    // @unchecked Sendable: `shown` is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var shown = false
+final class ProgressBar: Sendable {
+    private let shown = Locked(false)
     private let enabled = isatty(STDERR_FILENO) == 1
 
     func show(_ progress: SyncProgress) {
@@ -142,12 +140,12 @@ final class ProgressBar: @unchecked Sendable {
         let filled = Int(progress.fraction * Double(width))
         let line = "\rDownloading [" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled)
             + "] \(progress.done)/\(progress.total)"
-        lock.withLock { shown = true }
+        shown.withLock { $0 = true }
         FileHandle.standardError.write(Data(line.utf8))
     }
 
     func finish() {
-        let wasShown = lock.withLock { () -> Bool in
+        let wasShown = shown.withLock { shown -> Bool in
             defer { shown = false }
             return shown
         }

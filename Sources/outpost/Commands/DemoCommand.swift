@@ -239,13 +239,11 @@ enum DemoCommand {
 }
 
 /// Refresh start times collected from many engines.
-final class StartTimes: @unchecked Sendable {
-    // @unchecked Sendable: `times` is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var times: [Double] = []
-    func add(_ time: Double) { lock.withLock { times.append(time) } }
-    var count: Int { lock.withLock { times.count } }
-    var all: [Double] { lock.withLock { times } }
+final class StartTimes: Sendable {
+    private let times = Locked<[Double]>([])
+    func add(_ time: Double) { times.withLock { $0.append(time) } }
+    var count: Int { times.withLock { $0.count } }
+    var all: [Double] { times.current }
 }
 
 /// Plain narration on stdout; headings in bold on a terminal.
