@@ -125,6 +125,7 @@ struct ChaosProxyTests {
         // Nothing here times out on purpose: a loaded machine must not make it.
         let phone = try network.device("phone", timeout: 15)
         let tablet = try network.device("tablet", timeout: 15)
+        try await waitUntilServing(network.proxy.url)
         var ledger = WriteLedger()
         let id = try await phone.store.create(ChaosPerson(name: "Ana"))
         ledger.recordCreate(id)

@@ -44,6 +44,7 @@ struct ReadmeExampleTests {
         let http = try HTTPServer(port: 0, threads: 2) { server.handle($0) }
         defer { http.stop() }
         let token = try server.tokens.issue(user: "ana", role: .field, team: "north", ttl: nil)
+        try await waitUntilServing(URL(string: "http://127.0.0.1:\(http.port)")!)
         let (_, engine) = try await ReadmeExample.run(
             dbPath: directory.path("device.sqlite"), serverURL: URL(string: "http://127.0.0.1:\(http.port)")!, token: token)
         await engine.waitForIdle()

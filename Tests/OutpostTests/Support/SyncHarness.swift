@@ -92,3 +92,4 @@ func eventually(
     }
     throw WaitTimedOut(what, timeout: timeout)
 }
+
