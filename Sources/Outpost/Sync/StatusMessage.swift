@@ -64,13 +64,16 @@ struct Phrases {
         let code = locale.language.languageCode?.identifier ?? "en"
         language = StatusMessage.languages.contains(code) ? code : "en"
         self.locale = locale
-        bundle = Self.bundle(language)
-        english = Self.bundle("en")
+        bundle = Self.bundles[language] ?? nil
+        english = Self.bundles["en"] ?? nil
     }
 
-    private static func bundle(_ language: String) -> Bundle? {
-        Bundle.module.path(forResource: language, ofType: "lproj").flatMap(Bundle.init(path:))
-    }
+    /// Each language's resource bundle, looked up once: a status bar asks
+    /// for a sentence after every sync.
+    private static let bundles: [String: Bundle?] = Dictionary(
+        uniqueKeysWithValues: StatusMessage.languages.map { language in
+            (language, Bundle.module.path(forResource: language, ofType: "lproj").flatMap(Bundle.init(path:)))
+        })
 
     /// The sentence for `key`, with its `%@` arguments filled in order.
     subscript(_ key: String, _ arguments: String...) -> String {

@@ -50,6 +50,10 @@ public enum FieldNaming: Sendable, Equatable {
     /// `createdAt` → `created_at`, `photoURL` → `photo_url`, `URLString` →
     /// `url_string`, `item2Count` → `item2_count`.
     public static func snakeCase(_ name: String) -> String {
+        // Most field names are already lower-case: no work, no copy, on
+        // every key of every typed read and write.
+        guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) || !name.utf8.allSatisfy({ $0 < 0x80 })
+        else { return name }
         let characters = Array(name)
         guard characters.contains(where: \.isUppercase) else { return name }
         var result = ""
