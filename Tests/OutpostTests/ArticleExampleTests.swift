@@ -49,8 +49,12 @@ enum ArticleExamples {
             let bruno = try tx.create(Person(name: "Bruno"))
             try tx.create(Visit(person: RecordLink(bruno), visitedAt: Date(), notes: "first visit"))
         }
-        let people = try await store.query(Person.self, orderBy: [.field("name")])
+        let people = try await store.query(Person.self, orderBy: [.ascending(\.name)])
         #expect(people.map(\.value.name) == ["Ana", "Bruno"])
+        let recent = try await store.query(
+            Visit.self, where: .greaterThan(\.visitedAt, Date().addingTimeInterval(-86_400)) && .isNil(\.notes),
+            orderBy: [.descending(\.visitedAt)], limit: 20)
+        #expect(recent.isEmpty, "the one visit has notes")
 
         let transport = URLSessionTransport(baseURL: serverURL)
         let engine = SyncEngine(store: store, transport: transport) { request in

@@ -71,7 +71,7 @@ public final class LiveQuery<Value: Sendable> {
 extension LiveQuery {
     /// Records of a type matching a filter, in an order, at most `limit`.
     public static func records<T: SyncRecord>(
-        _ type: T.Type, in store: LocalStore, where filter: RecordFilter? = nil, orderBy order: [RecordOrder] = [],
+        _ type: T.Type, in store: LocalStore, where filter: FieldFilter<T>? = nil, orderBy order: [FieldOrder<T>] = [],
         limit: Int? = nil
     ) async -> LiveQuery<[LocalRecord<T>]> where Value == [LocalRecord<T>] {
         await start(await store.observe(type, where: filter, orderBy: order, limit: limit), empty: [])
@@ -84,7 +84,7 @@ extension LiveQuery {
     }
 
     /// How many records of a type match a filter.
-    public static func count<T: SyncRecord>(_ type: T.Type, in store: LocalStore, where filter: RecordFilter? = nil) async
+    public static func count<T: SyncRecord>(_ type: T.Type, in store: LocalStore, where filter: FieldFilter<T>? = nil) async
         -> LiveQuery<Int> where Value == Int
     {
         await start(await store.observeCount(type, where: filter), empty: 0)

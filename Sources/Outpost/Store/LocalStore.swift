@@ -213,11 +213,11 @@ public actor LocalStore {
         return try tables.query(query)
     }
 
-    /// Typed records matching a filter, in an order.
+    /// Typed records matching a filter, in an order (see ``FieldFilter``).
     public func query<T: SyncRecord>(
-        _ type: T.Type, where filter: RecordFilter? = nil, orderBy order: [RecordOrder] = [], limit: Int? = nil
+        _ type: T.Type, where filter: FieldFilter<T>? = nil, orderBy order: [FieldOrder<T>] = [], limit: Int? = nil
     ) throws -> [LocalRecord<T>] {
-        try query(RecordQuery(T.collection, filter: filter, order: order, limit: limit)).map { record in
+        try query(RecordQuery(T.self, filter: filter, order: order, limit: limit)).map { record in
             try record.map { try RecordCoding.value(T.self, from: $0) }
         }
     }

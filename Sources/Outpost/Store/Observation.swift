@@ -33,10 +33,11 @@ extension LocalStore {
 
     /// Typed observation of a collection: see ``observe(_:)-(RecordQuery)``.
     public func observe<T: SyncRecord>(
-        _ type: T.Type, where filter: RecordFilter? = nil, orderBy order: [RecordOrder] = [], limit: Int? = nil
+        _ type: T.Type, where filter: FieldFilter<T>? = nil, orderBy order: [FieldOrder<T>] = [], limit: Int? = nil
     ) -> AsyncThrowingStream<[LocalRecord<T>], any Error> {
-        let query = RecordQuery(T.collection, filter: filter, order: order, limit: limit)
-        return observe(reading: [T.collection], checking: T.collection, { try $0.tables.query(query) }) { records in
+        // A query that cannot be built ends the sequence with the reason.
+        let query = Result { try RecordQuery(T.self, filter: filter, order: order, limit: limit) }
+        return observe(reading: [T.collection], checking: T.collection, { try $0.tables.query(try query.get()) }) { records in
             try records.map { record in try record.map { try RecordCoding.value(T.self, from: $0) } }
         }
     }
@@ -50,9 +51,9 @@ extension LocalStore {
     }
 
     /// How many records of a collection match a filter, as it changes.
-    public func observeCount<T: SyncRecord>(_ type: T.Type, where filter: RecordFilter? = nil) -> AsyncThrowingStream<Int, any Error> {
-        let query = RecordQuery(T.collection, filter: filter)
-        return observe(reading: [T.collection], checking: T.collection, { try $0.tables.query(query).count }) { $0 }
+    public func observeCount<T: SyncRecord>(_ type: T.Type, where filter: FieldFilter<T>? = nil) -> AsyncThrowingStream<Int, any Error> {
+        let query = Result { try RecordQuery(T.self, filter: filter, order: [], limit: nil) }
+        return observe(reading: [T.collection], checking: T.collection, { try $0.tables.query(try query.get()).count }) { $0 }
     }
 
     /// Edits that lost to a newer server copy (``conflicts()``), as they come and go.

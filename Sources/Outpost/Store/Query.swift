@@ -5,6 +5,9 @@ import OutpostSQLite
 /// A condition on records, turned into SQL over the stored JSON fields.
 public indirect enum RecordFilter: Sendable, Equatable {
     /// The field equals the value; comparing with `.null` matches an absent or null field.
+    ///
+    /// Fields are named as stored; `address.city` names a field inside a
+    /// nested object.
     case equals(String, JSONValue)
     /// The field differs from the value (an absent field counts as different); with `.null`, the field is present and not null.
     case notEquals(String, JSONValue)
@@ -83,8 +86,16 @@ public struct RecordQuery: Sendable, Equatable {
         return (sql, arguments)
     }
 
+    /// A field path is a field's name, or names joined by dots for a field
+    /// inside a nested object (`address.city`); each name is checked.
+    static func checkFieldPath(_ field: String) throws {
+        for name in field.split(separator: ".", omittingEmptySubsequences: false) where !CollectionSchema.isValidName(String(name)) {
+            throw StoreError.invalidName(field)
+        }
+    }
+
     private static func path(_ field: String) throws -> String {
-        guard CollectionSchema.isValidName(field) else { throw StoreError.invalidName(field) }
+        try checkFieldPath(field)
         return "json_extract(data, '$.\(field)')"
     }
 
@@ -132,6 +143,20 @@ public struct RecordQuery: Sendable, Equatable {
         case .not(let inner):
             return "NOT (\(try render(inner, &arguments)))"
         }
+    }
+}
+
+extension JSONObject {
+    /// The value at a field path (`address.city` looks inside `address`).
+    func field(at path: String) -> JSONValue? {
+        guard path.contains(".") else { return self[path] }
+        var names = path.split(separator: ".").map(String.init)
+        var current: JSONValue? = self[names.removeFirst()]
+        for name in names {
+            guard case .object(let object)? = current else { return nil }
+            current = object[name]
+        }
+        return current
     }
 }
 

@@ -16,7 +16,7 @@ extension RecordQuery {
             for term in order {
                 let (a, b, ascending): (SQLScalar, SQLScalar, Bool)
                 switch term {
-                case .field(let name, let up): (a, b, ascending) = (SQLScalar(json: left.data[name]), SQLScalar(json: right.data[name]), up)
+                case .field(let name, let up): (a, b, ascending) = (SQLScalar(json: left.data.field(at: name)), SQLScalar(json: right.data.field(at: name)), up)
                 case .localUpdatedAt(let up): (a, b, ascending) = (SQLScalar(left.localUpdatedAt), SQLScalar(right.localUpdatedAt), up)
                 case .serverUpdatedAt(let up):
                     (a, b, ascending) = (SQLScalar(left.serverUpdatedAt?.rawValue), SQLScalar(right.serverUpdatedAt?.rawValue), up)
@@ -35,14 +35,14 @@ extension RecordQuery {
             switch filter {
             case .equals(let field, _), .notEquals(let field, _), .lessThan(let field, _), .greaterThan(let field, _),
                 .contains(let field, _), .isNull(let field):
-                guard CollectionSchema.isValidName(field) else { throw StoreError.invalidName(field) }
+                try RecordQuery.checkFieldPath(field)
             case .syncState: break
             case .and(let filters), .or(let filters): try filters.forEach(check)
             case .not(let inner): try check(inner)
             }
         }
         try filter.map(check)
-        for case .field(let name, _) in order where !CollectionSchema.isValidName(name) { throw StoreError.invalidName(name) }
+        for case .field(let name, _) in order { try RecordQuery.checkFieldPath(name) }
     }
 }
 
@@ -51,25 +51,25 @@ extension RecordFilter {
     func evaluate(_ row: RecordRow) throws -> Bool? {
         switch self {
         case .equals(let field, let value):
-            let stored = SQLScalar(json: row.data[field])
+            let stored = SQLScalar(json: row.data.field(at: field))
             if value.isNull { return stored.isNull }
             return SQLScalar.compare(stored, SQLScalar(json: value)).map { $0 == 0 }
         case .notEquals(let field, let value):
             // `IS NOT`: never NULL.
-            let stored = SQLScalar(json: row.data[field])
+            let stored = SQLScalar(json: row.data.field(at: field))
             let bound = SQLScalar(json: value)
             if stored.isNull || bound.isNull { return stored.isNull != bound.isNull }
             return SQLScalar.compare(stored, bound) != 0
         case .lessThan(let field, let value):
-            return SQLScalar.compare(SQLScalar(json: row.data[field]), SQLScalar(json: value)).map { $0 < 0 }
+            return SQLScalar.compare(SQLScalar(json: row.data.field(at: field)), SQLScalar(json: value)).map { $0 < 0 }
         case .greaterThan(let field, let value):
-            return SQLScalar.compare(SQLScalar(json: row.data[field]), SQLScalar(json: value)).map { $0 > 0 }
+            return SQLScalar.compare(SQLScalar(json: row.data.field(at: field)), SQLScalar(json: value)).map { $0 > 0 }
         case .contains(let field, let text):
-            guard let haystack = SQLScalar(json: row.data[field]).text else { return nil }
+            guard let haystack = SQLScalar(json: row.data.field(at: field)).text else { return nil }
             // LIKE: case-insensitive for ASCII letters only.
             return SQLScalar.asciiLowercased(haystack).contains(SQLScalar.asciiLowercased(text)) || text.isEmpty
         case .isNull(let field):
-            return SQLScalar(json: row.data[field]).isNull
+            return SQLScalar(json: row.data.field(at: field)).isNull
         case .syncState(let state):
             return row.syncState == state
         case .and(let filters):

@@ -14,6 +14,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case recordExists(collection: String, uuid: UUID)
     /// Record data that is not a JSON object or does not fit the record type.
     case invalidRecord(String)
+    /// A query the store cannot run: a key path that is not a stored
+    /// property, or a field the record type does not have.
+    case invalidQuery(String)
     /// The store was closed.
     case closed
     /// The stored data is encrypted and the store was opened without a cipher.
@@ -46,6 +49,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .recordExists(let collection, let uuid):
             return "A record \(uuid.wireText) already exists in '\(collection)'."
         case .invalidRecord(let problem): return "The record is not valid: \(problem)."
+        case .invalidQuery(let problem): return "The query cannot run: \(problem)."
         case .closed: return "The store is closed."
         case .encrypted: return "The stored data is encrypted: open the store with its key."
         case .diskFull: return "The device's storage is full: the change was not saved. Free some space and try again."

@@ -48,7 +48,7 @@ func run(server: URL, token: String) async throws {
     let officeSync = SyncEngine(store: office, transport: URLSessionTransport(baseURL: server), options: options) { _ in token }
 
     // The office watches its list before anything arrives.
-    let people = await LiveQuery.records(Person.self, in: office, orderBy: [.field("name")])
+    let people = await LiveQuery.records(Person.self, in: office, orderBy: [.ascending(\.name)])
     guard people.value.isEmpty else { throw Check.failed("a fresh store shows no people") }
 
     let ana = Person(name: "Ana Lima", phone: "555-0101", section: 4, createdAt: microseconds(Date(timeIntervalSinceNow: -3_600)))
