@@ -50,6 +50,9 @@ final class DamageLog {
 
     func clear(_ table: String, _ key: String) { found["\(table) \(key)"] = nil }
 
+    /// Forgets every damaged row (the store was wiped).
+    func clearAll() { found.removeAll() }
+
     var all: [StoreError] { found.keys.sorted().compactMap { found[$0] } }
 
     /// Decodes a row, or logs its damage and yields nil.

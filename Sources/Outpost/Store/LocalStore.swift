@@ -31,8 +31,10 @@ public actor LocalStore {
     /// The limits the server published last (kept across launches).
     var captureLimits: CaptureLimits?
 
-    /// The device's client id, made once and kept for the life of the database.
-    public nonisolated let clientID: UUID
+    /// The device's client id, made once and kept for the life of the
+    /// database (a ``wipe()`` starts a new one).
+    public nonisolated var clientID: UUID { identity.current }
+    let identity: Locked<UUID>
     /// The database file.
     public nonisolated let path: String
     /// Opened read-only because the database could not be written: every
@@ -114,7 +116,7 @@ public actor LocalStore {
         self.registry = registry
         self.clock = clock
         self.ids = ids
-        self.clientID = clientID
+        self.identity = Locked(clientID)
         self.path = path
     }
 

@@ -27,16 +27,32 @@ public enum SignOutError: Error, Sendable, Equatable, CustomStringConvertible {
 
 extension SyncEngine {
     /// Signs out: stops syncing, forgets the token and, unless told to keep
-    /// it, wipes the database with its WAL and SHM files. Never an
-    /// implicit choice that loses data: the caller says what happens to
-    /// unsent changes.
+    /// it, wipes the store (``LocalStore/wipe()``). Never an implicit
+    /// choice that loses data: the caller says what happens to unsent
+    /// changes.
+    ///
+    /// The store stays open and the engine stays usable: the app's handles
+    /// show an empty store, and after the next sign-in (``updateToken(_:)``,
+    /// or ``start()`` with a credentials provider) the engine downloads the
+    /// person's data under a new client id.
     public func signOut(unsentChanges policy: UnsentChangesPolicy) async throws {
         let summary = try await store.outboxSummary()
         let unsent = summary.total + summary.held + summary.rejected
         if policy == .refuse && unsent > 0 { throw SignOutError.unsentChanges(unsent) }
         stop()
         token = nil
+        if policy != .keep {
+            try await store.wipe()
+            statusEpoch += 1
+            // What the status said about the last person's data is gone with it.
+            let connectivity = status.connectivity
+            status = SyncStatus()
+            status.connectivity = connectivity
+            scopeTotals = [:]
+            progress = nil
+            lastReport = nil
+        }
         status.signInRequired = true
-        if policy != .keep { try await store.destroy() }
+        await publishStatus()
     }
 }

@@ -28,6 +28,7 @@ extension SyncEngine {
     /// fields are read only after the last suspension, so a change made
     /// meanwhile (a new token, a finished cycle) is never overwritten.
     func publishStatus() async {
+        let epoch = statusEpoch
         let summary = try? await store.outboxSummary()
         let conflicts = try? await store.conflicts().count
         let pullState = try? await store.pullState(collections: store.syncedCollections)
@@ -35,6 +36,8 @@ extension SyncEngine {
         let mode = (try? await store.metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) }
         let window = (try? await store.metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) }
 
+        // Read before a wipe: the store's figures are the last person's.
+        guard epoch == statusEpoch else { return }
         var next = status
         next.connectivity = connectivity.state
         next.progress = status.isSyncing ? progress : nil

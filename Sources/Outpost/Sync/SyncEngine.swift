@@ -55,6 +55,9 @@ public actor SyncEngine {
     var telemetryListeners = Listeners<SyncTelemetryEvent>()
     var refreshHandlers: [String: @Sendable () async -> Void] = [:]
     var isStopped = false
+    /// Bumped when the store is wiped: a status read from the store before
+    /// then is not published.
+    var statusEpoch = 0
 
     /// An engine with a token set by hand (``updateToken(_:)`` replaces it).
     ///
@@ -104,8 +107,12 @@ public actor SyncEngine {
 
     /// Starts the engine: a launch sync, the periodic timer, the path
     /// monitor and local-change listening.
+    ///
+    /// With a credentials provider and no token (a new engine, or one
+    /// signed out), starting asks the provider again.
     public func start() async {
         isStopped = false
+        if credentials != nil, token == nil { status.signInRequired = false }
         await publishStatus()
         if let pathMonitor {
             let hints = pathMonitor.hints()
@@ -156,7 +163,9 @@ public actor SyncEngine {
     /// Asks for a sync. Coalesces with a cycle in progress; automatic
     /// triggers respect a backoff wait, a manual one skips it.
     package func trigger(_ trigger: SyncTrigger) {
-        guard !isStopped else { return }
+        // A stopped engine starts nothing by itself; a sync the app asks
+        // for (``sync(timeout:)``) still runs.
+        guard !isStopped || trigger == .manual else { return }
         if cycleTask != nil {
             // One follow-up, whatever number of triggers arrive meanwhile.
             if followUp != .manual { followUp = trigger }
