@@ -67,7 +67,7 @@ enum ArticleExamples {
 
     @MainActor
     static func syncStatus(store: LocalStore, engine: SyncEngine) async throws -> String {
-        let people = await LiveQuery.records(Person.self, in: store, orderBy: [.field("name")])
+        let people = await LiveQuery.records(Person.self, in: store, orderBy: [.ascending(\.name)])
         let waiting = await LiveQuery.count(Person.self, in: store, where: .syncState(.pending))
         let refused = await LiveQuery.rejected(in: store)
         #expect(people.value.map(\.value.name) == ["Ana", "Bruno"])

@@ -55,6 +55,7 @@ public struct FieldFilter<Record: SyncRecord>: Sendable {
 
     /// Throws when the record type has no field of this name.
     static func check(_ field: String) throws {
+        try RecordQuery.checkFieldPath(field)
         let top = field.split(separator: ".", maxSplits: 1).first.map(String.init) ?? field
         guard let known = FieldProbe.fieldNames(of: Record.self), !known.contains(top) else { return }
         throw StoreError.invalidQuery(

@@ -31,7 +31,7 @@ extension SyncEngine {
     func record(_ outcome: ConnectivityModel.Outcome) async {
         let previous = connectivity.state
         if connectivity.record(outcome) {
-            Task { await self.reconnected(abandonCycle: false) }
+            spawn { engine in await engine.reconnected(abandonCycle: false) }
         }
         if connectivity.state != previous { await publishStatus() }
     }
@@ -51,27 +51,16 @@ extension SyncEngine {
     /// coming back at once do not call at once.
     func reconnected(abandonCycle: Bool) async {
         emit(.freshSessionNeeded)
-        if abandonCycle, let cycle = cycleTask {
-            generation += 1
-            cycle.cancel()
-            cycleTask = nil
+        if abandonCycle, schedule.abandonRunningCycle() {
+            tasks.cycle?.cancel()
+            tasks.cycle = nil
         }
-        transientFailures = 0
-        backoffUntil = nil
-        retryTask?.cancel()
-        let clock = self.clock
+        schedule.backoffEnded(resetFailures: true)
         for handler in refreshHandlers.values {
-            let delay = jitter()
-            Task {
-                try? await clock.sleep(for: delay)
-                await handler()
-            }
+            spawn(after: jitter()) { _ in await handler() }
         }
-        let delay = jitter()
-        retryTask = Task { [weak self] in
-            do { try await clock.sleep(for: delay) } catch { return }
-            await self?.trigger(.connectivityRegained)
-        }
+        // The sync waits its own jitter; automatic triggers meanwhile wait with it.
+        startRetryTimer(after: jitter(), resetFailures: true, trigger: .connectivityRegained)
     }
 
     func jitter() -> Duration {

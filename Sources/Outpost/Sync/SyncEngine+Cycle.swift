@@ -68,22 +68,21 @@ extension SyncEngine {
                 try await pullPhase(generation, &report)
                 if let pushFailure { throw pushFailure }
                 report.held = try await store.heldEntries()
-                transientFailures = 0
-                backoffUntil = nil
+                schedule.succeeded()
                 status.lastError = nil
                 status.updateRequired = false
             } catch is StaleGeneration {
                 report.failure = .noAnswer
             } catch let failure as SyncFailure {
                 report.failure = failure
-                if generation != self.generation {
+                if !schedule.isCurrent(generation) {
                     // An abandoned cycle (a reconnection replaced it): its failure
                     // says nothing about the network now and must not start a backoff.
                     return report
                 }
                 if failure == .signInRequired && token != tokenAtStart {
                     // Refused with a token replaced meanwhile: the new one has not been tried.
-                    followUp = .manual
+                    schedule.requestFollowUp(.manual)
                 } else if failure == .signInRequired, !freshTokenTried, let refused = tokenAtStart, credentials != nil,
                     (try? await obtainToken(.refused(refused))) == true
                 {
@@ -137,7 +136,7 @@ extension SyncEngine {
         var renumberings = 0
         var learnt = false
         while true {
-            guard generation == self.generation else { throw StaleGeneration() }
+            guard schedule.isCurrent(generation) else { throw StaleGeneration() }
             let spent = try await store.entriesWithSpentBudget(options.retry.budget)
             if !spent.isEmpty {
                 // Refused again and again for reasons no split could pin down:
@@ -171,7 +170,7 @@ extension SyncEngine {
                     }
                     return step
                 }
-                guard generation == self.generation else {
+                guard schedule.isCurrent(generation) else {
                     // An answer for an abandoned cycle: resent later with the same seqs.
                     await store.endLease(batch, failure: .unknownOutcome("answer arrived for an older cycle"))
                     throw StaleGeneration()
@@ -310,7 +309,7 @@ extension SyncEngine {
         var next = request(cursor)
         defer { next.cancel() }
         while true {
-            guard generation == self.generation else { throw StaleGeneration() }
+            guard schedule.isCurrent(generation) else { throw StaleGeneration() }
             let page: RawPullPage
             do {
                 let answer = try await next.value
@@ -321,7 +320,7 @@ extension SyncEngine {
                 throw failure.failure
             }
             // A slow answer from before a newer cycle never overwrites fresher data.
-            guard generation == self.generation else { throw StaleGeneration() }
+            guard schedule.isCurrent(generation) else { throw StaleGeneration() }
             if page.hasMore { next = request(page.cursor) }
             let result = try await store.applyPull(page, collections: plan.collections)
             report.add(result)
@@ -377,7 +376,7 @@ extension SyncEngine {
                 try await store.setMetadata("scope.window_start", windowStart?.rawValue)
             }
             scopeTotals = scope.collections.mapValues(\.count)
-            guard generation == self.generation else { throw StaleGeneration() }
+            guard schedule.isCurrent(generation) else { throw StaleGeneration() }
         }
         let collections = mode == .onlineWithCache ? ["catalogs"] : all
         total = collections.reduce(0) { $0 + (scopeTotals[$1] ?? 0) }

@@ -30,23 +30,17 @@ public actor SyncEngine {
     /// The app's sign-in, asked for tokens (nil when a token is set by hand).
     let credentials: CredentialsProvider?
     var connectivity = ConnectivityModel()
-    /// Bumped by every cycle and by a reconnection; answers for an older one are dropped.
-    var generation: UInt64 = 0
-    var cycleTask: Task<Void, Never>?
-    var cycleGeneration: UInt64 = 0
-    var followUp: SyncTrigger?
-    var startedCycles = 0
-    var completedCycles = 0
+    /// When cycles run: single flight, follow-ups, generations, backoff.
+    var schedule = SyncSchedule()
+    /// Every task the engine started; ``stop()`` cancels them all.
+    var tasks = EngineTasks()
+    /// Between ``start()`` and ``stop()``: the listeners and timers run.
+    var isStarted = false
     var waiters: [(target: Int, id: UInt64, continuation: CheckedContinuation<SyncReport?, Never>)] = []
     var nextWaiterID: UInt64 = 0
     var lastReport: SyncReport?
     /// What the last finished cycle did (the simulation's trace reads it).
     package var lastCycleReport: SyncReport? { lastReport }
-    /// While set (monotonic time), automatic triggers wait; manual ones do not.
-    var backoffUntil: Duration?
-    var transientFailures = 0
-    var retryTask: Task<Void, Never>?
-    var backgroundTasks: [Task<Void, Never>] = []
     var status = SyncStatus()
     var progress: SyncProgress?
     var scopeTotals: [String: Int64] = [:]
@@ -54,7 +48,6 @@ public actor SyncEngine {
     var eventListeners = Listeners<SyncEvent>()
     var telemetryListeners = Listeners<SyncTelemetryEvent>()
     var refreshHandlers: [String: @Sendable () async -> Void] = [:]
-    var isStopped = false
     /// Bumped when the store is wiped: a status read from the store before
     /// then is not published.
     var statusEpoch = 0
@@ -111,39 +104,41 @@ public actor SyncEngine {
     /// With a credentials provider and no token (a new engine, or one
     /// signed out), starting asks the provider again.
     public func start() async {
-        isStopped = false
+        guard !isStarted else { return }
+        isStarted = true
+        schedule.start()
         if credentials != nil, token == nil { status.signInRequired = false }
         await publishStatus()
         if let pathMonitor {
             let hints = pathMonitor.hints()
-            backgroundTasks.append(Task { [weak self] in
-                for await hint in hints { await self?.receive(hint) }
-            })
+            spawn { engine in
+                for await hint in hints { await engine.receive(hint) }
+            }
         }
         let changes = await store.localChanges()
-        backgroundTasks.append(Task { [weak self] in
-            for await _ in changes { await self?.trigger(.localChange) }
-        })
+        spawn { engine in
+            for await _ in changes { await engine.trigger(.localChange) }
+        }
         if let interval = options.periodicInterval {
             let clock = self.clock
-            backgroundTasks.append(Task { [weak self] in
+            spawn { engine in
                 while !Task.isCancelled {
                     do { try await clock.sleep(for: interval) } catch { return }
-                    await self?.trigger(.periodic)
+                    await engine.trigger(.periodic)
                 }
-            })
+            }
         }
         trigger(.launch)
     }
 
-    /// Stops every background activity; a cycle in progress is cancelled.
+    /// Stops every background activity: a cycle in progress, the retry
+    /// timer, listeners and refreshes are all cancelled.
     public func stop() {
-        isStopped = true
-        backgroundTasks.forEach { $0.cancel() }
-        backgroundTasks.removeAll()
-        retryTask?.cancel()
-        retryTask = nil
-        cycleTask?.cancel()
+        isStarted = false
+        schedule.stop()
+        // A cycle that was running is abandoned: its answers are dropped.
+        _ = schedule.abandonRunningCycle()
+        tasks.cancelAll()
         statusListeners.finishAll()
         eventListeners.finishAll()
         telemetryListeners.finishAll()
@@ -165,27 +160,39 @@ public actor SyncEngine {
     package func trigger(_ trigger: SyncTrigger) {
         // A stopped engine starts nothing by itself; a sync the app asks
         // for (``sync(timeout:)``) still runs.
-        guard !isStopped || trigger == .manual else { return }
-        if cycleTask != nil {
-            // One follow-up, whatever number of triggers arrive meanwhile.
-            if followUp != .manual { followUp = trigger }
-            return
+        guard case .start(let cycle) = schedule.request(trigger, now: clock.now()) else { return }
+        if trigger == .manual { tasks.cancelRetry() }
+        tasks.cycle = Task { [weak self] in
+            guard let self else { return }
+            let report = await self.runCycle(trigger, generation: cycle.generation)
+            await self.cycleFinished(cycle, report: report)
         }
-        if trigger != .manual, let until = backoffUntil, clock.now() < until {
-            return  // The retry timer runs the next cycle.
-        }
-        if trigger == .manual {
-            retryTask?.cancel()
-            retryTask = nil
-            backoffUntil = nil
-        }
-        startCycle(trigger)
     }
+
+    /// Starts a task the engine tracks (and ``stop()`` cancels); it holds
+    /// the engine weakly and forgets itself when done.
+    func spawn(after delay: Duration? = nil, _ body: @escaping @Sendable (SyncEngine) async -> Void) {
+        let id = tasks.reserve()
+        let clock = self.clock
+        tasks.track(id, Task { [weak self] in
+            if let delay {
+                do { try await clock.sleep(for: delay) } catch { return }
+            }
+            guard let engine = self else { return }
+            await body(engine)
+            await engine.taskEnded(id)
+        })
+    }
+
+    private func taskEnded(_ id: UInt64) { tasks.ended(id) }
+
+    /// Tasks running now (tests check that ``stop()`` leaves none).
+    package var runningTasks: Int { tasks.count }
 
     /// Returns once no cycle runs and none is about to follow (tests and the
     /// simulation use it to take one step at a time).
     package func waitForIdle() async {
-        while let task = cycleTask { await task.value }
+        while let task = tasks.cycle { await task.value }
     }
 
     /// Pull-to-refresh: syncs now and returns what the cycle did.
@@ -196,7 +203,7 @@ public actor SyncEngine {
     @discardableResult
     public func sync(timeout: Duration = .seconds(60)) async throws -> SyncReport {
         // The cycle this call starts, or the follow-up of the one running.
-        let target = startedCycles + 1
+        let target = schedule.startedCycles + 1
         trigger(.manual)
         let report = try await waitForCycle(target, timeout: timeout)
         if let failure = report.failure { throw failure }
@@ -204,7 +211,7 @@ public actor SyncEngine {
     }
 
     private func waitForCycle(_ target: Int, timeout: Duration) async throws -> SyncReport {
-        if completedCycles >= target, let lastReport { return lastReport }
+        if schedule.completedCycles >= target, let lastReport { return lastReport }
         let clock = self.clock
         let timer = Task { [weak self] in
             try? await clock.sleep(for: timeout)
@@ -227,7 +234,7 @@ public actor SyncEngine {
             Task { await self.cancelWaiter(id) }
         }
         guard let report = answer else { throw CancellationError() }
-        if report.failure == .timedOut && completedCycles < target { throw SyncFailure.timedOut }
+        if report.failure == .timedOut && schedule.completedCycles < target { throw SyncFailure.timedOut }
         return report
     }
 
@@ -246,67 +253,56 @@ public actor SyncEngine {
         }
     }
 
-    private func startCycle(_ trigger: SyncTrigger) {
-        generation += 1
-        let generation = self.generation
-        cycleGeneration = generation
-        startedCycles += 1
-        let number = startedCycles
-        cycleTask = Task { [weak self] in
-            guard let self else { return }
-            let report = await self.runCycle(trigger, generation: generation)
-            await self.cycleFinished(number, generation: generation, report: report)
-        }
-    }
-
-    private func cycleFinished(_ number: Int, generation: UInt64, report: SyncReport) async {
+    private func cycleFinished(_ cycle: SyncSchedule.Cycle, report: SyncReport) async {
         // The status is current before anyone waiting on this cycle resumes.
         await publishStatus()
-        if cycleGeneration == generation { cycleTask = nil }
-        completedCycles = max(completedCycles, number)
+        let next = schedule.finished(cycle)
+        if schedule.running == nil { tasks.cycle = nil }
         lastReport = report
         waiters.removeAll { waiter in
-            guard waiter.target <= number else { return false }
+            guard waiter.target <= cycle.number else { return false }
             waiter.continuation.resume(returning: report)
             return true
         }
         emit(.cycleCompleted(report))
         if !report.conflicts.isEmpty { emit(.conflicts(report.conflicts)) }
         if !report.rejected.isEmpty { emit(.rejected(report.rejected)) }
-        if cycleTask == nil, let next = followUp {
-            followUp = nil
-            trigger(next)
-        }
+        if let next { trigger(next) }
     }
 
     // MARK: Failures and backoff
 
     /// Schedules the next attempt after a "not now" failure.
     func scheduleRetry(after failure: SyncFailure) {
-        transientFailures += 1
+        let attempt = schedule.failedTransiently()
         let delay: Duration
         if case .serverBusy(let retryAfter?) = failure {
             delay = options.retry.delay(retryAfter: retryAfter, random: &random)
         } else {
-            delay = options.retry.delay(afterAttempt: transientFailures - 1, random: &random)
+            delay = options.retry.delay(afterAttempt: attempt, random: &random)
         }
-        backoffUntil = clock.now() + delay
-        retryTask?.cancel()
+        startRetryTimer(after: delay, resetFailures: false, trigger: .retry)
+    }
+
+    /// Automatic triggers wait `delay`; then `trigger` runs.
+    func startRetryTimer(after delay: Duration, resetFailures: Bool, trigger: SyncTrigger) {
+        schedule.backOff(until: clock.now() + delay)
+        tasks.cancelRetry()
         let clock = self.clock
-        retryTask = Task { [weak self] in
+        tasks.retry = Task { [weak self] in
             do { try await clock.sleep(for: delay) } catch { return }
-            await self?.retryDue()
+            await self?.retryDue(resetFailures: resetFailures, trigger: trigger)
         }
     }
 
-    private func retryDue() {
-        retryTask = nil
-        backoffUntil = nil
-        trigger(.retry)
+    private func retryDue(resetFailures: Bool, trigger: SyncTrigger) {
+        tasks.retry = nil
+        schedule.backoffEnded(resetFailures: resetFailures)
+        self.trigger(trigger)
     }
 
     /// The monotonic time before which automatic syncs wait, if any.
-    package var nextRetryAt: Duration? { backoffUntil }
+    package var nextRetryAt: Duration? { schedule.backoffUntil }
 
     // MARK: Events
 
