@@ -2,7 +2,7 @@ public import Foundation
 public import OutpostCore
 
 /// Where a local record stands with the server.
-public enum SyncState: String, Sendable, Codable {
+public enum SyncState: String, Sendable, Codable, CaseIterable {
     /// The server holds exactly what the device shows.
     case synced
     /// Local changes wait to be sent (or to be confirmed after an unknown outcome).

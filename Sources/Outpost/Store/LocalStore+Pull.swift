@@ -282,13 +282,24 @@ struct SyncedCopyWriter {
             """)
     }
 
+    /// A pulled server copy's value for each column: bound from the page
+    /// (`?`), or what every server copy has.
+    private static func pulledValue(_ column: ControlColumn) -> String {
+        switch column {
+        case .uuid, .serverID, .serverUpdatedAt, .serverVersion, .owner, .team, .data, .deviceTime: "?"
+        case .syncState: "'\(SyncState.synced.rawValue)'"
+        case .localUpdatedAt, .rejection, .baseVersion: "NULL"
+        case .onServer: "1"
+        case .deleted: "0"
+        }
+    }
+
     /// Insert, or overwrite a synced row holding an older version; a row
     /// with local changes waiting (or a newer version) is left alone.
     private static func upsertSQL(_ collection: String, rows: Int) -> String {
-        let row = "(?, ?, 'synced', ?, NULL, NULL, NULL, ?, 1, 0, ?, ?, ?, ?)"
+        let row = "(" + ControlColumn.allCases.map { pulledValue($0) }.joined(separator: ", ") + ")"
         return """
-            INSERT INTO "\(collection)" (uuid, server_id, sync_state, server_updated_at, local_updated_at,
-                rejection_json, base_version, server_version, on_server, deleted, owner, team, data, device_time)
+            INSERT INTO "\(collection)" (\(ControlColumn.selectList))
             VALUES \(Array(repeating: row, count: rows).joined(separator: ", "))
             ON CONFLICT (uuid) DO UPDATE SET server_id = excluded.server_id, sync_state = 'synced',
                 server_updated_at = excluded.server_updated_at, rejection_json = NULL, base_version = NULL,

@@ -22,32 +22,34 @@ struct RecordRow {
     /// edit, the writing device's (as the server keeps it) for a server copy.
     var deviceTime: ServerTimestamp? = nil
 
-    static let columns =
-        "uuid, server_id, sync_state, server_updated_at, local_updated_at, rejection_json, base_version, server_version, on_server, deleted, owner, team, data, device_time"
+    /// The select list rows are read with (see `ControlColumn`).
+    static let columns = ControlColumn.selectList
 }
 
 extension RecordRow {
     /// Reads a row selected with `RecordRow.columns`.
     init(collection: String, row: SQLiteRow, payloads: PayloadCodec) throws {
         self.collection = collection
-        let reader = RowReader(table: collection, key: row.string(0))
-        uuid = try reader.uuid(row.string(0), "uuid")
-        serverID = row.optionalInt64(1)
-        guard let state = SyncState(rawValue: row.string(2)) else { throw reader.damaged("sync state '\(row.string(2))' is unknown") }
+        func at(_ column: ControlColumn) -> Int { column.rawValue }
+        let reader = RowReader(table: collection, key: row.string(at(.uuid)))
+        uuid = try reader.uuid(row.string(at(.uuid)), "uuid")
+        serverID = row.optionalInt64(at(.serverID))
+        let stateText = row.string(at(.syncState))
+        guard let state = SyncState(rawValue: stateText) else { throw reader.damaged("sync state '\(stateText)' is unknown") }
         syncState = state
-        serverUpdatedAt = row.optionalString(3).map(ServerTimestamp.init(rawValue:))
-        localUpdatedAt = row.optionalString(4)
+        serverUpdatedAt = row.optionalString(at(.serverUpdatedAt)).map(ServerTimestamp.init(rawValue:))
+        localUpdatedAt = row.optionalString(at(.localUpdatedAt))
         rejection = try reader.reading("rejection") {
-            try row.optionalString(5).map { try WireCoding.decode(Rejection.self, from: Data($0.utf8)) }
+            try row.optionalString(at(.rejection)).map { try WireCoding.decode(Rejection.self, from: Data($0.utf8)) }
         }
-        baseVersion = row.optionalInt64(6)
-        serverVersion = row.optionalInt64(7)
-        onServer = row.int64(8) != 0
-        deleted = row.int64(9) != 0
-        owner = row.optionalString(10)
-        team = row.optionalString(11)
-        data = try reader.object(try reader.reading("data") { try payloads.text(row, 12) } ?? "{}", "data")
-        deviceTime = row.optionalString(13).map(ServerTimestamp.init(rawValue:))
+        baseVersion = row.optionalInt64(at(.baseVersion))
+        serverVersion = row.optionalInt64(at(.serverVersion))
+        onServer = row.int64(at(.onServer)) != 0
+        deleted = row.int64(at(.deleted)) != 0
+        owner = row.optionalString(at(.owner))
+        team = row.optionalString(at(.team))
+        data = try reader.object(try reader.reading("data") { try payloads.text(row, at(.data)) } ?? "{}", "data")
+        deviceTime = row.optionalString(at(.deviceTime)).map(ServerTimestamp.init(rawValue:))
     }
 
     func localRecord<Value>(_ value: Value) -> LocalRecord<Value> {
@@ -83,7 +85,7 @@ struct RecordTables {
         do {
             try connection.run(
                 """
-                INSERT INTO "\(row.collection)" (\(RecordRow.columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO "\(row.collection)" (\(ControlColumn.selectList)) VALUES (\(ControlColumn.placeholders))
                 """,
                 try values(row, dataText: dataText))
         } catch let error as SQLiteError where error.extendedCode == Self.primaryKeyConflict {
@@ -98,10 +100,7 @@ struct RecordTables {
     func save(_ row: RecordRow) throws {
         try connection.run(
             """
-            UPDATE "\(row.collection)" SET server_id = ?2, sync_state = ?3, server_updated_at = ?4,
-                local_updated_at = ?5, rejection_json = ?6, base_version = ?7, server_version = ?8,
-                on_server = ?9, deleted = ?10, owner = ?11, team = ?12, data = ?13, device_time = ?14
-            WHERE uuid = ?1
+            UPDATE "\(row.collection)" SET \(ControlColumn.assignments) WHERE uuid = ?1
             """,
             try values(row))
     }
@@ -115,6 +114,7 @@ struct RecordTables {
             "UPDATE \"\(collection)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
     }
 
+    /// Every column's value, in `ControlColumn` order.
     private func values(_ row: RecordRow, dataText: String? = nil) throws -> [SQLiteValue] {
         [
             .text(row.uuid.wireText), .integer(row.serverID), .text(row.syncState.rawValue),

@@ -5,14 +5,11 @@ import OutpostSQLite
 /// Brings a device database up to the current schema when the store opens.
 enum StoreMigrator {
     /// Control columns every collection table must have.
-    static let controlColumns: Set<String> = [
-        "uuid", "server_id", "sync_state", "server_updated_at", "local_updated_at", "rejection_json", "base_version",
-        "server_version", "on_server", "deleted", "owner", "team", "data", "device_time",
-    ]
+    static let controlColumns = Set(ControlColumn.allCases.map(\.name))
 
     /// Control columns added after the first release, with their type: a
     /// table made before gets them when the store opens.
-    static let addedColumns: [(name: String, type: String)] = [("device_time", "TEXT")]
+    static let addedColumns = ControlColumn.allCases.filter(\.addedLater).map { (name: $0.name, type: $0.declaration) }
 
     static let sealedKey = "store.sealed"
 

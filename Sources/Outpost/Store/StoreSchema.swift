@@ -95,20 +95,7 @@ enum StoreSchema {
     static func collectionTable(_ name: String) -> String {
         """
         CREATE TABLE IF NOT EXISTS "\(name)" (
-            uuid              TEXT PRIMARY KEY,
-            server_id         INTEGER,
-            sync_state        TEXT NOT NULL CHECK (sync_state IN ('synced', 'pending', 'sending', 'rejected')),
-            server_updated_at TEXT,
-            local_updated_at  TEXT,
-            rejection_json    TEXT,
-            base_version      INTEGER,
-            server_version    INTEGER,
-            on_server         INTEGER NOT NULL DEFAULT 0,
-            deleted           INTEGER NOT NULL DEFAULT 0,
-            owner             TEXT,
-            team              TEXT,
-            data              TEXT NOT NULL,
-            device_time       TEXT
+            \(ControlColumn.definitions)
         ) WITHOUT ROWID;
         -- Only refused records are indexed (the status counts them after
         -- every sync): a local write leaves its record pending and so writes

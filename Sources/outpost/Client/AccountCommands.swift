@@ -62,6 +62,8 @@ enum AccountCommands {
         } catch let error as SignOutError {
             throw CommandFailure("\(error.description) Run 'outpost sync' first, or 'outpost logout --force' to lose them.")
         }
+        // The process ends here: the emptied files go too.
+        try await store.destroy()
         try? FileManager.default.removeItem(at: profile.accountFile)
         print("Signed out; this computer's copy of \(account.user)'s data is wiped.")
     }
