@@ -1,4 +1,5 @@
 public import Foundation
+import OutpostCore
 
 #if canImport(Glibc)
 import Glibc
@@ -65,13 +66,13 @@ public struct ChaosProxyError: Error, Sendable, CustomStringConvertible {
 /// proxy.mode = .resetAfterRequest
 /// ```
 ///
-/// `@unchecked Sendable` is safe: `port` and `upstreamPort` are immutable,
-/// and every mutable value (mode, counters, the stop flag) lives in
-/// `shared`, whose fields are only read or written while its lock is held.
-/// Sockets are not shared: the listener belongs to the accept thread and
-/// each connection's two sockets to that connection's thread, which alone
-/// reads, writes and closes them.
-public final class ChaosProxy: @unchecked Sendable {
+/// It needs no `@unchecked Sendable`: `port` and `upstreamPort` are
+/// immutable, and every mutable value (mode, counters, the stop flag) lives
+/// in `shared`, whose fields are only read or written while its lock is
+/// held. Sockets are not shared: the listener belongs to the accept thread
+/// and each connection's two sockets to that connection's thread, which
+/// alone reads, writes and closes them.
+public final class ChaosProxy: Sendable {
     /// The port the proxy listens on, on 127.0.0.1.
     public let port: UInt16
     /// The port on 127.0.0.1 it forwards to.
@@ -183,9 +184,9 @@ public final class ChaosProxy: @unchecked Sendable {
 
 /// The proxy's mutable state, behind one lock.
 ///
-/// `@unchecked Sendable`: `state` is only touched inside `withLock`;
-/// `group` is a DispatchGroup, itself thread-safe.
-private final class ChaosShared: @unchecked Sendable {
+/// `Sendable` without `@unchecked`: `state` is a `Locked`, reachable only
+/// through `withLock`; `group` is a DispatchGroup, itself thread-safe.
+private final class ChaosShared: Sendable {
     struct State {
         var mode: ChaosMode
         var stopped = false
@@ -198,16 +199,13 @@ private final class ChaosShared: @unchecked Sendable {
         var resetsSent = 0
     }
 
-    private let lock = NSLock()
-    private var state: State
+    private let state: Locked<State>
     let group = DispatchGroup()
 
-    init(mode: ChaosMode) { state = State(mode: mode) }
+    init(mode: ChaosMode) { state = Locked(State(mode: mode)) }
 
     func withLock<T>(_ body: (inout State) -> T) -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&state)
+        state.withLock(body)
     }
 
     var isStopped: Bool { withLock { $0.stopped } }

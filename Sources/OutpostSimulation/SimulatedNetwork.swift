@@ -39,44 +39,64 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
 /// server's request handling, or meet a fault chosen by the seeded random
 /// stream. Requests "delayed" are held and delivered later, after newer
 /// ones: the reordering a real network does.
-public final class SimulatedNetwork: SyncTransport, @unchecked Sendable {
-    // @unchecked Sendable: the simulation drives every device from one task,
-    // one step at a time; `lock` guards the state all the same.
-    private let lock = NSLock()
+public final class SimulatedNetwork: SyncTransport, Sendable {
+    // The simulation drives every device from one task, one step at a time;
+    // the state sits in a `Locked` all the same, so any thread may touch it.
+    private struct State {
+        var random: SeededRandom
+        var faultRate: Int
+        var isPartitioned = false
+        var crashRequested = false
+        var held: [TransportRequest] = []
+        var faults: [FaultKind: Int] = [:]
+        var requestCount = 0
+    }
+
+    private let state: Locked<State>
     let server: any SyncTransport
-    private var random: SeededRandom
+
     /// Percent chance that a request meets some fault.
-    public var faultRate: Int
-    public var isPartitioned = false
+    public var faultRate: Int {
+        get { state.withLock { $0.faultRate } }
+        set { state.withLock { $0.faultRate = newValue } }
+    }
+
+    public var isPartitioned: Bool {
+        get { state.withLock { $0.isPartitioned } }
+        set { state.withLock { $0.isPartitioned = newValue } }
+    }
+
     /// Set when a fault asks the device to crash once its cycle is over.
-    public var crashRequested = false
-    private var held: [TransportRequest] = []
-    public private(set) var faults: [FaultKind: Int] = [:]
-    public private(set) var requestCount = 0
+    public var crashRequested: Bool {
+        get { state.withLock { $0.crashRequested } }
+        set { state.withLock { $0.crashRequested = newValue } }
+    }
+
+    public var faults: [FaultKind: Int] { state.withLock { $0.faults } }
+    public var requestCount: Int { state.withLock { $0.requestCount } }
 
     public init(server: any SyncTransport, seed: UInt64, faultRate: Int) {
         self.server = server
-        self.random = SeededRandom(seed: seed)
-        self.faultRate = faultRate
+        self.state = Locked(State(random: SeededRandom(seed: seed), faultRate: faultRate))
     }
 
-    func count(_ kind: FaultKind) { lock.withLock { faults[kind, default: 0] += 1 } }
+    func count(_ kind: FaultKind) { state.withLock { $0.faults[kind, default: 0] += 1 } }
 
-    private func roll(_ bound: UInt64) -> UInt64 { lock.withLock { random.next() % bound } }
+    private func roll(_ bound: UInt64) -> UInt64 { state.withLock { $0.random.next() % bound } }
 
     /// Delivers requests held back earlier (a late, reordered arrival).
     public func deliverHeld() async {
-        let late = lock.withLock { () -> [TransportRequest] in
-            defer { held.removeAll() }
-            return held
+        let late = state.withLock { state -> [TransportRequest] in
+            defer { state.held.removeAll() }
+            return state.held
         }
         for request in late { _ = try? await server.send(request) }
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        lock.withLock { requestCount += 1 }
-        if lock.withLock({ isPartitioned }) { throw TransportError.notSent("partitioned") }
-        guard roll(100) < UInt64(lock.withLock { faultRate }) else { return try await server.send(request) }
+        state.withLock { $0.requestCount += 1 }
+        if isPartitioned { throw TransportError.notSent("partitioned") }
+        guard roll(100) < UInt64(faultRate) else { return try await server.send(request) }
         switch roll(7) {
         case 0:
             count(.requestDropped)
@@ -91,7 +111,7 @@ public final class SimulatedNetwork: SyncTransport, @unchecked Sendable {
             return try await server.send(request)
         case 3:
             count(.delayedDelivery)
-            lock.withLock { held.append(request) }
+            state.withLock { $0.held.append(request) }
             throw TransportError.noAnswer("delayed past the timeout")
         case 4:
             count(.serverError)
@@ -101,7 +121,7 @@ public final class SimulatedNetwork: SyncTransport, @unchecked Sendable {
             return Self.errorResponse(503, retryAfter: Int(roll(5)))
         default:
             count(.crash)
-            lock.withLock { crashRequested = true }
+            state.withLock { $0.crashRequested = true }
             _ = try await server.send(request)
             throw TransportError.noAnswer("the device died before the answer")
         }

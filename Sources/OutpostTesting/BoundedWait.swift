@@ -1,4 +1,5 @@
 import Foundation
+import OutpostCore
 
 /// A wait in a test that ran out of time. Its description names what was
 /// awaited, so a hang costs one failing test and a line that says why.
@@ -52,35 +53,36 @@ extension Task where Failure == any Error {
 }
 
 /// The first of several racing outcomes, handed to one waiting continuation.
-final class OneShotOutcome<T: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable: `result` and `continuation` are only touched while `lock` is held.
-    private let lock = NSLock()
-    private var result: Result<T, any Error>?
-    private var continuation: CheckedContinuation<T, any Error>?
+final class OneShotOutcome<T: Sendable>: Sendable {
+    /// The outcome once one arrived, and the continuation waiting for it.
+    private struct State {
+        var result: Result<T, any Error>?
+        var continuation: CheckedContinuation<T, any Error>?
+    }
+
+    private let state = Locked(State())
 
     func install(_ waiting: CheckedContinuation<T, any Error>) {
-        lock.lock()
-        if let result {
-            lock.unlock()
-            waiting.resume(with: result)
-        } else {
-            continuation = waiting
-            lock.unlock()
+        let result = state.withLock { state -> Result<T, any Error>? in
+            if let result = state.result { return result }
+            state.continuation = waiting
+            return nil
         }
+        // Resumed outside the lock, as `finish` does.
+        if let result { waiting.resume(with: result) }
     }
 
     /// Records the outcome if none was recorded yet; true when this one won.
     @discardableResult
     func finish(_ outcome: Result<T, any Error>) -> Bool {
-        lock.lock()
-        guard result == nil else {
-            lock.unlock()
-            return false
+        let (won, waiting) = state.withLock { state -> (Bool, CheckedContinuation<T, any Error>?) in
+            guard state.result == nil else { return (false, nil) }
+            state.result = outcome
+            let waiting = state.continuation
+            state.continuation = nil
+            return (true, waiting)
         }
-        result = outcome
-        let waiting = continuation
-        continuation = nil
-        lock.unlock()
+        guard won else { return false }
         waiting?.resume(with: outcome)
         return true
     }

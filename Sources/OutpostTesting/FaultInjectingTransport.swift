@@ -1,12 +1,12 @@
 import Foundation
 public import Outpost
+import OutpostCore
 
 /// Wraps a transport and injects the network's lies on request: no network,
 /// requests lost on the way, answers lost after the server acted, slow or
 /// held answers, error statuses. Every request is logged, so a test can
 /// count exactly what reached the server.
-public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
-    // @unchecked Sendable: `faults`, `offline`, `log` and `gates` are only touched while `lock` is held.
+public final class FaultInjectingTransport: SyncTransport, Sendable {
     public enum Fault: Sendable {
         /// Connection refused: the request never left.
         case notSent
@@ -27,38 +27,42 @@ public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
     }
 
     /// Holds answers until the test opens it.
-    public final class Gate: @unchecked Sendable {
-        // @unchecked Sendable: `waiters` and `isOpen` are only touched while `lock` is held.
-        private let lock = NSLock()
-        private var waiters: [CheckedContinuation<Void, Never>] = []
-        private var isOpen = false
-        private var arrivals = 0
-        private var arrivalWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
+    public final class Gate: Sendable {
+        /// Answers held until the gate opens, how many answers reached it,
+        /// and tests waiting for a number of arrivals.
+        private struct State {
+            var waiters: [CheckedContinuation<Void, Never>] = []
+            var isOpen = false
+            var arrivals = 0
+            var arrivalWaiters: [(Int, CheckedContinuation<Void, Never>)] = []
+        }
+
+        private let state = Locked(State())
 
         public init() {}
 
         public func open() {
-            lock.lock()
-            isOpen = true
-            let waiting = waiters
-            waiters.removeAll()
-            lock.unlock()
+            let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.isOpen = true
+                let waiting = state.waiters
+                state.waiters.removeAll()
+                return waiting
+            }
             waiting.forEach { $0.resume() }
         }
 
         func wait() async {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                lock.lock()
-                arrivals += 1
-                let reached = arrivalWaiters.filter { $0.0 <= arrivals }
-                arrivalWaiters.removeAll { $0.0 <= arrivals }
-                if isOpen {
-                    lock.unlock()
-                    continuation.resume()
-                } else {
-                    waiters.append(continuation)
-                    lock.unlock()
+                // Decided under the lock, resumed after it: a resumed task may call back in.
+                let (isOpen, reached) = state.withLock { state -> (Bool, [(Int, CheckedContinuation<Void, Never>)]) in
+                    state.arrivals += 1
+                    let arrivals = state.arrivals
+                    let reached = state.arrivalWaiters.filter { $0.0 <= arrivals }
+                    state.arrivalWaiters.removeAll { $0.0 <= arrivals }
+                    if !state.isOpen { state.waiters.append(continuation) }
+                    return (state.isOpen, reached)
                 }
+                if isOpen { continuation.resume() }
                 reached.forEach { $0.1.resume() }
             }
         }
@@ -73,23 +77,25 @@ public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
 
         private func arrivalsReached(_ count: Int) async {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                lock.lock()
-                if arrivals >= count {
-                    lock.unlock()
-                    continuation.resume()
-                } else {
-                    arrivalWaiters.append((count, continuation))
-                    lock.unlock()
+                let reached = state.withLock { state -> Bool in
+                    if state.arrivals >= count { return true }
+                    state.arrivalWaiters.append((count, continuation))
+                    return false
                 }
+                if reached { continuation.resume() }
             }
         }
     }
 
-    private let lock = NSLock()
+    /// The faults queued, the offline switch, and the requests that got through.
+    private struct State {
+        var faults: [(fault: Fault, matches: @Sendable (TransportRequest) -> Bool)] = []
+        var offline = false
+        var log: [TransportRequest] = []
+    }
+
+    private let state = Locked(State())
     private let wrapped: any SyncTransport
-    private var faults: [(fault: Fault, matches: @Sendable (TransportRequest) -> Bool)] = []
-    private var offline = false
-    private var log: [TransportRequest] = []
     private let clock: any MonotonicClock
 
     public init(wrapping transport: any SyncTransport, clock: any MonotonicClock = SystemMonotonicClock()) {
@@ -99,22 +105,18 @@ public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
 
     /// Every following request fails as "not sent" until set back.
     public var isOffline: Bool {
-        get { lock.lock(); defer { lock.unlock() }; return offline }
-        set { lock.lock(); offline = newValue; lock.unlock() }
+        get { state.withLock { $0.offline } }
+        set { state.withLock { $0.offline = newValue } }
     }
 
     /// Queues a fault for the next request matching the filter (default: any).
     public func inject(_ fault: Fault, when matches: @escaping @Sendable (TransportRequest) -> Bool = { _ in true }) {
-        lock.lock()
-        faults.append((fault, matches))
-        lock.unlock()
+        state.withLock { $0.faults.append((fault, matches)) }
     }
 
     /// Requests that reached the wrapped transport (the server), in order.
     public var delivered: [TransportRequest] {
-        lock.lock()
-        defer { lock.unlock() }
-        return log
+        state.withLock { $0.log }
     }
 
     /// Delivered requests whose target starts with a path, e.g. `/v1/push`.
@@ -123,10 +125,10 @@ public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        let (isOffline, fault) = lock.withLock { () -> (Bool, Fault?) in
-            guard !offline else { return (true, nil) }
-            guard let index = faults.firstIndex(where: { $0.matches(request) }) else { return (false, nil) }
-            return (false, faults.remove(at: index).fault)
+        let (isOffline, fault) = state.withLock { state -> (Bool, Fault?) in
+            guard !state.offline else { return (true, nil) }
+            guard let index = state.faults.firstIndex(where: { $0.matches(request) }) else { return (false, nil) }
+            return (false, state.faults.remove(at: index).fault)
         }
         if isOffline { throw TransportError.notSent("offline (injected)") }
         switch fault {
@@ -145,7 +147,7 @@ public final class FaultInjectingTransport: SyncTransport, @unchecked Sendable {
         default:
             break
         }
-        lock.withLock { log.append(request) }
+        state.withLock { $0.log.append(request) }
         let response = try await wrapped.send(request)
         switch fault {
         case .dropResponse?:

@@ -1,46 +1,43 @@
 import Foundation
 public import Outpost
+import OutpostCore
 
 /// A monotonic clock a test moves by hand: sleepers wake only when the test
 /// advances past their deadline, so backoff and jitter are checked exactly.
-public final class ManualMonotonicClock: MonotonicClock, @unchecked Sendable {
-    // @unchecked Sendable: `current` and `sleepers` are only touched while `lock` is held.
-    private let lock = NSLock()
-    private var current: Duration = .zero
-    private var sleepers: [UUID: (deadline: Duration, continuation: CheckedContinuation<Void, any Error>)] = [:]
+public final class ManualMonotonicClock: MonotonicClock, Sendable {
+    /// The time now, and everyone asleep with the continuation that wakes them.
+    private struct State {
+        var current: Duration = .zero
+        var sleepers: [UUID: (deadline: Duration, continuation: CheckedContinuation<Void, any Error>)] = [:]
+    }
+
+    private let state = Locked(State())
 
     public init() {}
 
     public func now() -> Duration {
-        lock.lock()
-        defer { lock.unlock() }
-        return current
+        state.withLock { $0.current }
     }
 
     /// Deadlines of everyone asleep, soonest first.
     public var pendingDeadlines: [Duration] {
-        lock.lock()
-        defer { lock.unlock() }
-        return sleepers.values.map(\.deadline).sorted()
+        state.withLock { $0.sleepers.values.map(\.deadline).sorted() }
     }
 
     public func sleep(for duration: Duration) async throws {
         let id = UUID()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                lock.lock()
-                if duration <= .zero {
-                    lock.unlock()
-                    continuation.resume()
-                    return
+                let asleep = state.withLock { state -> Bool in
+                    if duration <= .zero { return false }
+                    state.sleepers[id] = (state.current + duration, continuation)
+                    return true
                 }
-                sleepers[id] = (current + duration, continuation)
-                lock.unlock()
+                // A sleep of no time returns at once, resumed outside the lock.
+                if !asleep { continuation.resume() }
             }
         } onCancel: {
-            lock.lock()
-            let sleeper = sleepers.removeValue(forKey: id)
-            lock.unlock()
+            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
             sleeper?.continuation.resume(throwing: CancellationError())
         }
     }
@@ -77,11 +74,14 @@ public final class ManualMonotonicClock: MonotonicClock, @unchecked Sendable {
 
     /// Moves time forward and wakes every sleeper whose deadline passed.
     public func advance(by duration: Duration) {
-        lock.lock()
-        current += duration
-        let due = sleepers.filter { $0.value.deadline <= current }
-        for id in due.keys { sleepers.removeValue(forKey: id) }
-        lock.unlock()
+        let due = state.withLock { state in
+            state.current += duration
+            let now = state.current
+            let due = state.sleepers.filter { $0.value.deadline <= now }
+            for id in due.keys { state.sleepers.removeValue(forKey: id) }
+            return due
+        }
+        // Woken outside the lock, so a woken sleeper may call back in at once.
         for sleeper in due.values.sorted(by: { $0.deadline < $1.deadline }) { sleeper.continuation.resume() }
     }
 }

@@ -1,5 +1,6 @@
 import CLibPQ
 import Foundation
+import OutpostCore
 
 /// PostgreSQL storage, for several server processes sharing one database.
 ///
@@ -528,23 +529,19 @@ enum PostgresSQL {
 }
 
 /// The placeholder rewrites, shared by every connection.
-private final class RewriteCache: @unchecked Sendable {
-    // @unchecked Sendable: `entries` is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var entries: [String: (sql: String, count: Int)] = [:]
+private final class RewriteCache: Sendable {
+    private let entries = Locked<[String: (sql: String, count: Int)]>([:])
     /// Dynamically built SQL must not grow the cache without bound.
     private let limit = 1024
 
     func value(for sql: String) -> (sql: String, count: Int)? {
-        lock.lock()
-        defer { lock.unlock() }
-        return entries[sql]
+        entries.withLock { $0[sql] }
     }
 
     func store(_ value: (sql: String, count: Int), for sql: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        if entries.count >= limit { entries.removeAll(keepingCapacity: true) }
-        entries[sql] = value
+        entries.withLock { entries in
+            if entries.count >= limit { entries.removeAll(keepingCapacity: true) }
+            entries[sql] = value
+        }
     }
 }

@@ -186,17 +186,15 @@ public final class HTTPServer: @unchecked Sendable {
 }
 
 /// Request ids: a per-process prefix and a counter.
-final class Counter: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched while `lock` is held.
-    private let lock = NSLock()
-    private var value: UInt64 = 0
+final class Counter: Sendable {
+    private let value = Locked<UInt64>(0)
     private let prefix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
 
     func next() -> String {
-        lock.lock()
-        value += 1
-        let current = value
-        lock.unlock()
+        let current = value.withLock { value -> UInt64 in
+            value += 1
+            return value
+        }
         return "\(prefix)-\(current)"
     }
 }
