@@ -24,7 +24,7 @@ static inline struct MHD_Daemon *outpost_mhd_start(
         return NULL;
     }
     return MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
         port, NULL, NULL, handler, handler_context,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
@@ -39,6 +39,17 @@ static inline struct MHD_Daemon *outpost_mhd_start(
 static inline struct MHD_Response *outpost_mhd_copied_response(const void *bytes, size_t length) {
     return MHD_create_response_from_buffer(length, (void *)bytes, MHD_RESPMEM_MUST_COPY);
 }
+
+// A response of unknown length whose body the reader callback produces as
+// the socket can take it (a live stream).
+static inline struct MHD_Response *outpost_mhd_stream_response(
+    size_t block_size, MHD_ContentReaderCallback reader, void *context, MHD_ContentReaderFreeCallback free_context)
+{
+    return MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block_size, reader, context, free_context);
+}
+
+// What a content reader returns when the body is complete.
+static inline ssize_t outpost_mhd_content_end(void) { return MHD_CONTENT_READER_END_OF_STREAM; }
 
 // The port actually bound (useful with port 0).
 static inline uint16_t outpost_mhd_bound_port(struct MHD_Daemon *daemon) {

@@ -13,6 +13,8 @@ public final class SyncServer: Sendable {
     let hooks = ServerHooks()
     /// Per-user request budget, when the configuration sets one.
     let limiter: RateLimiter?
+    /// The long polls and streams waiting on this process.
+    let liveHub: LiveHub
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -22,12 +24,20 @@ public final class SyncServer: Sendable {
         self.clock = clock
         self.tokens = TokenStore(database: database, clock: clock)
         self.limiter = config.rateLimit.map { RateLimiter($0, clock: clock) }
+        self.liveHub = LiveHub(settings: LiveHub.Settings(
+            heartbeat: .seconds(config.heartbeatSeconds), maxStreamDuration: .seconds(config.maxStreamSeconds)))
         // Servers starting together take turns: the one that waits behind
         // another's migration (longer than a request's lock wait) tries
         // again instead of failing to start.
         try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
         try Self.retryingWhileBusy { try CatalogSeed.seedIfEmpty(database, config: config, clock: clock) }
         try Self.retryingWhileBusy { try runMaintenance() }
+        let revocations = RevocationWatch(database: database, clock: clock)
+        liveHub.setTickHandler { [liveHub] _ in
+            // A token revoked by any process (the CLI, another server) ends its streams within a second.
+            let revoked = revocations.recentlyRevoked()
+            if !revoked.isEmpty { liveHub.close(tokens: revoked, with: Self.authError(.revoked)) }
+        }
     }
 
     /// Runs a start-up step again while the database says "busy", for up to a minute.
@@ -156,7 +166,7 @@ public final class SyncServer: Sendable {
             try require("POST")
             let principal = try authenticate()
             let body = try decodeBody(PushRequest.self)
-            return try json(try PushService(database: database, config: config, clock: clock, hooks: hooks).push(body, as: principal, caller: CallerVersion(request)))
+            return try json(try PushService(database: database, config: config, clock: clock, hooks: hooks, hub: liveHub).push(body, as: principal, caller: CallerVersion(request)))
         case ["pull"]:
             try require("GET")
             let principal = try authenticate()
@@ -191,7 +201,7 @@ public final class SyncServer: Sendable {
             let principal = try authenticate()
             let assignment = try decodeBody(AssignService.Assignment.self)
             return try json(
-                try AssignService(database: database, config: config, clock: clock).assign(
+                try AssignService(database: database, config: config, clock: clock, hub: liveHub).assign(
                     path[1], path[2], assignment, as: principal))
         default:
             throw APIError(.notFound, "There is no such endpoint.")

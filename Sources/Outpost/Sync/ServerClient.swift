@@ -74,7 +74,7 @@ struct ServerClient: Sendable {
             let latency = clock.now() - started
             switch error {
             case .notSent: throw Failure(failure: .offline, latency: latency)
-            case .noAnswer, .cancelled: throw Failure(failure: .noAnswer, latency: latency)
+            case .noAnswer, .cancelled, .streamsUnsupported: throw Failure(failure: .noAnswer, latency: latency)
             }
         }
         let latency = clock.now() - started

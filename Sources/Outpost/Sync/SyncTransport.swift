@@ -51,6 +51,28 @@ public enum TransportError: Error, Sendable, Equatable {
     case noAnswer(String)
     /// The caller gave up (the coordinator moved on to a new cycle).
     case cancelled
+    /// This transport cannot hold a response open (an in-process test
+    /// transport): the live channel long-polls instead.
+    case streamsUnsupported
+}
+
+/// A response whose body keeps arriving (`GET /v1/stream`).
+public struct TransportStream: Sendable {
+    /// The HTTP status code.
+    public var status: Int
+    /// Header names in lowercase.
+    public var headers: [String: String]
+    /// The body's bytes as they arrive. It finishes when the server closes
+    /// the response and throws a ``TransportError`` when the connection
+    /// fails; ending the iteration (or cancelling its task) closes it.
+    public var bytes: AsyncThrowingStream<Data, any Error>
+
+    /// Creates a stream answer; header names are stored in lowercase.
+    public init(status: Int, headers: [String: String], bytes: AsyncThrowingStream<Data, any Error>) {
+        self.status = status
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
+        self.bytes = bytes
+    }
 }
 
 /// How the sync engine talks to the server: a live implementation over
@@ -59,4 +81,16 @@ public enum TransportError: Error, Sendable, Equatable {
 public protocol SyncTransport: Sendable {
     /// Sends `request` and returns the server's answer; throws a `TransportError` when no answer came.
     func send(_ request: TransportRequest) async throws -> TransportResponse
+
+    /// Sends `request` and returns as soon as the answer's status and
+    /// headers arrive, with its body still coming. `request.timeout` bounds
+    /// the wait for the headers only.
+    func openStream(_ request: TransportRequest) async throws -> TransportStream
+}
+
+extension SyncTransport {
+    /// By default a transport cannot stream: the live channel long-polls.
+    public func openStream(_ request: TransportRequest) async throws -> TransportStream {
+        throw TransportError.streamsUnsupported
+    }
 }

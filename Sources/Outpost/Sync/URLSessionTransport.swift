@@ -9,6 +9,7 @@ public final class URLSessionTransport: SyncTransport {
     /// The server's address; request targets are resolved against it.
     public let baseURL: URL
     private let session: URLSession
+    private let streams = URLSessionStreams()
 
     /// Creates a transport for the server at `baseURL`, with no caching and no waiting for connectivity.
     public init(baseURL: URL) {
@@ -24,7 +25,30 @@ public final class URLSessionTransport: SyncTransport {
         self.session = URLSession(configuration: configuration)
     }
 
-    deinit { session.finishTasksAndInvalidate() }
+    deinit {
+        session.finishTasksAndInvalidate()
+        streams.invalidate()
+    }
+
+    /// Opens `request` as a stream: returns once the status and headers
+    /// arrive (within `request.timeout`), the body arriving as it comes.
+    public func openStream(_ request: TransportRequest) async throws -> TransportStream {
+        guard let url = URL(string: request.target, relativeTo: baseURL) else {
+            throw TransportError.notSent("the address \(request.target) is not valid")
+        }
+        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 24 * 3600)
+        urlRequest.httpMethod = request.method
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        do {
+            return try await streams.open(urlRequest, headerTimeout: request.timeout)
+        } catch let error as TransportError {
+            throw error
+        } catch is CancellationError {
+            throw TransportError.cancelled
+        } catch let error as URLError {
+            throw Self.classify(error)
+        }
+    }
 
     /// Sends `request`, ending it at its timeout; failures are classified as `TransportError`s.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {

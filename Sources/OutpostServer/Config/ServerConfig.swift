@@ -26,6 +26,12 @@ public struct ServerConfig: Sendable {
     /// The lowest app data schema (`Outpost-Schema`) still accepted; older
     /// or undeclared ones get 426 `upgrade_required`. Nil accepts any.
     public var minSchema: Int?
+    /// A live stream sends a heartbeat at least this often (seconds), so a
+    /// client notices a dead socket within two.
+    public var heartbeatSeconds = 15
+    /// A live stream is closed after this long (seconds); the client
+    /// reconnects from its cursor.
+    public var maxStreamSeconds = 300
 
     /// A token bucket per user: `burst` requests at once, refilled at `perMinute`.
     public struct RateLimit: Sendable, Equatable {
@@ -87,6 +93,8 @@ public struct ServerConfig: Sendable {
             var connectionsPerAddress: Int?
             var idleTimeoutSeconds: Int?
             var minSchema: Int?
+            var heartbeatSeconds: Int?
+            var maxStreamSeconds: Int?
             enum CodingKeys: String, CodingKey {
                 case collections
                 case tombstoneHorizonDays = "tombstone_horizon_days"
@@ -98,6 +106,8 @@ public struct ServerConfig: Sendable {
                 case connectionsPerAddress = "connections_per_address"
                 case idleTimeoutSeconds = "idle_timeout_seconds"
                 case minSchema = "min_schema"
+                case heartbeatSeconds = "heartbeat_seconds"
+                case maxStreamSeconds = "max_stream_seconds"
             }
         }
         do {
@@ -115,6 +125,14 @@ public struct ServerConfig: Sendable {
                 perAddress: file.connectionsPerAddress ?? config.connections.perAddress,
                 idleTimeoutSeconds: file.idleTimeoutSeconds ?? config.connections.idleTimeoutSeconds)
             config.minSchema = file.minSchema
+            if let seconds = file.heartbeatSeconds {
+                guard (1...300).contains(seconds) else { throw ConfigError("heartbeat_seconds must be 1 to 300") }
+                config.heartbeatSeconds = seconds
+            }
+            if let seconds = file.maxStreamSeconds {
+                guard seconds >= 10 else { throw ConfigError("max_stream_seconds must be at least 10") }
+                config.maxStreamSeconds = seconds
+            }
             return config
         } catch let error as WireError {
             throw ConfigError("the configuration file \(path) is not valid: \(error)")

@@ -17,9 +17,13 @@ import OutpostCore
 /// handler, limits and log through the context pointer.
 public final class HTTPServer: @unchecked Sendable {
     public typealias Handler = @Sendable (HTTPRequest) -> HTTPResponse
+    /// A handler whose answer may wait (a long poll) or stream.
+    public typealias LiveHandler = @Sendable (HTTPRequest) -> LiveAnswer
     public typealias Log = @Sendable (String) -> Void
 
-    let handler: Handler
+    let handler: LiveHandler
+    /// Run by `stop()` before the daemon stops: ends waiting connections.
+    let drain: (@Sendable () -> Void)?
     let log: Log?
     let maxBodyBytes: Int
     private var daemon: OpaquePointer?
@@ -28,11 +32,33 @@ public final class HTTPServer: @unchecked Sendable {
     /// The port actually bound (useful with port 0).
     public private(set) var port: UInt16 = 0
 
-    public init(
+    /// A server whose every answer is immediate.
+    public convenience init(
         host: String = "127.0.0.1", port: UInt16, threads: Int = 8, maxBodyBytes: Int = 4 * 1024 * 1024,
         connections: ConnectionLimits = ConnectionLimits(), log: Log? = nil, handler: @escaping Handler
     ) throws {
-        self.handler = handler
+        try self.init(
+            host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
+            drain: nil, live: { .now(handler($0)) })
+    }
+
+    /// The sync server on a socket, long polls and streams included; `stop()`
+    /// ends them with `unavailable` first, so clients reconnect with jitter.
+    public convenience init(
+        host: String = "127.0.0.1", port: UInt16, threads: Int = 8, maxBodyBytes: Int = 4 * 1024 * 1024,
+        connections: ConnectionLimits = ConnectionLimits(), log: Log? = nil, server: SyncServer
+    ) throws {
+        try self.init(
+            host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
+            drain: { server.closeLiveConnections() }, live: { server.answer($0) })
+    }
+
+    init(
+        host: String, port: UInt16, threads: Int, maxBodyBytes: Int, connections: ConnectionLimits, log: Log?,
+        drain: (@Sendable () -> Void)?, live: @escaping LiveHandler
+    ) throws {
+        self.handler = live
+        self.drain = drain
         self.log = log
         self.maxBodyBytes = maxBodyBytes
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -73,6 +99,9 @@ public final class HTTPServer: @unchecked Sendable {
         // Quiescing hands the listening socket back to us: close it, or the
         // kernel keeps accepting connections nobody will ever answer.
         let listener = MHD_quiesce_daemon(daemon)
+        // Waiting connections are told the server is going (and parked ones
+        // resumed) before the daemon closes what remains.
+        drain?()
         MHD_stop_daemon(daemon)
         if listener >= 0 { close(listener) }
     }
@@ -82,6 +111,28 @@ public final class HTTPServer: @unchecked Sendable {
         var body = Data()
         var tooLarge = false
         let started = DispatchTime.now().uptimeNanoseconds
+        /// A long poll parked on this connection, answered when it is resumed.
+        var poll: LongPoll?
+    }
+
+    /// A connection libmicrohttpd lets us resume from any thread (the hub's
+    /// wake-ups come from the thread that committed). A parked connection
+    /// stays open until resumed, so the pointer is valid whenever the hub
+    /// holds the resume.
+    struct ConnectionHandle: @unchecked Sendable {
+        let connection: OpaquePointer
+        func suspend() { _ = MHD_suspend_connection(connection) }
+        func resume() { _ = MHD_resume_connection(connection) }
+    }
+
+    /// A stream's state between libmicrohttpd's calls to its reader.
+    final class StreamContext {
+        let stream: LiveStream
+        let handle: ConnectionHandle
+        init(stream: LiveStream, handle: ConnectionHandle) {
+            self.stream = stream
+            self.handle = handle
+        }
     }
 
     static let accessHandler: MHD_AccessHandlerCallback = {
@@ -116,7 +167,12 @@ public final class HTTPServer: @unchecked Sendable {
         let methodText = method.map { String(cString: $0) } ?? "GET"
         let path = url.map { String(cString: $0) } ?? "/"
         var response: HTTPResponse
-        if state.tooLarge {
+        let handle = ConnectionHandle(connection: connection)
+        if let poll = state.poll {
+            // Resumed: the long poll was woken (a commit, its wait ran out, or shutdown).
+            state.poll = nil
+            response = poll.respond()
+        } else if state.tooLarge {
             response = SyncServer.errorResponse(
                 APIError(.payloadTooLarge, "The request body is larger than \(server.maxBodyBytes / 1_048_576) MiB."),
                 user: nil)
@@ -124,7 +180,17 @@ public final class HTTPServer: @unchecked Sendable {
             let request = HTTPRequest(
                 method: methodText, path: path, query: HTTPServer.arguments(connection),
                 headers: HTTPServer.headers(connection, ["Authorization", "Content-Type"]), body: state.body)
-            response = server.handler(request)
+            switch server.handler(request) {
+            case .now(let answer):
+                response = answer
+            case .wait(let poll):
+                state.poll = poll
+                if poll.park({ handle.suspend() }, resume: { handle.resume() }) { return outpost_mhd_yes() }
+                state.poll = nil
+                response = poll.respond()
+            case .stream(let stream):
+                return server.startStream(stream, on: handle, request: request, state: state)
+            }
         }
         let requestID = server.requestCounter.next()
         response.headers["X-Request-Id"] = requestID
@@ -140,8 +206,47 @@ public final class HTTPServer: @unchecked Sendable {
 
     static let completedHandler: MHD_RequestCompletedCallback = { _, _, requestContext, _ in
         guard let requestContext, let pointer = requestContext.pointee else { return }
-        Unmanaged<RequestState>.fromOpaque(pointer).release()
+        let state = Unmanaged<RequestState>.fromOpaque(pointer).takeRetainedValue()
+        state.poll?.abandon()
         requestContext.pointee = nil
+    }
+
+    /// Answers `200 text/event-stream` and hands the body to the stream's reader.
+    private func startStream(
+        _ stream: LiveStream, on handle: ConnectionHandle, request: HTTPRequest, state: RequestState
+    ) -> MHD_Result {
+        let context = Unmanaged.passRetained(StreamContext(stream: stream, handle: handle)).toOpaque()
+        guard let response = outpost_mhd_stream_response(16 * 1024, Self.streamReader, context, Self.streamFreed) else {
+            Unmanaged<StreamContext>.fromOpaque(context).release()
+            stream.finished()
+            return outpost_mhd_no()
+        }
+        defer { MHD_destroy_response(response) }
+        let requestID = requestCounter.next()
+        for (name, value) in streamHeaders { _ = MHD_add_response_header(response, name, value) }
+        _ = MHD_add_response_header(response, "X-Request-Id", requestID)
+        if let log {
+            let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
+            log(RequestLogLine(id: requestID, method: request.method, path: request.path, status: 200, milliseconds: millis,
+                               user: stream.connection.interest.principal.user).text)
+        }
+        return MHD_queue_response(handle.connection, 200, response)
+    }
+
+    static let streamReader: MHD_ContentReaderCallback = { context, _, buffer, capacity in
+        guard let context, let buffer else { return outpost_mhd_content_end() }
+        let stream = Unmanaged<StreamContext>.fromOpaque(context).takeUnretainedValue()
+        let handle = stream.handle
+        switch stream.stream.read(into: buffer, capacity: capacity, park: { handle.suspend() }, resume: { handle.resume() }) {
+        case .bytes(let count): return count
+        case .parked: return 0
+        case .end: return outpost_mhd_content_end()
+        }
+    }
+
+    static let streamFreed: MHD_ContentReaderFreeCallback = { context in
+        guard let context else { return }
+        Unmanaged<StreamContext>.fromOpaque(context).takeRetainedValue().stream.finished()
     }
 
     private func send(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {

@@ -12,6 +12,8 @@ struct AssignService {
     let database: any ServerDatabase
     let config: ServerConfig
     let clock: any WallClock
+    /// Told whom the reassignment concerns: the scope the record left and the one it joined.
+    var hub: LiveHub?
 
     struct Assignment: Decodable {
         var owner: String
@@ -38,6 +40,8 @@ struct AssignService {
                 fields: ["owner": "must be printable text", "team": "must be printable text"])
         }
         let now = ServerTimestamp(clock.now())
+        var notice = CommitNotice()
+        defer { hub?.committed(notice) }
         return try database.write { sql in
             guard
                 var record = try sql.first(
@@ -61,6 +65,9 @@ struct AssignService {
                 "UPDATE records SET owner = ?, team = ?, version = ?, updated_at = ? WHERE id = ?",
                 [.text(assignment.owner), .text(assignment.team), .integer(version), .text(now.rawValue), .integer(record.id)])
             try FeedVersion.save(version, sql)
+            notice = CommitNotice()
+            notice.add(collection: collection, owner: record.owner, team: record.team)
+            notice.add(collection: collection, owner: assignment.owner, team: assignment.team)
             record.owner = assignment.owner
             record.team = assignment.team
             record.version = version

@@ -19,9 +19,21 @@ struct PullService {
         var windowStart: String?
     }
 
-    /// The answer body, built by hand so stored record data is spliced in
-    /// without being decoded and encoded again.
+    /// One page of the feed: the answer body (built by hand so stored record
+    /// data is spliced in without being decoded and encoded again), and
+    /// what the live channels need to know about it without parsing it.
+    struct Page {
+        var body: [UInt8]
+        var cursor: String
+        var hasMore: Bool
+        var changes: Int
+    }
+
     func pull(_ request: Request, as principal: Principal) throws -> [UInt8] {
+        try page(request, as: principal).body
+    }
+
+    func page(_ request: Request, as principal: Principal) throws -> Page {
         let scope = Scope(principal: principal, config: config)
         let collections = try collectionList(request.collections)
         let limit = request.limit ?? config.defaultPullLimit
@@ -139,7 +151,7 @@ struct PullService {
             out.append(contentsOf: #","server_time":""#.utf8)
             out.append(contentsOf: ServerTimestamp(clock.now()).rawValue.utf8)
             out.append(contentsOf: #""}"#.utf8)
-            return out
+            return Page(body: out, cursor: cursor, hasMore: hasMore, changes: taken)
         }
     }
 

@@ -12,6 +12,8 @@ struct PushService {
     let config: ServerConfig
     let clock: any WallClock
     var hooks: ServerHooks?
+    /// Told what each committed push touched (the live channels' wake-ups).
+    var hub: LiveHub?
 
     /// `caller`: the app version and schema the request declared, kept per client.
     func push(_ request: PushRequest, as principal: Principal, caller: CallerVersion = CallerVersion()) throws -> PushResponse {
@@ -20,10 +22,14 @@ struct PushService {
         }
         let now = ServerTimestamp(clock.now())
         let client = request.clientID.wireText
+        var notice = CommitNotice()
+        defer { hub?.committed(notice) }
         return try database.write { sql in
             var session = PushSession(
                 sql: sql, config: config, principal: principal, client: client, now: now,
                 version: try FeedVersion.current(sql))
+            // A transaction retried after a busy database starts its notice again.
+            notice = CommitNotice()
             var lastSeq =
                 try sql.first(
                     "SELECT last_seq FROM client_seqs WHERE user_id = ? AND client_id = ?",
@@ -72,6 +78,7 @@ struct PushService {
                 ])
             if session.version != startVersion { try FeedVersion.save(session.version, sql) }
             try hooks?.beforePushCommit?(principal.user)
+            notice = session.notice
             return PushResponse(results: results, lastSeq: lastSeq, serverTime: now)
         }
     }
@@ -96,6 +103,8 @@ struct PushSession {
     let client: String
     let now: ServerTimestamp
     var version: Int64
+    /// What this push wrote: the collections, owners and teams it touched.
+    var notice = CommitNotice()
 
     var scope: Scope { Scope(principal: principal, config: config) }
 
@@ -236,6 +245,7 @@ struct PushSession {
             data[window] = .string(now.rawValue)
         }
         version += 1
+        notice.add(collection: mutation.collection, owner: principal.user, team: principal.team)
         try sql.execute(
             """
             INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
@@ -258,6 +268,7 @@ struct PushSession {
         _ existing: ServerRecord, data: JSONObject?, schema: CollectionSchema, deviceTime: ServerTimestamp?
     ) throws -> ServerRecord {
         version += 1
+        notice.add(collection: existing.collection, owner: existing.owner, team: existing.team)
         try sql.execute(
             "UPDATE records SET version = ?, updated_at = ?, deleted = ?, window_at = ?, data = ?, device_time = ? WHERE id = ?",
             [

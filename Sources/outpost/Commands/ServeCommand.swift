@@ -72,8 +72,7 @@ enum ServeCommand {
         do {
             http = try HTTPServer(
                 host: host, port: UInt16(port), threads: threads, maxBodyBytes: config.maxBodyBytes,
-                connections: config.connections, log: log
-            ) { server.handle($0) }
+                connections: config.connections, log: log, server: server)
         } catch let error as ServeError {
             throw CommandFailure(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }

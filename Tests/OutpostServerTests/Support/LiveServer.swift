@@ -75,8 +75,7 @@ final class LiveServer: @unchecked Sendable {
         server = try SyncServer(database: database, config: config, clock: clock)
         let server = self.server
         http = try HTTPServer(
-            port: 0, threads: 4, maxBodyBytes: config.maxBodyBytes, connections: config.connections, log: log
-        ) { server.handle($0) }
+            port: 0, threads: 4, maxBodyBytes: config.maxBodyBytes, connections: config.connections, log: log, server: server)
         base = URL(string: "http://127.0.0.1:\(http.port)")!
     }
 

@@ -1,0 +1,50 @@
+import Foundation
+
+/// How the HTTP layer answers a request that may wait for changes.
+public enum LiveAnswer: Sendable {
+    /// Answer now.
+    case now(HTTPResponse)
+    /// A long poll with nothing to send yet: park the connection until
+    /// `poll` is woken, then answer with `poll.respond()`.
+    case wait(LongPoll)
+    /// A stream: send `200 text/event-stream`, then its events as
+    /// `stream.read` produces them.
+    case stream(LiveStream)
+}
+
+/// Headers of every `GET /v1/stream` answer: never cached, and never
+/// buffered by a proxy that honours `X-Accel-Buffering` (nginx).
+let streamHeaders = [
+    "Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no",
+]
+
+/// A `GET /v1/pull?…&wait=N` with nothing after its cursor yet.
+public final class LongPoll: Sendable {
+    let connection: LiveConnection
+    private let server: SyncServer
+    private let request: HTTPRequest
+
+    init(connection: LiveConnection, server: SyncServer, request: HTTPRequest) {
+        self.connection = connection
+        self.server = server
+        self.request = request
+    }
+
+    /// Parks the waiting connection with `park` unless it was woken
+    /// already; `resume` undoes it, from any thread. Returns whether it parked.
+    public func park(_ park: () -> Void, resume: @escaping @Sendable () -> Void) -> Bool {
+        connection.parkUnlessPending(park: park, resume: resume)
+    }
+
+    /// The answer once woken: the page after the cursor (empty when the
+    /// wait ran out), or the error that closed it.
+    public func respond() -> HTTPResponse {
+        let pending = connection.takePending()
+        server.liveHub.close(connection)
+        if let error = pending.closing { return SyncServer.errorResponse(error, user: connection.interest.principal.user) }
+        return server.handle(request)
+    }
+
+    /// The client went away before the answer.
+    public func abandon() { server.liveHub.close(connection) }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import OutpostCore
+
+/// Every waiting connection of this server process (long polls and
+/// streams), indexed by whom they serve, so a commit wakes only the
+/// connections whose scope it may touch, and a clock that ends long polls,
+/// sends heartbeats and closes streams at their maximum duration.
+///
+/// No thread waits for a connection: a parked connection is suspended in
+/// libmicrohttpd and costs its socket and this entry.
+final class LiveHub: Sendable {
+    struct Settings: Sendable {
+        /// A stream sends a heartbeat at least this often.
+        var heartbeat: Duration = .seconds(15)
+        /// A stream is closed after this long; the client reconnects from its cursor.
+        var maxStreamDuration: Duration = .seconds(300)
+    }
+
+    enum Kind: Sendable { case longPoll, stream }
+
+    private struct Entry {
+        let connection: LiveConnection
+        let kind: Kind
+        var nextHeartbeat: UInt64
+    }
+
+    private struct State {
+        var entries: [UInt64: Entry] = [:]
+        var byUser: [String: Set<UInt64>] = [:]
+        var byTeam: [String: Set<UInt64>] = [:]
+        /// Admins: every commit in their collections concerns them.
+        var everyone: Set<UInt64> = []
+        var nextID: UInt64 = 0
+        var closing: APIError?
+    }
+
+    let settings: Settings
+    private let state = Locked(State())
+    // Made and started in `init`, cancelled in `deinit`; never touched between.
+    nonisolated(unsafe) private let timer: any DispatchSourceTimer
+    /// Called on the hub's clock while connections wait: how the server
+    /// notices revocations made by another process (the CLI).
+    private let onTick: Locked<(@Sendable ([LiveConnection]) -> Void)?> = Locked(nil)
+
+    init(settings: Settings = Settings()) {
+        self.settings = settings
+        timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "outpost.live-hub"))
+        timer.schedule(deadline: .now() + .milliseconds(250), repeating: .milliseconds(250), leeway: .milliseconds(50))
+        timer.setEventHandler { [weak self] in self?.tick() }
+        timer.resume()
+    }
+
+    deinit { timer.cancel() }
+
+    static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    private static func nanoseconds(_ duration: Duration) -> UInt64 {
+        UInt64(max(0, duration.components.seconds)) * 1_000_000_000 + UInt64(max(0, duration.components.attoseconds / 1_000_000_000))
+    }
+
+    /// Registers a waiting connection; nil while the server shuts down
+    /// (the caller answers `unavailable`). `wait` is the long poll's wait,
+    /// ignored for streams (they last up to the maximum duration).
+    func open(kind: Kind, interest: LiveInterest, token: String?, wait: Duration, changesPending: Bool) -> LiveConnection? {
+        let now = Self.now()
+        return state.withLock { state -> LiveConnection? in
+            guard state.closing == nil else { return nil }
+            state.nextID += 1
+            let id = state.nextID
+            let lasts = kind == .stream ? settings.maxStreamDuration : wait
+            let connection = LiveConnection(
+                id: id, interest: interest, token: token, deadline: now + Self.nanoseconds(lasts), changesPending: changesPending)
+            state.entries[id] = Entry(connection: connection, kind: kind, nextHeartbeat: now + Self.nanoseconds(settings.heartbeat))
+            switch interest.principal.role {
+            case .admin: state.everyone.insert(id)
+            case .field: state.byUser[interest.principal.user, default: []].insert(id)
+            case .coordinator: state.byTeam[interest.principal.team, default: []].insert(id)
+            }
+            return connection
+        }
+    }
+
+    /// The connection ended (answered, closed by the client, or by the server).
+    func close(_ connection: LiveConnection) {
+        state.withLock { state in
+            guard state.entries.removeValue(forKey: connection.id) != nil else { return }
+            let principal = connection.interest.principal
+            state.everyone.remove(connection.id)
+            state.byUser[principal.user]?.remove(connection.id)
+            if state.byUser[principal.user]?.isEmpty == true { state.byUser[principal.user] = nil }
+            state.byTeam[principal.team]?.remove(connection.id)
+            if state.byTeam[principal.team]?.isEmpty == true { state.byTeam[principal.team] = nil }
+        }
+    }
+
+    /// Connections waiting now.
+    var count: Int { state.withLock { $0.entries.count } }
+
+    /// A write committed: wakes the connections it may concern.
+    func committed(_ notice: CommitNotice) {
+        guard !notice.isEmpty else { return }
+        let woken = state.withLock { state -> [LiveConnection] in
+            var candidates = state.everyone
+            for owner in notice.owners { candidates.formUnion(state.byUser[owner] ?? []) }
+            for team in notice.teams { candidates.formUnion(state.byTeam[team] ?? []) }
+            var found = candidates.compactMap { state.entries[$0]?.connection }
+            // Reference data concerns everyone who follows it (rare: only admins write it).
+            if let anyone = state.entries.values.first?.connection,
+                !anyone.interest.readOnly.isDisjoint(with: notice.collections)
+            {
+                found = state.entries.values.map(\.connection)
+            }
+            return found.filter { $0.interest.isTouched(by: notice) }
+        }
+        for connection in woken { connection.signal { $0.changes = true } }
+    }
+
+    /// Ends every connection with `error` (a graceful shutdown says
+    /// `unavailable` with Retry-After), and refuses new ones.
+    func closeAll(with error: APIError) {
+        let all = state.withLock { state -> [LiveConnection] in
+            state.closing = error
+            return state.entries.values.map(\.connection)
+        }
+        for connection in all { connection.signal { $0.closing = error } }
+    }
+
+    /// Ends the connections holding one of these tokens (hashes) with `error`.
+    func close(tokens hashes: Set<String>, with error: APIError) {
+        let matching = state.withLock { state in
+            state.entries.values.map(\.connection).filter { $0.token.map { hashes.contains(SHA256.hex($0)) } ?? false }
+        }
+        for connection in matching { connection.signal { $0.closing = error } }
+    }
+
+    func setTickHandler(_ handler: @escaping @Sendable ([LiveConnection]) -> Void) {
+        onTick.withLock { $0 = handler }
+    }
+
+    private func tick() {
+        let now = Self.now()
+        let (expired, heartbeats, all) = state.withLock { state -> ([LiveConnection], [LiveConnection], [LiveConnection]) in
+            var expired: [LiveConnection] = []
+            var heartbeats: [LiveConnection] = []
+            for (id, entry) in state.entries {
+                if now >= entry.connection.deadline { expired.append(entry.connection) }
+                if entry.kind == .stream, now >= entry.nextHeartbeat {
+                    heartbeats.append(entry.connection)
+                    state.entries[id]?.nextHeartbeat = now + Self.nanoseconds(settings.heartbeat)
+                }
+            }
+            return (expired, heartbeats, state.entries.isEmpty ? [] : state.entries.values.map(\.connection))
+        }
+        for connection in expired { connection.signal { $0.deadline = true } }
+        for connection in heartbeats { connection.signal { $0.heartbeat = true } }
+        if !all.isEmpty, let handler = onTick.current { handler(all) }
+    }
+}

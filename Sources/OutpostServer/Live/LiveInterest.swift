@@ -1,0 +1,24 @@
+import Foundation
+
+/// Who a waiting connection serves and which of their collections it
+/// follows: what decides whether a commit wakes it.
+struct LiveInterest: Sendable {
+    let principal: Principal
+    let collections: Set<String>
+    /// Collections everyone reads (reference data): any write to one wakes
+    /// every connection that follows it.
+    let readOnly: Set<String>
+
+    /// Whether the commit may change what this connection's pull returns.
+    /// Never false for a commit that does; a spurious wake costs one empty
+    /// pull.
+    func isTouched(by notice: CommitNotice) -> Bool {
+        guard !collections.isDisjoint(with: notice.collections) else { return false }
+        if !readOnly.isDisjoint(with: notice.collections.intersection(collections)) { return true }
+        switch principal.role {
+        case .admin: return true
+        case .field: return notice.owners.contains(principal.user)
+        case .coordinator: return notice.teams.contains(principal.team)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import OutpostCore
+
+extension SyncServer {
+    /// Answers a request over a real socket: like ``handle(_:)``, except
+    /// that a long poll (`GET /v1/pull?…&wait=N`) with nothing to send
+    /// waits, and `GET /v1/stream` becomes a stream of events.
+    public func answer(_ request: HTTPRequest) -> LiveAnswer {
+        guard request.method == "GET" else { return .now(handle(request)) }
+        switch request.path {
+        case "/v1/stream": return stream(request)
+        case "/v1/pull" where request.query["wait"] != nil: return longPoll(request)
+        default: return .now(handle(request))
+        }
+    }
+
+    /// Ends every waiting connection with `unavailable` and a Retry-After
+    /// (graceful shutdown), then waits up to `grace` for them to go.
+    public func closeLiveConnections(grace: Duration = .seconds(2)) {
+        liveHub.closeAll(with: APIError(
+            .unavailable, "The server is restarting. Your device reconnects by itself in a moment.", retryAfter: 2))
+        let deadline = ContinuousClock.now + grace
+        while liveHub.count > 0 && ContinuousClock.now < deadline { usleep(10_000) }
+    }
+
+    /// Waiting connections now (long polls and streams).
+    public var liveConnections: Int { liveHub.count }
+
+    private func longPoll(_ request: HTTPRequest) -> LiveAnswer {
+        guard let text = request.query["wait"], let seconds = Int(text), (0...Self.maxWait).contains(seconds) else {
+            return .now(Self.errorResponse(
+                APIError(.invalidRequest, "wait must be a number of seconds from 0 to \(Self.maxWait).",
+                         fields: ["wait": "must be 0 to \(Self.maxWait)"]), user: nil))
+        }
+        guard seconds > 0 else { return .now(handle(request)) }
+        let principal: Principal
+        let collections: Set<String>
+        do {
+            try checkSchema(request)
+            principal = try tokens.authenticate(Self.bearer(request))
+            collections = try liveCollections(request)
+        } catch {
+            return .now(handle(request))  // the same error pull answers, in the same words
+        }
+        // Registered before the first read: a commit after that read wakes it.
+        let token = Self.bearer(request)
+        guard let connection = liveHub.open(
+            kind: .longPoll, interest: interest(principal, collections), token: token, wait: .seconds(seconds),
+            changesPending: false)
+        else { return .now(Self.errorResponse(APIError.unavailable, user: principal.user)) }
+        let first = handle(request)
+        if first.status != 200 || !Self.isEmptyPage(first.body) {
+            liveHub.close(connection)
+            return .now(first)
+        }
+        return .wait(LongPoll(connection: connection, server: self, request: request))
+    }
+
+    private func stream(_ request: HTTPRequest) -> LiveAnswer {
+        var user: String?
+        do {
+            try checkSchema(request)
+            let principal = try tokens.authenticate(Self.bearer(request))
+            user = principal.user
+            try limiter?.admit(principal.user)
+            let collections = try liveCollections(request)
+            var limit: Int?
+            if let text = request.query["limit"] {
+                guard let value = Int(text) else {
+                    throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
+                }
+                limit = value
+            }
+            let pull = PullService.Request(
+                collections: Array(collections), cursor: request.query["cursor"], limit: limit,
+                windowStart: request.query["window_start"])
+            guard let connection = liveHub.open(
+                kind: .stream, interest: interest(principal, collections), token: Self.bearer(request), wait: .zero,
+                changesPending: false)
+            else { throw APIError.unavailable }
+            // The first page is read here, so a bad cursor or a needed
+            // resync is a plain error answer, not a stream that ends at once.
+            do {
+                let first = try PullService(database: database, config: config, clock: clock).page(pull, as: principal)
+                return .stream(LiveStream(connection: connection, server: self, pull: pull, first: first))
+            } catch {
+                liveHub.close(connection)
+                throw error
+            }
+        } catch let error as APIError {
+            return .now(Self.errorResponse(error, user: user))
+        } catch let failure as TokenStore.Failure {
+            return .now(Self.errorResponse(Self.authError(failure), user: user))
+        } catch {
+            return .now(Self.errorResponse(APIError.unavailable, user: user, cause: String(describing: error)))
+        }
+    }
+
+    static let maxWait = 60
+
+    private func interest(_ principal: Principal, _ collections: Set<String>) -> LiveInterest {
+        LiveInterest(principal: principal, collections: collections, readOnly: Set(config.readOnlyCollections))
+    }
+
+    /// The collections a live request follows: the ones it names, or all.
+    private func liveCollections(_ request: HTTPRequest) throws -> Set<String> {
+        guard let names = request.query["collections"], !names.isEmpty else { return Set(config.collections.keys) }
+        let requested = Set(names.split(separator: ",").map(String.init))
+        let unknown = requested.filter { config.collections[$0] == nil }.sorted()
+        guard unknown.isEmpty else {
+            throw APIError(
+                .invalidRequest, "Unknown collection: \(unknown.joined(separator: ", ")).",
+                fields: ["collections": "names unknown collections: \(unknown.joined(separator: ", "))"])
+        }
+        return requested
+    }
+
+    static func bearer(_ request: HTTPRequest) -> String? {
+        guard let header = request.headers["authorization"], header.hasPrefix("Bearer ") else { return nil }
+        return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// Whether a pull answer (built by `PullService`) carries no change.
+    static func isEmptyPage(_ body: [UInt8]) -> Bool {
+        body.starts(with: Array(#"{"changes":[]"#.utf8))
+    }
+}

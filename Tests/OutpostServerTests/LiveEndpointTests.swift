@@ -1,0 +1,207 @@
+import Foundation
+import Outpost
+import OutpostCore
+@testable import OutpostServer
+import OutpostTesting
+import Testing
+
+/// A live stream read as the library reads it: events as they arrive.
+final class EventReader: @unchecked Sendable {
+    // @unchecked Sendable: `events` is only touched through `Locked`.
+    let status: Int
+    let headers: [String: String]
+    private let events = Locked<[ServerEvent]>([])
+    private let ended = Locked<Bool>(false)
+    private let reader: Task<Void, Never>
+
+    private let transport: URLSessionTransport
+
+    init(_ live: LiveServer, _ target: String, token: String?) async throws {
+        transport = URLSessionTransport(baseURL: live.base)
+        let stream = try await transport.openStream(
+            TransportRequest(
+                method: "GET", target: target, headers: token.map { ["Authorization": "Bearer \($0)"] } ?? [:], timeout: 10))
+        status = stream.status
+        headers = stream.headers
+        let events = self.events
+        let ended = self.ended
+        reader = Task {
+            var parser = ServerEventParser()
+            do {
+                for try await chunk in stream.bytes {
+                    let parsed = parser.feed(chunk)
+                    events.withLock { $0 += parsed }
+                }
+            } catch {}
+            ended.withLock { $0 = true }
+        }
+    }
+
+    deinit { reader.cancel() }
+
+    var all: [ServerEvent] { events.current }
+    var isEnded: Bool { ended.current }
+
+    func changes() throws -> [PullChange] {
+        try all.filter { $0.name == "changes" }.flatMap { try WireCoding.decode(PullResponse.self, from: $0.data).changes }
+    }
+
+    /// Waits (bounded) until `condition` holds over the events so far.
+    func wait(_ what: String, timeout: Duration = .seconds(15), _ condition: @Sendable ([ServerEvent]) throws -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try condition(all) { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw WaitTimedOut(what, timeout: timeout)
+    }
+
+    func close() { reader.cancel() }
+}
+
+extension PullChange {
+    var record: WireRecord? {
+        if case .record(let record) = self { return record }
+        return nil
+    }
+}
+
+/// Waits (in real time, bounded) until a condition holds.
+func eventually(_ what: String, timeout: Duration = .seconds(15), _ condition: @Sendable () throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try condition() { return }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    throw WaitTimedOut(what, timeout: timeout)
+}
+
+/// `GET /v1/pull?wait=` and `GET /v1/stream` against a real socket: answers
+/// come the moment a change in the caller's scope commits, never another
+/// person's, and streams end plainly on revocation and shutdown.
+@Suite("Live endpoints", .timeLimit(.minutes(3)))
+struct LiveEndpointTests {
+    static func config(heartbeat: Int = 15) throws -> ServerConfig {
+        var config = try ServerConfig()
+        config.heartbeatSeconds = heartbeat
+        return config
+    }
+
+    func person(_ device: TestDevice, _ name: String) -> PushRequest {
+        device.request(device.mutation(.create, data: ["name": .string(name)]))
+    }
+
+    @Test(arguments: Backend.available)
+    func aLongPollAnswersWhenAChangeInItsScopeCommitsAndNotBefore(backend: Backend) async throws {
+        let live = try LiveServer(backend, config: try Self.config())
+        let ana = try live.token("u-1")
+        let bea = try live.token("u-2")
+        let (_, cursor) = try await live.pullAll(token: ana)
+        let cursorText = try #require(cursor).rawValue
+        let started = ContinuousClock.now
+        let poll = Task { try await live.get("/v1/pull?cursor=\(cursorText)&wait=20", token: ana) }
+        try await Task.sleep(for: .milliseconds(300))
+        // Another field user's write is not Ana's business: it must not answer her.
+        _ = try await live.push(person(TestDevice(), "Bea's own"), token: bea)
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(live.server.liveConnections == 1, "still waiting after someone else's commit")
+        _ = try await live.push(person(TestDevice(), "Ana's"), token: ana)
+        let answer = try await poll.value(within: .seconds(10), "the long poll answered after Ana's commit")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(answer.status == 200)
+        let page = try answer.decode(PullResponse.self)
+        #expect(page.changes.map { $0.record?.data?["name"] } == [JSONValue.string("Ana's")])
+        #expect(live.server.liveConnections == 0)
+
+        // Nothing new: the wait runs out and the same cursor comes back.
+        let empty = try await live.get("/v1/pull?cursor=\(page.cursor.rawValue)&wait=1", token: ana)
+        #expect(empty.status == 200)
+        let emptyPage = try empty.decode(PullResponse.self)
+        #expect(emptyPage.changes.isEmpty && emptyPage.cursor == page.cursor)
+    }
+
+    @Test(arguments: Backend.available)
+    func aStreamCarriesTheScopeInOrderAndNothingElse(backend: Backend) async throws {
+        let live = try LiveServer(backend, config: try Self.config())
+        let ana = try live.token("u-1")
+        let bea = try live.token("u-2")
+        let coordinator = try live.token("c-1", .coordinator)
+        _ = try await live.push(person(TestDevice(), "before"), token: ana)
+        let anaStream = try await EventReader(live, "/v1/stream?collections=people", token: ana)
+        #expect(anaStream.status == 200)
+        #expect(anaStream.headers["content-type"] == "text/event-stream")
+        #expect(anaStream.headers["x-accel-buffering"] == "no")
+        let teamStream = try await EventReader(live, "/v1/stream?collections=people", token: coordinator)
+        try await anaStream.wait("the backlog after no cursor") { _ in try anaStream.changes().count == 1 }
+        #expect(anaStream.all.first?.name == "heartbeat", "a heartbeat first: the stream is open")
+
+        let device = TestDevice()
+        for name in ["one", "two", "three"] { _ = try await live.push(person(device, name), token: ana) }
+        _ = try await live.push(person(TestDevice(), "Bea's"), token: bea)
+        try await anaStream.wait("Ana's three new records") { _ in try anaStream.changes().count == 4 }
+        try await teamStream.wait("the team's five") { _ in try teamStream.changes().count == 5 }
+        let names = try anaStream.changes().compactMap { $0.record?.data?["name"]?.stringValue }
+        #expect(names == ["before", "one", "two", "three"], "commit order, and never another field user's record")
+        let versions = try teamStream.changes().compactMap { $0.record?.version }
+        #expect(versions == versions.sorted())
+    }
+
+    @Test(arguments: Backend.available)
+    func aRevokedTokenEndsItsStreamAtOnce(backend: Backend) async throws {
+        let live = try LiveServer(backend, config: try Self.config())
+        let ana = try live.token("u-1")
+        let stream = try await EventReader(live, "/v1/stream", token: ana)
+        try await stream.wait("the first heartbeat") { !$0.isEmpty }
+        let revokedAt = ContinuousClock.now
+        try live.server.tokens.revoke(ana)
+        try await stream.wait("the error event") { $0.contains { $0.name == "error" } }
+        #expect(ContinuousClock.now - revokedAt < .seconds(5), "within the revocation watch's second, not a heartbeat later")
+        let error = try #require(stream.all.last { $0.name == "error" })
+        #expect(try WireCoding.decode(ErrorBody.self, from: error.data).code == .tokenRevoked)
+        try await eventually("the server closed the stream") { stream.isEnded }
+    }
+
+    @Test func shutdownEndsEveryStreamWithUnavailable() async throws {
+        let live = try LiveServer(.sqlite, config: try Self.config())
+        let ana = try live.token("u-1")
+        let first = try await EventReader(live, "/v1/stream", token: ana)
+        let second = try await EventReader(live, "/v1/stream", token: ana)
+        try await first.wait("open") { !$0.isEmpty }
+        try await second.wait("open") { !$0.isEmpty }
+        let cursor = try #require(try await live.pullAll(token: ana).cursor).rawValue
+        let poll = Task { try await live.get("/v1/pull?cursor=\(cursor)&wait=30", token: ana) }
+        try await eventually("the long poll waits") { live.server.liveConnections == 3 }
+        live.http.stop()
+        for stream in [first, second] {
+            try await stream.wait("the shutdown event") { $0.contains { $0.name == "error" } }
+            let body = try WireCoding.decode(ErrorBody.self, from: try #require(stream.all.last).data)
+            #expect(body.code == .unavailable)
+        }
+        let answer = try await poll.value(within: .seconds(10), "the long poll answered at shutdown")
+        #expect(answer.status == 503 && answer.headers["retry-after"] != nil, "\(answer.status) \(answer.headers) \(answer.text)")
+    }
+
+    @Test func heartbeatsKeepAnIdleStreamVisiblyAlive() async throws {
+        let live = try LiveServer(.sqlite, config: try Self.config(heartbeat: 1))
+        let ana = try live.token("u-1")
+        let stream = try await EventReader(live, "/v1/stream", token: ana)
+        try await stream.wait("three heartbeats", timeout: .seconds(10)) { $0.filter { $0.name == "heartbeat" }.count >= 3 }
+        let beat = try #require(stream.all.last)
+        #expect(String(decoding: beat.data, as: UTF8.self).contains("server_time"))
+    }
+
+    @Test func badLiveRequestsAreClearErrors() async throws {
+        let live = try LiveServer(.sqlite, config: try Self.config())
+        let ana = try live.token("u-1")
+        let badWait = try await live.get("/v1/pull?wait=abc", token: ana)
+        #expect(badWait.status == 400 && badWait.error?.fields?["wait"] != nil)
+        #expect(try await live.get("/v1/pull?wait=61", token: ana).status == 400)
+        let noToken = try await EventReader(live, "/v1/stream", token: nil)
+        #expect(noToken.status == 401)
+        let badCursor = try await EventReader(live, "/v1/stream?cursor=nonsense", token: ana)
+        #expect(badCursor.status == 400)
+        let unknown = try await EventReader(live, "/v1/stream?collections=nope", token: ana)
+        #expect(unknown.status == 400)
+        #expect(live.server.liveConnections == 0, "nothing left waiting after a refusal")
+    }
+}
