@@ -125,3 +125,23 @@ extension SyncServer {
         body.starts(with: Array(#"{"changes":[]"#.utf8))
     }
 }
+
+extension SyncServer {
+    /// Answers a request in process (tests, the simulation): a long poll
+    /// waits, without a thread, until it is woken; a stream is refused,
+    /// since nothing here can carry one.
+    public func respond(_ request: HTTPRequest) async -> HTTPResponse {
+        switch answer(request) {
+        case .now(let response):
+            return response
+        case .wait(let poll):
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                if !poll.park({}, resume: { continuation.resume() }) { continuation.resume() }
+            }
+            return poll.respond()
+        case .stream(let stream):
+            stream.finished()
+            return Self.errorResponse(APIError(.notFound, "Streams need a socket: use a long poll in process."), user: nil)
+        }
+    }
+}

@@ -66,6 +66,7 @@ public final class SimulatedDevice: @unchecked Sendable {
             store = try open()
         }
         var options = SyncOptions()
+        options.liveUpdates = false  // measured (or replayed) cycle by cycle
         options.periodicInterval = nil
         // The simulation never moves its monotonic clock, so a reconnection's
         // jittered sync never fires on its own: every cycle is one the

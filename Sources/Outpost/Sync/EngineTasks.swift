@@ -6,6 +6,8 @@ import Foundation
 struct EngineTasks {
     var cycle: Task<Void, Never>?
     var retry: Task<Void, Never>?
+    /// The live channel (a stream or long polls), while one runs.
+    var live: Task<Void, Never>?
     private var others: [UInt64: Task<Void, Never>] = [:]
     private var nextID: UInt64 = 0
 
@@ -25,14 +27,20 @@ struct EngineTasks {
         retry = nil
     }
 
+    mutating func cancelLive() {
+        live?.cancel()
+        live = nil
+    }
+
     mutating func cancelAll() {
         cycle?.cancel()
         cycle = nil
+        cancelLive()
         cancelRetry()
         others.values.forEach { $0.cancel() }
         others.removeAll()
     }
 
     /// How many tasks are running (tests check that stop leaves none).
-    var count: Int { (cycle == nil ? 0 : 1) + (retry == nil ? 0 : 1) + others.count }
+    var count: Int { (cycle == nil ? 0 : 1) + (retry == nil ? 0 : 1) + (live == nil ? 0 : 1) + others.count }
 }

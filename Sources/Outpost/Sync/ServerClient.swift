@@ -6,7 +6,7 @@ import OutpostCore
 struct ServerClient: Sendable {
     let transport: any SyncTransport
     let token: String?
-    let timeout: TimeInterval
+    var timeout: TimeInterval
     let clock: any MonotonicClock
     /// `Outpost-Schema` and `Outpost-Client`, sent on every request.
     var identity: [String: String] = [:]
@@ -27,13 +27,24 @@ struct ServerClient: Sendable {
         try await call("POST", "/v1/push", body: try WireCoding.encode(request))
     }
 
-    func pull(collections: [String], cursor: PullCursor?, limit: Int, windowStart: ServerTimestamp?) async throws
-        -> Answer<RawPullPage>
+    /// A page after `cursor`; with `wait`, the server holds the request up
+    /// to that many seconds until there is one (a long poll).
+    func pull(collections: [String], cursor: PullCursor?, limit: Int, windowStart: ServerTimestamp?, wait: Int? = nil)
+        async throws -> Answer<RawPullPage>
     {
         var target = "/v1/pull?collections=\(collections.joined(separator: ","))&limit=\(limit)"
         if let cursor { target += "&cursor=\(Self.escape(cursor.rawValue))" }
         if let windowStart { target += "&window_start=\(Self.escape(windowStart.rawValue))" }
+        if let wait { target += "&wait=\(wait)" }
         return try await call("GET", target) { try RawPullPage.parse($0) }
+    }
+
+    /// The request headers every call carries.
+    func headers(accept: String) -> [String: String] {
+        var headers = identity
+        headers["Accept"] = accept
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return headers
     }
 
     func scope(windowStart: ServerTimestamp? = nil) async throws -> Answer<ScopeResponse> {

@@ -23,6 +23,7 @@ extension SyncEngine {
 
     /// The app came back to the foreground.
     public func enteredForeground() {
+        isInForeground = true
         trigger(.foreground)
     }
 
@@ -51,6 +52,9 @@ extension SyncEngine {
     /// coming back at once do not call at once.
     func reconnected(abandonCycle: Bool) async {
         emit(.freshSessionNeeded)
+        // Stale reads are cancelled: the live channel reopens only after the
+        // snapshot this reconnection's sync takes.
+        stopLive()
         if abandonCycle, schedule.abandonRunningCycle() {
             tasks.cycle?.cancel()
             tasks.cycle = nil

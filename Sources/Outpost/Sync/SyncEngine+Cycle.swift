@@ -11,7 +11,7 @@ extension SyncEngine {
     }
 
     /// One sync cycle: push everything that can go, then pull until up to date.
-    func runCycle(_ trigger: SyncTrigger, generation: UInt64) async -> SyncReport {
+    func runCycle(_ trigger: SyncTrigger, generation: UInt64, pulls: Bool = true) async -> SyncReport {
         var report = SyncReport(trigger: trigger)
         let started = clock.now()
         let networkBefore = connectivity.state
@@ -65,7 +65,11 @@ extension SyncEngine {
                 } catch let error where !(error is SyncFailure || error is StaleGeneration || error is CancellationError) {
                     pushFailure = error
                 }
-                try await pullPhase(generation, &report)
+                if pulls {
+                    // A live page still being stored lands before this snapshot, never after it.
+                    await awaitLiveApply()
+                    try await pullPhase(generation, &report)
+                }
                 if let pushFailure { throw pushFailure }
                 report.held = try await store.heldEntries()
                 schedule.succeeded()

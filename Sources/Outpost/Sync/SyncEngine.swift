@@ -36,6 +36,16 @@ public actor SyncEngine {
     var tasks = EngineTasks()
     /// Between ``start()`` and ``stop()``: the listeners and timers run.
     var isStarted = false
+    /// Until ``enteredBackground()``; ``enteredForeground()`` sets it again.
+    var isInForeground = true
+    /// Bumped whenever the live channel closes: its late events are dropped.
+    var liveGeneration: UInt64 = 0
+    /// Streams do not reach this server (a buffering proxy): long polls instead.
+    var streamsBuffered = false
+    /// A live page being stored (a cycle's pull waits for it).
+    var liveApply: Task<Void, any Error>?
+    /// When the last cycle started (monotonic): the periodic sync is rarer while live.
+    var lastCycleStartedAt: Duration?
     var waiters: [(target: Int, id: UInt64, continuation: CheckedContinuation<SyncReport?, Never>)] = []
     var nextWaiterID: UInt64 = 0
     var lastReport: SyncReport?
@@ -138,7 +148,9 @@ public actor SyncEngine {
         schedule.stop()
         // A cycle that was running is abandoned: its answers are dropped.
         _ = schedule.abandonRunningCycle()
+        liveGeneration += 1
         tasks.cancelAll()
+        status.live = .off
         statusListeners.finishAll()
         eventListeners.finishAll()
         telemetryListeners.finishAll()
@@ -158,13 +170,28 @@ public actor SyncEngine {
     /// Asks for a sync. Coalesces with a cycle in progress; automatic
     /// triggers respect a backoff wait, a manual one skips it.
     package func trigger(_ trigger: SyncTrigger) {
+        let now = clock.now()
+        // While the live channel brings every change, the periodic sync is
+        // only the safety net.
+        if trigger == .periodic, status.live == .live, let last = lastCycleStartedAt,
+            now - last < options.periodicIntervalWhileLive
+        {
+            return
+        }
         // A stopped engine starts nothing by itself; a sync the app asks
         // for (``sync(timeout:)``) still runs.
-        guard case .start(let cycle) = schedule.request(trigger, now: clock.now()) else { return }
+        guard case .start(let cycle) = schedule.request(trigger, now: now) else { return }
         if trigger == .manual { tasks.cancelRetry() }
+        lastCycleStartedAt = now
+        // With the channel live, sending local changes needs no pull: the
+        // channel brings what others wrote. Any other cycle takes a fresh
+        // snapshot, so the channel is closed first and reopened after it,
+        // from the new cursor.
+        let pulls = !(status.live == .live && tasks.live != nil && (trigger == .localChange || trigger == .retry))
+        if pulls { stopLive() }
         tasks.cycle = Task { [weak self] in
             guard let self else { return }
-            let report = await self.runCycle(trigger, generation: cycle.generation)
+            let report = await self.runCycle(trigger, generation: cycle.generation, pulls: pulls)
             await self.cycleFinished(cycle, report: report)
         }
     }
@@ -267,7 +294,11 @@ public actor SyncEngine {
         emit(.cycleCompleted(report))
         if !report.conflicts.isEmpty { emit(.conflicts(report.conflicts)) }
         if !report.rejected.isEmpty { emit(.rejected(report.rejected)) }
-        if let next { trigger(next) }
+        if let next {
+            trigger(next)
+        } else if report.failure == nil {
+            ensureLive()
+        }
     }
 
     // MARK: Failures and backoff

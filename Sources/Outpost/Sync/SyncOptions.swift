@@ -44,6 +44,23 @@ public struct SyncOptions: Sendable {
     public var capRows: Int64 = 5000
     /// How far back a capped download reaches. Default 365 days.
     public var capWindow: TimeInterval = 365 * 86_400
+    /// Keep a live channel while started, online and in the foreground:
+    /// other people's changes arrive as they commit. Default on.
+    public var liveUpdates = true
+    /// How often the server sends a heartbeat on a live stream (its
+    /// `heartbeat_seconds`, 15 s by default): no byte for two of these and
+    /// the channel is taken for dead.
+    public var liveHeartbeat: Duration = .seconds(15)
+    /// How long a new stream may take to deliver its first event before the
+    /// engine decides something in between buffers it (a proxy) and
+    /// long-polls that server instead. Default 10 s.
+    public var liveFirstEventLimit: Duration = .seconds(10)
+    /// How long one long poll waits on the server (at most 60 s). Default 25 s.
+    public var longPollWait = 25
+    /// While the live channel is up, the periodic sync runs this rarely:
+    /// the channel already brings every change; the periodic sync stays
+    /// as the safety net. Default 30 minutes.
+    public var periodicIntervalWhileLive: Duration = .seconds(1800)
 
     /// Creates options with every field at its default.
     public init() {}
@@ -65,6 +82,9 @@ public enum SyncTrigger: String, Sendable, Equatable, Codable {
     case retry
     /// New local changes to send.
     case localChange = "local_change"
+    /// The live channel met something only a full sync handles (a refused
+    /// token, a needed re-download).
+    case liveChannel = "live_channel"
 }
 
 extension SyncOptions {

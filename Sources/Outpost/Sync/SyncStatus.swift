@@ -68,6 +68,11 @@ public struct SyncStatus: Sendable, Equatable {
     /// (`426 upgrade_required`): capture goes on and is kept; sending waits
     /// for an update.
     public var updateRequired = false
+    /// The live channel: off, connecting, live (a stream) or polling (a
+    /// long poll, where a proxy buffers streams).
+    public var live: LiveChannelState = .off
+    /// The server's time of the last event the live channel received.
+    public var lastLiveEventAt: ServerTimestamp?
 
     /// Creates the status shown before the engine reports anything.
     public init() {}
@@ -77,4 +82,18 @@ public struct SyncStatus: Sendable, Equatable {
 
     /// The oldest of the collections' last syncs: how current the data shown is.
     public var dataUpdatedAt: ServerTimestamp? { lastSyncedAt.values.min() }
+}
+
+/// How the device hears about other people's changes.
+public enum LiveChannelState: String, Sendable, Equatable, Codable {
+    /// No live channel: in the background, stopped, signed out, offline,
+    /// or turned off in the options. Changes arrive at the next sync.
+    case off
+    /// Opening (or reopening) the channel.
+    case connecting
+    /// A stream is open: changes arrive as they commit.
+    case live
+    /// Streams do not get through here (a buffering proxy): the device asks
+    /// every few seconds with long polls instead.
+    case polling
 }

@@ -88,6 +88,7 @@ enum InitialSyncBench {
             path: path, collections: [CollectionDescriptor(name: "people"), CollectionDescriptor(name: "visits", references: ["person": "people"])],
             cipher: encrypt ? try AESGCMCipher(key: AESGCMCipher.makeKey()) : nil)
         var options = SyncOptions()
+        options.liveUpdates = false  // measured (or replayed) cycle by cycle
         options.periodicInterval = nil
         options.pullPageSize = 5000
         options.requestTimeout = 120

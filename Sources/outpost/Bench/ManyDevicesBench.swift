@@ -58,6 +58,7 @@ enum ManyDevicesBench {
     static func device(_ fleet: Fleet, _ index: Int, jitter: Duration) throws -> (LocalStore, SyncEngine) {
         let store = try LocalStore(path: fleet.directory.path("d\(index)-\(UUID().uuidString.prefix(6)).sqlite"), collections: [CollectionDescriptor(name: "people")])
         var options = SyncOptions()
+        options.liveUpdates = false  // measured (or replayed) cycle by cycle
         options.periodicInterval = nil
         options.reconnectJitter = jitter
         options.requestTimeout = 30

@@ -24,6 +24,7 @@ enum PushBench {
                 }
             }
             var options = SyncOptions()
+            options.liveUpdates = false  // measured (or replayed) cycle by cycle
             options.periodicInterval = nil
             options.pushBatchSize = 500
             options.requestTimeout = 120

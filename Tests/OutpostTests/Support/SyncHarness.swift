@@ -11,7 +11,7 @@ struct InProcessTransport: SyncTransport {
     let server: SyncServer
 
     func send(_ request: TransportRequest) async throws -> TransportResponse {
-        let answer = server.handle(
+        let answer = await server.respond(
             HTTPRequest(method: request.method, target: request.target, headers: request.headers, body: request.body ?? Data()))
         return TransportResponse(status: answer.status, headers: answer.headers, body: Data(answer.body))
     }
@@ -58,6 +58,7 @@ final class SyncHarness: @unchecked Sendable {
         if options == nil {
             engineOptions.periodicInterval = nil
             engineOptions.reconnectJitter = .zero
+            engineOptions.liveUpdates = false
         }
         let monitor = ManualPathMonitor()
         let engine =

@@ -1,0 +1,300 @@
+import Foundation
+import OutpostCore
+
+/// Why a live channel's read ended without a server failure.
+enum LiveEnd: Error {
+    /// A newer channel (or a sync cycle's snapshot) replaced this one.
+    case stale
+    /// No first event in time: something between buffers streams.
+    case buffered
+    /// No byte for two heartbeat intervals: the socket is open but dead.
+    case dead
+    /// The device has no cursor yet: a sync cycle takes the snapshot first.
+    case needsSnapshot
+}
+
+extension SyncEngine {
+    /// Whether a live channel should run now: started, in the foreground,
+    /// signed in, and turned on.
+    var wantsLive: Bool {
+        options.liveUpdates && isStarted && isInForeground && token != nil && !status.signInRequired
+            && status.lastError != .accessRevoked && !status.updateRequired && connectivity.state != .offline
+    }
+
+    /// Opens the live channel from the stored cursor if it should run and
+    /// does not: after a sync cycle got to the end of the feed, so it always
+    /// follows a fresh snapshot.
+    func ensureLive() {
+        guard wantsLive, tasks.live == nil else { return }
+        liveGeneration += 1
+        let generation = liveGeneration
+        setLive(.connecting)
+        tasks.live = Task { [weak self] in await self?.runLive(generation) }
+    }
+
+    /// Closes the live channel: its reads are cancelled and anything it
+    /// still delivers is dropped (its generation is over).
+    func stopLive() {
+        liveGeneration += 1
+        tasks.cancelLive()
+        setLive(.off)
+    }
+
+    /// The app went to the background: the OS suspends sockets there, so
+    /// the channel is closed now rather than found dead later.
+    /// ``enteredForeground()`` syncs, then opens it again.
+    public func enteredBackground() {
+        isInForeground = false
+        stopLive()
+    }
+
+    /// Shows the channel's state (and the last event's server time) at
+    /// once, without reading the store.
+    func setLive(_ state: LiveChannelState, eventAt: ServerTimestamp? = nil) {
+        var next = status
+        next.live = state
+        if let eventAt { next.lastLiveEventAt = eventAt }
+        guard next != status else { return }
+        status = next
+        statusListeners.yield(next)
+    }
+
+    /// Waits for a live page being stored, so a sync cycle's own pull
+    /// never lands before an older page of the channel it replaced.
+    func awaitLiveApply() async {
+        if let apply = liveApply { _ = await apply.result }
+    }
+
+    private func runLive(_ generation: UInt64) async {
+        var attempt = 0
+        while !Task.isCancelled, liveGeneration == generation {
+            do {
+                if streamsBuffered {
+                    setLive(.polling)
+                    try await pollOnce(generation)
+                } else {
+                    try await streamOnce(generation)
+                    // The server ended the stream (its maximum duration):
+                    // reconnect from the cursor, a moment later.
+                    try await clock.sleep(for: .milliseconds(Int64.random(in: 0...500, using: &random)))
+                }
+                attempt = 0
+            } catch LiveEnd.buffered {
+                // Streams do not get through to this server: long polls from now on, and the status says so.
+                streamsBuffered = true
+            } catch LiveEnd.needsSnapshot {
+                break
+            } catch let failure as SyncFailure where failure.needsCycle {
+                // A refused token, a needed re-download, an update: the sync
+                // cycle handles those, then opens the channel again.
+                if liveGeneration == generation {
+                    tasks.live = nil
+                    setLive(.off)
+                    trigger(.liveChannel)
+                }
+                return
+            } catch is CancellationError {
+                break
+            } catch LiveEnd.stale {
+                break
+            } catch {
+                guard liveGeneration == generation, !Task.isCancelled else { break }
+                let failure = (error as? SyncFailure) ?? .noAnswer
+                if failure == .offline {
+                    // No network at all: the path monitor or the next request
+                    // notices its return, and the cycle then reopens the channel.
+                    await record(.notSent)
+                    break
+                }
+                // Not now (a dead socket, no answer, a busy server): say so,
+                // and reconnect after a backoff with full jitter.
+                await record(failure == .noAnswer ? .noAnswer : .serverStruggling)
+                setLive(.connecting)
+                let delay: Duration
+                if case .serverBusy(let retryAfter?) = failure {
+                    delay = options.retry.delay(retryAfter: retryAfter, random: &random)
+                } else {
+                    delay = options.retry.delay(afterAttempt: attempt, random: &random)
+                }
+                attempt += 1
+                do { try await clock.sleep(for: delay) } catch { break }
+            }
+        }
+        if liveGeneration == generation {
+            tasks.live = nil
+            setLive(.off)
+        }
+    }
+
+    /// Where the channel starts: the stored cursor, and the cycle's plan.
+    private func livePosition() async throws -> (collections: [String], windowStart: ServerTimestamp?, cursor: PullCursor) {
+        let collections = store.syncedCollections
+        guard let cursor = try await store.pullState(collections: collections).cursor else { throw LiveEnd.needsSnapshot }
+        let windowStart = try await store.metadata("scope.window_start").map(ServerTimestamp.init(rawValue:))
+        return (collections, windowStart, cursor)
+    }
+
+    /// One stream, read until the server ends it or it fails.
+    private func streamOnce(_ generation: UInt64) async throws {
+        let position = try await livePosition()
+        var target = "/v1/stream?collections=\(position.collections.joined(separator: ","))"
+        target += "&cursor=\(ServerClient.escape(position.cursor.rawValue))"
+        if let windowStart = position.windowStart { target += "&window_start=\(ServerClient.escape(windowStart.rawValue))" }
+        let request = TransportRequest(
+            method: "GET", target: target, headers: client.headers(accept: "text/event-stream"),
+            timeout: options.requestTimeout)
+        let started = clock.now()
+        let stream: TransportStream
+        do {
+            stream = try await transport.openStream(request)
+        } catch TransportError.streamsUnsupported {
+            throw LiveEnd.buffered
+        } catch let error as TransportError {
+            throw error.isNotSent ? SyncFailure.offline : SyncFailure.noAnswer
+        }
+        guard liveGeneration == generation else { throw LiveEnd.stale }
+        if [404, 405, 501].contains(stream.status) {
+            // A server (or a proxy) without streams: long polls instead.
+            throw LiveEnd.buffered
+        }
+        if stream.status != 200 {
+            var body = Data()
+            for try await chunk in stream.bytes {
+                body += chunk
+                if body.count > 65_536 { break }
+            }
+            throw ServerClient.failure(for: TransportResponse(status: stream.status, headers: stream.headers, body: body))
+        }
+        await record(.answered(latency: clock.now() - started))
+        let lastByte = Locked(clock.now())
+        let sawEvent = Locked(false)
+        let clock = self.clock
+        let heartbeat = options.liveHeartbeat
+        let firstEventLimit = options.liveFirstEventLimit
+        let collections = position.collections
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [weak self] in
+                var parser = ServerEventParser()
+                for try await chunk in stream.bytes {
+                    lastByte.withLock { $0 = clock.now() }
+                    for event in parser.feed(chunk) {
+                        sawEvent.withLock { $0 = true }
+                        guard let self else { return }
+                        try await self.receiveLive(event, generation: generation, collections: collections)
+                    }
+                }
+            }
+            group.addTask {
+                // The watchdog: a socket can be open while nothing flows.
+                let step = min(heartbeat, firstEventLimit) / 4
+                while true {
+                    try await clock.sleep(for: step)
+                    let silent = clock.now() - lastByte.current
+                    if !sawEvent.current && silent >= firstEventLimit { throw LiveEnd.buffered }
+                    if silent >= heartbeat * 2 { throw LiveEnd.dead }
+                }
+            }
+            defer { group.cancelAll() }
+            do {
+                try await group.next()
+            } catch LiveEnd.dead {
+                throw SyncFailure.noAnswer
+            } catch let error as TransportError {
+                throw error.isNotSent ? SyncFailure.offline : SyncFailure.noAnswer
+            }
+        }
+    }
+
+    /// One event of the stream, on the engine: dropped when its channel is over.
+    private func receiveLive(_ event: ServerEvent, generation: UInt64, collections: [String]) async throws {
+        guard liveGeneration == generation else { throw LiveEnd.stale }
+        switch event.name {
+        case "heartbeat":
+            struct Beat: Decodable { var serverTime: ServerTimestamp
+                enum CodingKeys: String, CodingKey { case serverTime = "server_time" } }
+            let time = try? WireCoding.decode(Beat.self, from: event.data).serverTime
+            setLive(.live, eventAt: time)
+        case "changes":
+            let page: RawPullPage
+            do {
+                page = try RawPullPage.parse(event.data)
+            } catch {
+                throw SyncFailure.invalidAnswer("a live event is not a page of changes: \(error)")
+            }
+            try await storeLive(page, generation: generation, collections: collections)
+            setLive(.live, eventAt: page.serverTime)
+        case "error":
+            let body = (try? WireCoding.decode(ErrorBody.self, from: event.data))
+                ?? ErrorBody(code: .unavailable, message: "The live channel ended with an error.")
+            throw Self.failure(forLiveError: body)
+        default:
+            break  // Events this version does not know are skipped.
+        }
+    }
+
+    /// Stores a page and its cursor in one transaction, unless the channel
+    /// was replaced meanwhile; local edits waiting are kept, as in a pull.
+    private func storeLive(_ page: RawPullPage, generation: UInt64, collections: [String]) async throws {
+        guard liveGeneration == generation else { throw LiveEnd.stale }
+        let store = self.store
+        let apply = Task { _ = try await store.applyPull(page, collections: collections) }
+        liveApply = apply
+        defer { if liveApply == apply { liveApply = nil } }
+        try await apply.value
+        await publishStatus()
+    }
+
+    /// One long poll: the next page, or an empty one when the wait ran out.
+    private func pollOnce(_ generation: UInt64) async throws {
+        let position = try await livePosition()
+        var poller = client
+        poller.timeout = TimeInterval(options.longPollWait) + options.requestTimeout
+        let started = clock.now()
+        let answer: ServerClient.Answer<RawPullPage>
+        do {
+            answer = try await poller.pull(
+                collections: position.collections, cursor: position.cursor, limit: options.pullPageSize,
+                windowStart: position.windowStart, wait: options.longPollWait)
+        } catch let failure as ServerClient.Failure {
+            throw failure.failure
+        }
+        guard liveGeneration == generation else { throw LiveEnd.stale }
+        await record(.answered(latency: .zero))
+        if !answer.body.changes.isEmpty || answer.body.cursor != position.cursor {
+            try await storeLive(answer.body, generation: generation, collections: position.collections)
+        }
+        setLive(.polling, eventAt: answer.body.serverTime)
+        // A server that does not hold long polls answers at once: never a hot loop.
+        if answer.body.changes.isEmpty && clock.now() - started < .seconds(1) {
+            try await clock.sleep(for: .seconds(1))
+        }
+    }
+
+    static func failure(forLiveError body: ErrorBody) -> SyncFailure {
+        switch body.code {
+        case .unauthenticated, .tokenExpired: return .signInRequired
+        case .tokenRevoked: return .accessRevoked
+        case .upgradeRequired: return .updateRequired
+        case .unavailable, .rateLimited: return .serverBusy(retryAfter: nil)
+        default: return .refused(body)
+        }
+    }
+}
+
+extension SyncFailure {
+    /// Failures of the live channel that only a sync cycle can deal with.
+    var needsCycle: Bool {
+        switch self {
+        case .signInRequired, .accessRevoked, .updateRequired: return true
+        case .refused(let body): return body.code == .resyncRequired
+        default: return false
+        }
+    }
+}
+
+extension TransportError {
+    var isNotSent: Bool {
+        if case .notSent = self { return true }
+        return false
+    }
+}

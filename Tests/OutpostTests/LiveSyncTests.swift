@@ -1,0 +1,236 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostTesting
+import Testing
+
+/// A transport over a real socket whose streams a test can spoil the way
+/// networks do: held back by a buffering proxy, gone silent with the
+/// socket open, or carrying an event after the channel was replaced.
+final class SpoilingTransport: SyncTransport, Sendable {
+    enum Mode: Sendable { case passThrough, buffering, silentAfterFirstChunk }
+
+    private let wrapped: URLSessionTransport
+    private let mode = Locked(Mode.passThrough)
+    private let opened = Locked<[AsyncThrowingStream<Data, any Error>.Continuation]>([])
+    /// Long polls held back (an answer still on its way), and what they will answer.
+    private let held = Locked<(holding: Bool, waiting: [CheckedContinuation<Data, Never>])>((false, []))
+
+    init(baseURL: URL) { wrapped = URLSessionTransport(baseURL: baseURL) }
+
+    func set(_ mode: Mode) { self.mode.withLock { $0 = mode } }
+    var streamsOpened: Int { opened.current.count }
+
+    /// From now on, long polls get no answer until `releaseHeld`; a
+    /// cancelled caller does not stop it (the answer was already on its way).
+    func holdPolls() { held.withLock { $0.holding = true } }
+    var heldPolls: Int { held.current.waiting.count }
+
+    /// The oldest held long poll answers now, with `body`.
+    func releaseOldest(answering body: Data) {
+        let oldest = held.withLock { state in state.waiting.isEmpty ? nil : state.waiting.removeFirst() }
+        oldest?.resume(returning: body)
+    }
+
+    /// Every held long poll answers now, with `body`, and polls pass again.
+    func releaseAll(answering body: Data) {
+        let waiting = held.withLock { state -> [CheckedContinuation<Data, Never>] in
+            state.holding = false
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume(returning: body) }
+    }
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        if request.target.contains("wait="), held.current.holding {
+            let body = await withCheckedContinuation { continuation in held.withLock { $0.waiting.append(continuation) } }
+            return TransportResponse(status: 200, headers: ["Content-Type": "application/json"], body: body)
+        }
+        return try await wrapped.send(request)
+    }
+
+    func openStream(_ request: TransportRequest) async throws -> TransportStream {
+        let real = try await wrapped.openStream(request)
+        let mode = self.mode.current
+        let (bytes, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
+        opened.withLock { $0.append(continuation) }
+        let pump = Task {
+            var chunks = 0
+            do {
+                for try await chunk in real.bytes {
+                    chunks += 1
+                    switch mode {
+                    case .passThrough: continuation.yield(chunk)
+                    case .buffering: break
+                    case .silentAfterFirstChunk: if chunks == 1 { continuation.yield(chunk) }
+                    }
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in pump.cancel() }
+        return TransportStream(status: real.status, headers: real.headers, bytes: bytes)
+    }
+}
+
+/// A live server and devices on it through real sockets.
+final class LiveSyncRig: @unchecked Sendable {
+    // @unchecked Sendable: set up once in init.
+    let directory: TemporaryDirectory
+    let server: SyncServer
+    let http: HTTPServer
+    let base: URL
+
+    init(heartbeatSeconds: Int = 15) async throws {
+        directory = try TemporaryDirectory(prefix: "outpost-live")
+        var config = try ServerConfig()
+        config.heartbeatSeconds = heartbeatSeconds
+        server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: config)
+        http = try HTTPServer(port: 0, threads: 4, server: server)
+        base = URL(string: "http://127.0.0.1:\(http.port)")!
+        try await waitUntilServing(base)
+    }
+
+    deinit { http.stop() }
+
+    func device(_ user: String, name: String, role: Role = .field, options: SyncOptions = SyncOptions())
+        throws -> (store: LocalStore, engine: SyncEngine, transport: SpoilingTransport)
+    {
+        let store = try LocalStore(path: directory.path("\(name).sqlite"), collections: [Person.descriptor, Visit.descriptor])
+        let transport = SpoilingTransport(baseURL: base)
+        var options = options
+        options.reconnectJitter = .milliseconds(50)
+        let engine = SyncEngine(
+            store: store, transport: transport, token: try server.tokens.issue(user: user, role: role, team: "t-1", ttl: nil),
+            options: options)
+        return (store, engine, transport)
+    }
+}
+
+@Suite("Live sync", .timeLimit(.minutes(3)))
+struct LiveSyncTests {
+    @Test func aChangeReachesAnotherDeviceAsItCommitsWithNoSyncByHand() async throws {
+        let rig = try await LiveSyncRig()
+        let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator)
+        let worker = try rig.device("u-1", name: "worker")
+        await coordinator.engine.start()
+        try await eventually("the coordinator's channel is live") { await coordinator.engine.currentStatus.live == .live }
+        let statuses = await coordinator.engine.statusUpdates()
+        let id = try await worker.store.create(Person(name: "Captured at the door"))
+        try await worker.engine.sync()
+        let pushed = ContinuousClock.now
+        try await eventually("the capture is on the coordinator's device") {
+            try await coordinator.store.get(Person.self, id) != nil
+        }
+        #expect(ContinuousClock.now - pushed < .seconds(5), "live, not at the next periodic sync")
+        let status = await coordinator.engine.currentStatus
+        #expect(status.live == .live && status.lastLiveEventAt != nil)
+        _ = statuses
+        await coordinator.engine.stop()
+        #expect(await coordinator.engine.currentStatus.live == .off)
+        #expect(await coordinator.engine.runningTasks == 0)
+    }
+
+    @Test func aBufferingProxyMeansLongPollsAndChangesStillArrive() async throws {
+        let rig = try await LiveSyncRig()
+        var options = SyncOptions()
+        options.liveFirstEventLimit = .milliseconds(600)
+        options.longPollWait = 5
+        let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options)
+        coordinator.transport.set(.buffering)
+        let worker = try rig.device("u-1", name: "worker")
+        await coordinator.engine.start()
+        try await eventually("the engine fell back to long polls") { await coordinator.engine.currentStatus.live == .polling }
+        let id = try await worker.store.create(Person(name: "Through the proxy"))
+        try await worker.engine.sync()
+        try await eventually("the change arrived by long poll") { try await coordinator.store.get(Person.self, id) != nil }
+        #expect(coordinator.transport.streamsOpened == 1, "streams are not tried again on that server")
+        await coordinator.engine.stop()
+    }
+
+    @Test func aSilentSocketIsFoundDeadWithinTwoHeartbeatsAndTheChannelComesBack() async throws {
+        let rig = try await LiveSyncRig(heartbeatSeconds: 1)
+        var options = SyncOptions()
+        options.liveHeartbeat = .seconds(1)
+        options.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(200))
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options)
+        device.transport.set(.silentAfterFirstChunk)
+        await device.engine.start()
+        try await eventually("live on the first heartbeat") { await device.engine.currentStatus.live == .live }
+        let silentSince = ContinuousClock.now
+        try await eventually("a second stream was opened", timeout: .seconds(10)) { device.transport.streamsOpened >= 2 }
+        let detected = ContinuousClock.now - silentSince
+        #expect(detected < .seconds(4), "dead within two heartbeats (and a little scheduling): \(detected)")
+        device.transport.set(.passThrough)
+        let worker = try rig.device("u-1", name: "worker")
+        try await eventually("live again", timeout: .seconds(10)) {
+            if device.transport.streamsOpened < 3 { return false }
+            return await device.engine.currentStatus.live == .live
+        }
+        let id = try await worker.store.create(Person(name: "After the dead socket"))
+        try await worker.engine.sync()
+        try await eventually("the change arrives on the new stream") { try await device.store.get(Person.self, id) != nil }
+        await device.engine.stop()
+    }
+
+    @Test func anOldGenerationsAnswerAfterANewSnapshotIsDropped() async throws {
+        let rig = try await LiveSyncRig()
+        var options = SyncOptions()
+        options.liveFirstEventLimit = .milliseconds(300)
+        options.longPollWait = 5
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options)
+        device.transport.set(.buffering)
+        let worker = try rig.device("u-1", name: "worker")
+        let first = try await worker.store.create(Person(name: "First"))
+        try await worker.engine.sync()
+        await device.engine.start()
+        try await eventually("polling") { await device.engine.currentStatus.live == .polling }
+        device.transport.holdPolls()
+        try await eventually("a long poll is on its way") { device.transport.heldPolls == 1 }
+        // A real disconnection: the path drops and comes back. The engine
+        // drops the old channel, takes a snapshot, then polls again.
+        await device.engine.receive(PathHint(isConnected: false, isExpensive: false))
+        let second = try await worker.store.create(Person(name: "Second"))
+        try await worker.engine.sync()
+        await device.engine.receive(PathHint(isConnected: true, isExpensive: false))
+        try await eventually("the snapshot brought the second record") { try await device.store.get(Person.self, second) != nil }
+        let cursorAfterSnapshot = try await device.store.pullState(collections: device.store.syncedCollections).cursor
+        try await eventually("the new channel polls too") { device.transport.heldPolls == 2 }
+        // The old poll's answer arrives late: the first record gone, an old cursor.
+        let stale = #"{"changes":[{"collection":"people","uuid":""# + first.wireText
+            + #"","deleted":true,"removed":true}],"cursor":"old","has_more":false,"server_time":"2026-01-01T00:00:00Z"}"#
+        device.transport.releaseOldest(answering: Data(stale.utf8))
+        try await eventually("the old poll was answered") { device.transport.heldPolls == 1 }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await device.store.get(Person.self, first) != nil, "the old generation's answer changed nothing")
+        #expect(try await device.store.pullState(collections: device.store.syncedCollections).cursor == cursorAfterSnapshot)
+        let current = try #require(cursorAfterSnapshot).rawValue
+        device.transport.releaseAll(
+            answering: Data(#"{"changes":[],"cursor":"\#(current)","has_more":false,"server_time":"2026-01-01T00:00:00Z"}"#.utf8))
+        await device.engine.stop()
+    }
+
+    @Test func theBackgroundClosesTheChannelAndTheForegroundSnapshotsFirst() async throws {
+        // A parked stream's closed socket is noticed at its next heartbeat: one second here.
+        let rig = try await LiveSyncRig(heartbeatSeconds: 1)
+        var options = SyncOptions()
+        options.liveHeartbeat = .seconds(1)
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options)
+        let worker = try rig.device("u-1", name: "worker")
+        await device.engine.start()
+        try await eventually("live") { await device.engine.currentStatus.live == .live }
+        await device.engine.enteredBackground()
+        #expect(await device.engine.currentStatus.live == .off)
+        try await eventually("the server let the stream go", timeout: .seconds(10)) { rig.server.liveConnections == 0 }
+        let id = try await worker.store.create(Person(name: "While in the background"))
+        try await worker.engine.sync()
+        await device.engine.enteredForeground()
+        try await eventually("the foreground sync brought it") { try await device.store.get(Person.self, id) != nil }
+        try await eventually("live again") { await device.engine.currentStatus.live == .live }
+        await device.engine.stop()
+    }
+}
