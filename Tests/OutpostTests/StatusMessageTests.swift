@@ -63,6 +63,24 @@ struct StatusMessageTests {
         #expect(seen.count >= Self.situations.count - 2, "situations read differently in \(language)")
     }
 
+    @Test(arguments: StatusMessage.languages)
+    func everyLiveChannelStateHasItsOwnSentence(_ language: String) {
+        let locale = Locale(identifier: language)
+        let states: [LiveChannelState] = [.off, .connecting, .live, .polling]
+        var seen: Set<String> = []
+        for state in states {
+            var status = SyncStatus()
+            status.live = state
+            let text = StatusMessage.liveText(for: status, locale: locale)
+            #expect(!text.isEmpty && !text.hasPrefix("live."), "\(language), \(state): \(text)")
+            if language != "en" {
+                #expect(text != StatusMessage.liveText(for: status, locale: Locale(identifier: "en")), "\(language), \(state) is English")
+            }
+            seen.insert(text)
+        }
+        #expect(seen.count == states.count)
+    }
+
     @Test func numbersAndDatesFollowTheLocale() {
         var many = SyncStatus()
         many.connectivity = .online

@@ -42,6 +42,13 @@ public enum StatusMessage {
         return phrases[status.connectivity == .unknown ? "checking" : "not_synced"]
     }
 
+    /// A sentence about the live channel, for a detail line beside
+    /// ``text(for:timeZone:locale:)``: whether others' changes arrive as
+    /// they happen, or only at the next sync.
+    public static func liveText(for status: SyncStatus, locale: Locale = .current) -> String {
+        Phrases(locale)["live.\(status.live.rawValue)"]
+    }
+
     /// "3 Aug at 09:42" (English), "3 ago alle 09:42" (Italian), in the
     /// person's time zone.
     public static func describe(_ date: Date, timeZone: TimeZone, locale: Locale) -> String {
