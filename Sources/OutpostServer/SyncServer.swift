@@ -15,6 +15,8 @@ public final class SyncServer: Sendable {
     let limiter: RateLimiter?
     /// The long polls and streams waiting on this process.
     let liveHub: LiveHub
+    /// Hears the other servers' commits (PostgreSQL); stopped with the server.
+    let commitListener = Locked<(any CommitListening)?>(nil)
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -32,6 +34,12 @@ public final class SyncServer: Sendable {
         try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
         try Self.retryingWhileBusy { try CatalogSeed.seedIfEmpty(database, config: config, clock: clock) }
         try Self.retryingWhileBusy { try runMaintenance() }
+        // Commits of the other servers on this database wake this one's waiting connections.
+        let hub = liveHub
+        let listener = database.listenForCommits(log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) { payload in
+            if let notice = CommitNotice(payload: payload, ignoringOrigin: hub.origin) { hub.committed(notice) }
+        }
+        commitListener.withLock { $0 = listener }
         let revocations = RevocationWatch(database: database, clock: clock)
         liveHub.setTickHandler { [liveHub] _ in
             // A token revoked by any process (the CLI, another server) ends its streams within a second.
@@ -58,6 +66,8 @@ public final class SyncServer: Sendable {
     }
 
     /// Answers one request. Never throws: every failure becomes the JSON error body.
+    deinit { commitListener.current?.stop() }
+
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         var user: String?
         do {

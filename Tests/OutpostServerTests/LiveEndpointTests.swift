@@ -161,6 +161,25 @@ struct LiveEndpointTests {
         try await eventually("the server closed the stream") { stream.isEnded }
     }
 
+    @Test(.enabled(if: Backend.postgresURL != nil, "needs the test PostgreSQL"))
+    func aCommitOnOneServerWakesStreamsAndLongPollsOnAnother() async throws {
+        let serverA = try LiveServer(.postgres, config: try Self.config())
+        let serverB = try LiveServer(sharing: serverA)
+        let ana = try serverA.token("u-1")
+        let coordinator = try serverA.token("c-1", .coordinator)
+        let onB = try await EventReader(serverB, "/v1/stream?collections=people", token: coordinator)
+        try await onB.wait("the stream on B is open") { !$0.isEmpty }
+        let cursor = try #require(try await serverB.pullAll(token: ana).cursor).rawValue
+        let poll = Task { try await serverB.get("/v1/pull?cursor=\(cursor)&wait=20&collections=people", token: ana) }
+        try await eventually("B's long poll waits") { serverB.server.liveConnections == 2 }
+        let pushed = ContinuousClock.now
+        _ = try await serverA.push(person(TestDevice(), "Pushed on A"), token: ana)
+        try await onB.wait("the push on A reached the stream on B", timeout: .seconds(10)) { _ in try onB.changes().count == 1 }
+        let answer = try await poll.value(within: .seconds(10), "B's long poll answered after A's commit")
+        #expect(ContinuousClock.now - pushed < .seconds(5), "by notification, not by a heartbeat or the wait running out")
+        #expect(try answer.decode(PullResponse.self).changes.count == 1)
+    }
+
     @Test func shutdownEndsEveryStreamWithUnavailable() async throws {
         let live = try LiveServer(.sqlite, config: try Self.config())
         let ana = try live.token("u-1")

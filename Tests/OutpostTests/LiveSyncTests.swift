@@ -145,10 +145,11 @@ struct LiveSyncTests {
         let worker = try rig.device("u-1", name: "worker")
         await coordinator.engine.start()
         try await eventually("the engine fell back to long polls") { await coordinator.engine.currentStatus.live == .polling }
+        let streamsBefore = coordinator.transport.streamsOpened
         let id = try await worker.store.create(Person(name: "Through the proxy"))
         try await worker.engine.sync()
         try await eventually("the change arrived by long poll") { try await coordinator.store.get(Person.self, id) != nil }
-        #expect(coordinator.transport.streamsOpened == 1, "streams are not tried again on that server")
+        #expect(coordinator.transport.streamsOpened == streamsBefore, "streams are not tried again on that server")
         await coordinator.engine.stop()
     }
 

@@ -46,6 +46,16 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
 
     public var dialect: SQLDialect { .postgres }
 
+    public func announce(_ payload: String, in sql: any SQLExecutor) throws {
+        _ = try sql.query("SELECT pg_notify('outpost_commits_' || left(current_schema(), 40), ?)", [.text(payload)])
+    }
+
+    public func listenForCommits(
+        log: @escaping @Sendable (String) -> Void, _ onPayload: @escaping @Sendable (String) -> Void
+    ) -> (any CommitListening)? {
+        PostgresCommitListener(url: url, redactedURL: redactedURL, log: log, onPayload: onPayload)
+    }
+
     /// The key of the transaction-scoped advisory lock every write takes ("Outpost" in ASCII).
     static let writeLockKey: Int64 = 0x004F_7574_706F_7374
 

@@ -164,6 +164,23 @@ public protocol ServerDatabase: AnyObject, Sendable {
     func read<T>(_ body: (any SQLExecutor) throws -> T) throws -> T
     /// Closes every connection.
     func close()
+    /// Announces a commit to every server process sharing the database;
+    /// run inside the write transaction, so it is heard only if it commits.
+    func announce(_ payload: String, in sql: any SQLExecutor) throws
+    /// Calls `onPayload` with every commit announced by any process; nil
+    /// where there is only this process (SQLite).
+    func listenForCommits(
+        log: @escaping @Sendable (String) -> Void, _ onPayload: @escaping @Sendable (String) -> Void
+    ) -> (any CommitListening)?
+}
+
+extension ServerDatabase {
+    /// One process per database: its commits are known in process.
+    public func announce(_ payload: String, in sql: any SQLExecutor) throws {}
+
+    public func listenForCommits(
+        log: @escaping @Sendable (String) -> Void, _ onPayload: @escaping @Sendable (String) -> Void
+    ) -> (any CommitListening)? { nil }
 }
 
 /// A storage failure, sorted into "not now" and "no".

@@ -8,8 +8,11 @@ struct CommitNotice: Sendable, Equatable {
     var collections: Set<String> = []
     var owners: Set<String> = []
     var teams: Set<String> = []
+    /// Everything may have changed (a listener's gap, a commit too large to
+    /// describe): every connection is woken.
+    var wakesAll = false
 
-    var isEmpty: Bool { collections.isEmpty }
+    var isEmpty: Bool { collections.isEmpty && !wakesAll }
 
     /// Adds one record's write.
     mutating func add(collection: String, owner: String, team: String) {

@@ -35,6 +35,9 @@ final class LiveHub: Sendable {
     }
 
     let settings: Settings
+    /// This process among the servers sharing a database: its own
+    /// announcements, heard back, are not acted on twice.
+    let origin = UUID().uuidString
     private let state = Locked(State())
     // Made and started in `init`, cancelled in `deinit`; never touched between.
     nonisolated(unsafe) private let timer: any DispatchSourceTimer
@@ -104,6 +107,7 @@ final class LiveHub: Sendable {
             for owner in notice.owners { candidates.formUnion(state.byUser[owner] ?? []) }
             for team in notice.teams { candidates.formUnion(state.byTeam[team] ?? []) }
             var found = candidates.compactMap { state.entries[$0]?.connection }
+            if notice.wakesAll { return state.entries.values.map(\.connection) }
             // Reference data concerns everyone who follows it (rare: only admins write it).
             if let anyone = state.entries.values.first?.connection,
                 !anyone.interest.readOnly.isDisjoint(with: notice.collections)

@@ -13,6 +13,7 @@ struct LiveInterest: Sendable {
     /// Never false for a commit that does; a spurious wake costs one empty
     /// pull.
     func isTouched(by notice: CommitNotice) -> Bool {
+        if notice.wakesAll { return true }
         guard !collections.isDisjoint(with: notice.collections) else { return false }
         if !readOnly.isDisjoint(with: notice.collections.intersection(collections)) { return true }
         switch principal.role {

@@ -68,6 +68,7 @@ struct AssignService {
             notice = CommitNotice()
             notice.add(collection: collection, owner: record.owner, team: record.team)
             notice.add(collection: collection, owner: assignment.owner, team: assignment.team)
+            if let hub { try database.announce(notice.payload(origin: hub.origin), in: sql) }
             record.owner = assignment.owner
             record.team = assignment.team
             record.version = version

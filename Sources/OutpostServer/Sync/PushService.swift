@@ -77,6 +77,7 @@ struct PushService {
                     .text(now.rawValue),
                 ])
             if session.version != startVersion { try FeedVersion.save(session.version, sql) }
+            if let hub, !session.notice.isEmpty { try database.announce(session.notice.payload(origin: hub.origin), in: sql) }
             try hooks?.beforePushCommit?(principal.user)
             notice = session.notice
             return PushResponse(results: results, lastSeq: lastSeq, serverTime: now)

@@ -79,6 +79,20 @@ final class LiveServer: @unchecked Sendable {
         base = URL(string: "http://127.0.0.1:\(http.port)")!
     }
 
+    /// A second server process on the same PostgreSQL database as `other`
+    /// (its own pool, hub and socket), as `outpost serve` run twice.
+    init(sharing other: LiveServer, config: ServerConfig? = nil) throws {
+        let config = try config ?? other.server.config
+        directory = try TemporaryDirectory(prefix: "outpost-server")
+        location = other.location
+        database = try PostgresDatabase(url: location, poolSize: 4, timeouts: .sharedTestDatabase)
+        clock = other.clock
+        server = try SyncServer(database: database, config: config, clock: clock)
+        http = try HTTPServer(
+            port: 0, threads: 4, maxBodyBytes: config.maxBodyBytes, connections: config.connections, log: nil, server: server)
+        base = URL(string: "http://127.0.0.1:\(http.port)")!
+    }
+
     deinit {
         http.stop()
         database.close()
