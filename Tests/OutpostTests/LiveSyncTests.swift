@@ -97,11 +97,11 @@ final class LiveSyncRig: @unchecked Sendable {
 
     deinit { http.stop() }
 
-    func device(_ user: String, name: String, role: Role = .field, options: SyncOptions = SyncOptions())
-        throws -> (store: LocalStore, engine: SyncEngine, transport: SpoilingTransport)
-    {
+    func device(
+        _ user: String, name: String, role: Role = .field, options: SyncOptions = SyncOptions(), via proxy: URL? = nil
+    ) throws -> (store: LocalStore, engine: SyncEngine, transport: SpoilingTransport) {
         let store = try LocalStore(path: directory.path("\(name).sqlite"), collections: [Person.descriptor, Visit.descriptor])
-        let transport = SpoilingTransport(baseURL: base)
+        let transport = SpoilingTransport(baseURL: proxy ?? base)
         var options = options
         options.reconnectJitter = .milliseconds(50)
         let engine = SyncEngine(
@@ -233,5 +233,54 @@ struct LiveSyncTests {
         try await eventually("the foreground sync brought it") { try await device.store.get(Person.self, id) != nil }
         try await eventually("live again") { await device.engine.currentStatus.live == .live }
         await device.engine.stop()
+    }
+}
+
+/// Streams through the reverse proxies people put in front of a server,
+/// from the distribution, started by the test: haproxy and nginx pass
+/// them as configured by default; an nginx told to buffer holds them back,
+/// and the device falls back to long polls and still converges.
+@Suite("Live sync through real proxies", .timeLimit(.minutes(3)))
+struct ProxyLiveTests {
+    @Test(arguments: [ReverseProxy.Kind.haproxy, .nginx])
+    func streamsGoLiveThroughTheProxy(kind: ReverseProxy.Kind) async throws {
+        try #require(ReverseProxy.isInstalled(kind), "scripts/ensure-deps installs \(kind.rawValue)")
+        let rig = try await LiveSyncRig()
+        let proxy = try await ReverseProxy(kind, upstreamPort: rig.http.port)
+        let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator, via: proxy.base)
+        let worker = try rig.device("u-1", name: "worker", via: proxy.base)
+        await coordinator.engine.start()
+        try await eventually("live through \(kind.rawValue)") { await coordinator.engine.currentStatus.live == .live }
+        let id = try await worker.store.create(Person(name: "Through \(kind.rawValue)"))
+        try await worker.engine.sync()
+        let pushed = ContinuousClock.now
+        try await eventually("the change came through the stream") { try await coordinator.store.get(Person.self, id) != nil }
+        #expect(ContinuousClock.now - pushed < .seconds(5))
+        #expect(await coordinator.engine.currentStatus.live == .live, "still a stream, not long polls")
+        await coordinator.engine.stop()
+    }
+
+    @Test func aBufferingNginxMeansLongPollsAndTheDeviceStillConverges() async throws {
+        try #require(ReverseProxy.isInstalled(.bufferingNginx), "scripts/ensure-deps installs nginx")
+        let rig = try await LiveSyncRig()
+        let proxy = try await ReverseProxy(.bufferingNginx, upstreamPort: rig.http.port)
+        var options = SyncOptions()
+        options.liveFirstEventLimit = .seconds(1)
+        options.longPollWait = 5
+        let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options, via: proxy.base)
+        let worker = try rig.device("u-1", name: "worker", via: proxy.base)
+        await coordinator.engine.start()
+        try await eventually("the buffered stream was noticed") { await coordinator.engine.currentStatus.live == .polling }
+        var ids: [UUID] = []
+        for index in 0..<3 {
+            ids.append(try await worker.store.create(Person(name: "Buffered \(index)")))
+            try await worker.engine.sync()
+        }
+        let expected = ids
+        try await eventually("every change arrived by long poll") {
+            for id in expected where try await coordinator.store.get(Person.self, id) == nil { return false }
+            return true
+        }
+        await coordinator.engine.stop()
     }
 }

@@ -55,6 +55,8 @@ extension SyncEngine {
         // Stale reads are cancelled: the live channel reopens only after the
         // snapshot this reconnection's sync takes.
         stopLive()
+        // Another network may not have the proxy that held streams back.
+        streamsBufferedUntil = nil
         if abandonCycle, schedule.abandonRunningCycle() {
             tasks.cycle?.cancel()
             tasks.cycle = nil

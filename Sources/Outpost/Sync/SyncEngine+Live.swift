@@ -69,7 +69,7 @@ extension SyncEngine {
         var attempt = 0
         while !Task.isCancelled, liveGeneration == generation {
             do {
-                if streamsBuffered {
+                if let until = streamsBufferedUntil, clock.now() < until {
                     setLive(.polling)
                     try await pollOnce(generation)
                 } else {
@@ -80,8 +80,9 @@ extension SyncEngine {
                 }
                 attempt = 0
             } catch LiveEnd.buffered {
-                // Streams do not get through to this server: long polls from now on, and the status says so.
-                streamsBuffered = true
+                // Streams do not get through to this server: long polls for a
+                // while (or until the network changes), and the status says so.
+                streamsBufferedUntil = clock.now() + Self.bufferedStreamsRetry
             } catch LiveEnd.needsSnapshot {
                 break
             } catch let failure as SyncFailure where failure.needsCycle {
@@ -140,9 +141,12 @@ extension SyncEngine {
         var target = "/v1/stream?collections=\(position.collections.joined(separator: ","))"
         target += "&cursor=\(ServerClient.escape(position.cursor.rawValue))"
         if let windowStart = position.windowStart { target += "&window_start=\(ServerClient.escape(windowStart.rawValue))" }
+        // A proxy that buffers may hold the headers back too (nginx sends
+        // them with the first compressed bytes): the first-event limit
+        // covers them.
+        let headerLimit = min(options.requestTimeout, Self.seconds(options.liveFirstEventLimit))
         let request = TransportRequest(
-            method: "GET", target: target, headers: client.headers(accept: "text/event-stream"),
-            timeout: options.requestTimeout)
+            method: "GET", target: target, headers: client.headers(accept: "text/event-stream"), timeout: headerLimit)
         let started = clock.now()
         let stream: TransportStream
         do {
@@ -150,7 +154,11 @@ extension SyncEngine {
         } catch TransportError.streamsUnsupported {
             throw LiveEnd.buffered
         } catch let error as TransportError {
-            throw error.isNotSent ? SyncFailure.offline : SyncFailure.noAnswer
+            if error.isNotSent { throw SyncFailure.offline }
+            // No headers in time: held back, or no answer at all. Long
+            // polls tell which (they fail too when nothing answers).
+            if case .noAnswer = error { throw LiveEnd.buffered }
+            throw SyncFailure.noAnswer
         }
         guard liveGeneration == generation else { throw LiveEnd.stale }
         if [404, 405, 501].contains(stream.status) {
@@ -268,6 +276,13 @@ extension SyncEngine {
         if answer.body.changes.isEmpty && clock.now() - started < .seconds(1) {
             try await clock.sleep(for: .seconds(1))
         }
+    }
+
+    /// How long a server whose streams were held back is long-polled before streams are tried again.
+    static let bufferedStreamsRetry: Duration = .seconds(600)
+
+    static func seconds(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     static func failure(forLiveError body: ErrorBody) -> SyncFailure {

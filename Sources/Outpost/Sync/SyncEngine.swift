@@ -40,8 +40,9 @@ public actor SyncEngine {
     var isInForeground = true
     /// Bumped whenever the live channel closes: its late events are dropped.
     var liveGeneration: UInt64 = 0
-    /// Streams do not reach this server (a buffering proxy): long polls instead.
-    var streamsBuffered = false
+    /// Until then (monotonic), streams do not reach this server (a buffering
+    /// proxy): long polls instead. A network change tries streams again.
+    var streamsBufferedUntil: Duration?
     /// A live page being stored (a cycle's pull waits for it).
     var liveApply: Task<Void, any Error>?
     /// When the last cycle started (monotonic): the periodic sync is rarer while live.

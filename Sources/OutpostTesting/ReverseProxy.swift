@@ -1,0 +1,151 @@
+#if os(Linux) || os(macOS)
+public import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real reverse proxy from the distribution (haproxy or nginx) in front of
+/// a local server, started by a test with a configuration written to a
+/// temporary folder, run as the current user, stopped when released.
+public final class ReverseProxy: Sendable {
+    public enum Kind: String, Sendable, CaseIterable {
+        /// haproxy in HTTP mode with ordinary timeouts.
+        case haproxy
+        /// nginx as most sites set it up: HTTP/1.1 upstream, buffering on
+        /// (which honours the server's `X-Accel-Buffering: no`).
+        case nginx
+        /// nginx set up to hold streams back, as a common configuration
+        /// does: `X-Accel-Buffering` ignored and every text answer gzipped,
+        /// so events wait in the compressor until its buffer fills.
+        case bufferingNginx = "nginx-buffering"
+    }
+
+    /// The proxy's address.
+    public let base: URL
+    private let process: SpawnedProcess
+    private let directory: String
+
+    /// Whether the proxy's program is installed (`scripts/ensure-deps` installs both).
+    public static func isInstalled(_ kind: Kind) -> Bool {
+        FileManager.default.isExecutableFile(atPath: executable(kind))
+    }
+
+    private static func executable(_ kind: Kind) -> String { kind == .haproxy ? "/usr/sbin/haproxy" : "/usr/sbin/nginx" }
+
+    /// Starts `kind` in front of `127.0.0.1:upstreamPort`; returns once it accepts connections.
+    public init(_ kind: Kind, upstreamPort: UInt16) async throws {
+        directory = NSTemporaryDirectory() + "outpost-proxy-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let port = try Self.freePort()
+        let config = directory + "/proxy.conf"
+        let arguments: [String]
+        switch kind {
+        case .haproxy:
+            try """
+            global
+                maxconn 4096
+            defaults
+                mode http
+                timeout connect 5s
+                timeout client 60s
+                timeout server 60s
+            frontend outpost
+                bind 127.0.0.1:\(port)
+                default_backend server
+            backend server
+                server one 127.0.0.1:\(upstreamPort)
+
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+            arguments = ["-f", config, "-db"]
+        case .nginx, .bufferingNginx:
+            let ignore =
+                kind == .bufferingNginx
+                ? "proxy_ignore_headers X-Accel-Buffering;\n        gzip on;\n        gzip_types text/event-stream;\n        gzip_min_length 0;"
+                : ""
+            try """
+            worker_processes 1;
+            daemon off;
+            pid \(directory)/nginx.pid;
+            error_log \(directory)/error.log warn;
+            events { worker_connections 1024; }
+            http {
+                access_log off;
+                client_body_temp_path \(directory)/body;
+                proxy_temp_path \(directory)/proxy;
+                fastcgi_temp_path \(directory)/fastcgi;
+                uwsgi_temp_path \(directory)/uwsgi;
+                scgi_temp_path \(directory)/scgi;
+                server {
+                    listen 127.0.0.1:\(port);
+                    location / {
+                        proxy_pass http://127.0.0.1:\(upstreamPort);
+                        proxy_http_version 1.1;
+                        proxy_set_header Connection "";
+                        proxy_read_timeout 60s;
+                        proxy_buffering on;
+                        \(ignore)
+                    }
+                }
+            }
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+            arguments = ["-p", directory, "-c", config]
+        }
+        process = try SpawnedProcess(
+            URL(fileURLWithPath: Self.executable(kind)), arguments, stderr: .file(directory + "/stderr.log"))
+        base = URL(string: "http://127.0.0.1:\(port)")!
+        try await Self.waitForListener(port: port, process: process, what: kind.rawValue, log: directory + "/stderr.log")
+    }
+
+    deinit {
+        process.signal(SIGTERM)
+        process.killIfRunning(after: .seconds(3))
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    private static func waitForListener(port: UInt16, process: SpawnedProcess, what: String, log: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if !process.isRunning {
+                let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+                throw SpawnedProcess.SpawnError(reason: "\(what) exited at start: \(output)")
+            }
+            if canConnect(port: port) { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw SpawnedProcess.SpawnError(reason: "\(what) did not listen on port \(port) within 10 seconds")
+    }
+
+    private static func canConnect(port: UInt16) -> Bool {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return false }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    /// A port nothing listens on now (bound to port 0, then released).
+    static func freePort() throws -> UInt16 {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw SpawnedProcess.SpawnError(reason: "socket failed") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else { throw SpawnedProcess.SpawnError(reason: "bind failed") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+        }
+        return UInt16(bigEndian: address.sin_port)
+    }
+}
+#endif
