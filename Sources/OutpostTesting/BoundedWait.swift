@@ -93,3 +93,16 @@ extension Result where Failure == any Error {
         do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }
+
+/// Waits (in real time, bounded) until a condition holds; throws
+/// ``WaitTimedOut`` naming what it waited for.
+public func eventually(
+    _ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    throw WaitTimedOut(what, timeout: timeout)
+}

@@ -17,6 +17,7 @@ enum OutpostCommand {
         ("sync", "Send unsent changes and download what changed."),
         ("status", "Connection, unsent changes, how current the data is."),
         ("conflicts", "Edits that lost to a newer server copy."),
+        ("watch", "Keep a live channel and print each change as it arrives."),
         ("logout", "Wipe this profile's data (refuses with unsent changes)."),
         ("help", "Show this help, or a command's help."),
     ]
@@ -51,6 +52,7 @@ enum OutpostCommand {
             case "sync": try await SyncCommands.sync(words)
             case "status": try await SyncCommands.status(words)
             case "conflicts": try await SyncCommands.conflicts(words)
+            case "watch": try await WatchCommand.run(words)
             default:
                 throw UsageError("'\(name)' is not an outpost command. Run 'outpost help' to see them.")
             }
@@ -92,6 +94,7 @@ enum OutpostCommand {
         case "login", "logout": return AccountCommands.help
         case "add", "edit", "delete", "list": return CaptureCommands.help
         case "sync", "status", "conflicts": return SyncCommands.help
+        case "watch": return WatchCommand.help
         case "help": return overview
         default: throw UsageError("'\(name)' is not an outpost command. Run 'outpost help' to see them.")
         }

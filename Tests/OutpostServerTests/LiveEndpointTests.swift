@@ -66,15 +66,6 @@ extension PullChange {
     }
 }
 
-/// Waits (in real time, bounded) until a condition holds.
-func eventually(_ what: String, timeout: Duration = .seconds(15), _ condition: @Sendable () throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try condition() { return }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    throw WaitTimedOut(what, timeout: timeout)
-}
 
 /// `GET /v1/pull?wait=` and `GET /v1/stream` against a real socket: answers
 /// come the moment a change in the caller's scope commits, never another
@@ -163,20 +154,21 @@ struct LiveEndpointTests {
 
     @Test(.enabled(if: Backend.postgresURL != nil, "needs the test PostgreSQL"))
     func aCommitOnOneServerWakesStreamsAndLongPollsOnAnother() async throws {
-        let serverA = try LiveServer(.postgres, config: try Self.config())
+        // Heartbeats and waits far longer than the test: only a notification can wake B in time.
+        let serverA = try LiveServer(.postgres, config: try Self.config(heartbeat: 120))
         let serverB = try LiveServer(sharing: serverA)
         let ana = try serverA.token("u-1")
         let coordinator = try serverA.token("c-1", .coordinator)
         let onB = try await EventReader(serverB, "/v1/stream?collections=people", token: coordinator)
         try await onB.wait("the stream on B is open") { !$0.isEmpty }
         let cursor = try #require(try await serverB.pullAll(token: ana).cursor).rawValue
-        let poll = Task { try await serverB.get("/v1/pull?cursor=\(cursor)&wait=20&collections=people", token: ana) }
+        let poll = Task { try await serverB.get("/v1/pull?cursor=\(cursor)&wait=60&collections=people", token: ana) }
         try await eventually("B's long poll waits") { serverB.server.liveConnections == 2 }
         let pushed = ContinuousClock.now
         _ = try await serverA.push(person(TestDevice(), "Pushed on A"), token: ana)
-        try await onB.wait("the push on A reached the stream on B", timeout: .seconds(10)) { _ in try onB.changes().count == 1 }
-        let answer = try await poll.value(within: .seconds(10), "B's long poll answered after A's commit")
-        #expect(ContinuousClock.now - pushed < .seconds(5), "by notification, not by a heartbeat or the wait running out")
+        try await onB.wait("the push on A reached the stream on B", timeout: .seconds(50)) { _ in try onB.changes().count == 1 }
+        let answer = try await poll.value(within: .seconds(50), "B's long poll answered after A's commit")
+        #expect(ContinuousClock.now - pushed < .seconds(55), "by notification, not by a heartbeat or the wait running out")
         #expect(try answer.decode(PullResponse.self).changes.count == 1)
     }
 

@@ -36,7 +36,7 @@ struct CommandLineTests {
 
         func startServer() throws {
             let server = self.server
-            let http = try HTTPServer(port: port, threads: 2) { server.handle($0) }
+            let http = try HTTPServer(port: port, threads: 2, server: server)
             port = http.port
             self.http = http
         }
@@ -66,6 +66,36 @@ struct CommandLineTests {
             let result = try await run(["login", "--server", url, "--token", token])
             #expect(result.status == 0, "\(result.stderr)")
         }
+    }
+
+    @Test func watchPrintsEachChangeOfAnotherDeviceAsItArrives() async throws {
+        let station = try Workstation()
+        try await station.login()
+        let token = try station.server.tokens.issue(user: "ana", role: .field, team: "north", ttl: nil)
+        #expect(try await station.run(["login", "--server", station.url, "--token", token, "--profile", "phone"]).status == 0)
+        let watch = try SpawnedProcess(
+            CommandLineTests.executable, ["watch", "people"],
+            environment: ["XDG_CONFIG_HOME": station.directory.path("config"), "XDG_DATA_HOME": station.dataHome, "NO_COLOR": "1"],
+            stdout: .pipe)
+        defer { watch.killIfRunning(after: .seconds(5)) }
+        try await eventually("the watch keeps a live channel") { station.server.liveConnections == 1 }
+        let added = try await station.run(["add", "people", "name=Bea", "--profile", "phone"])
+        let uuid = added.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await station.run(["sync", "--profile", "phone"]).status == 0)
+        let output = watch.standardOutput!
+        let line = try await runBlocking { () -> String in
+            var buffer = Data()
+            while !String(decoding: buffer, as: UTF8.self).contains(uuid) {
+                let chunk = output.availableData
+                if chunk.isEmpty { break }
+                buffer += chunk
+            }
+            return String(decoding: buffer, as: UTF8.self)
+        }
+        #expect(line.contains(" people \(uuid) ") && line.contains(#"name="Bea""#), "one line per change: time, collection, uuid, fields: \(line)")
+        watch.signal(SIGINT)
+        try await watch.waitUntilExit(within: .seconds(10), "watch stopped on Ctrl-C")
+        #expect(watch.terminationStatus == 0)
     }
 
     @Test func captureWhileTheServerIsDownThenSyncOnceItIsUp() async throws {

@@ -20,6 +20,9 @@ struct Listeners<Element: Sendable> {
 
     mutating func remove(_ id: UUID) { continuations.removeValue(forKey: id) }
 
+    /// Whether anyone listens (an event worth building only then).
+    var isEmpty: Bool { continuations.isEmpty }
+
     func yield(_ element: Element) {
         for continuation in continuations.values { continuation.yield(element) }
     }

@@ -249,6 +249,7 @@ extension SyncEngine {
         liveApply = apply
         defer { if liveApply == apply { liveApply = nil } }
         try await apply.value
+        if !eventListeners.isEmpty, !page.changes.isEmpty { emit(.received(ReceivedChange.all(in: page))) }
         await publishStatus()
     }
 

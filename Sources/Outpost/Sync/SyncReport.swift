@@ -1,3 +1,4 @@
+public import Foundation
 import OutpostCore
 
 /// What one sync cycle did: the summary a person sees after pull-to-refresh.
@@ -57,4 +58,43 @@ public enum SyncEvent: Sendable, Equatable {
     case rejected([RejectedChange])
     /// A cycle ended.
     case cycleCompleted(SyncReport)
+    /// Changes the live channel just stored, in commit order.
+    case received([ReceivedChange])
+}
+
+/// One change the live channel stored: what `outpost watch` prints.
+public struct ReceivedChange: Sendable, Equatable {
+    public var collection: String
+    public var uuid: UUID
+    /// A tombstone: the record was deleted.
+    public var deleted: Bool
+    /// The record left this person's scope (reassigned); the local copy is gone.
+    public var removed: Bool
+    /// The record's fields as the server holds them now; nil when deleted or removed.
+    public var data: JSONObject?
+    /// When the server stored it.
+    public var serverUpdatedAt: ServerTimestamp?
+
+    public init(
+        collection: String, uuid: UUID, deleted: Bool, removed: Bool, data: JSONObject?, serverUpdatedAt: ServerTimestamp?
+    ) {
+        self.collection = collection
+        self.uuid = uuid
+        self.deleted = deleted
+        self.removed = removed
+        self.data = data
+        self.serverUpdatedAt = serverUpdatedAt
+    }
+
+    /// The changes of a page, read from its text.
+    static func all(in page: RawPullPage) -> [ReceivedChange] {
+        page.changes.compactMap { change -> ReceivedChange? in
+            guard let uuid = UUID.fromWire(page.string(change.uuid)) else { return nil }
+            let data = change.data.flatMap { try? JSONObject.parseObject(page.string($0)) }
+            let updated = change.removed ? nil : ServerTimestamp(rawValue: page.string(change.updatedAt))
+            return ReceivedChange(
+                collection: change.collection, uuid: uuid, deleted: change.deleted, removed: change.removed, data: data,
+                serverUpdatedAt: updated)
+        }
+    }
 }

@@ -68,10 +68,13 @@ struct Profile {
         return try LocalStore(path: databasePath, collections: Self.collections, ifDatabaseLost: ifDatabaseLost)
     }
 
-    func engine(store: LocalStore, account: Account, timeout: TimeInterval = 15) throws -> SyncEngine {
+    /// `live`: keep the live channel once started (`outpost watch`); other
+    /// commands run one cycle and exit.
+    func engine(store: LocalStore, account: Account, timeout: TimeInterval = 15, live: Bool = false) throws -> SyncEngine {
         guard let url = URL(string: account.server) else { throw CommandFailure("The saved server address is not valid.") }
         var options = SyncOptions()
-        options.periodicInterval = nil
+        options.liveUpdates = live
+        options.periodicInterval = live ? .seconds(300) : nil
         options.requestTimeout = timeout
         return SyncEngine(store: store, transport: URLSessionTransport(baseURL: url), token: account.token, options: options)
     }

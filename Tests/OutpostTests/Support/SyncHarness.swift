@@ -82,15 +82,4 @@ final class SyncHarness: @unchecked Sendable {
     }
 }
 
-/// Waits (in real time, bounded) until a condition holds.
-func eventually(
-    _ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool
-) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    throw WaitTimedOut(what, timeout: timeout)
-}
 
