@@ -21,7 +21,7 @@ struct ServerConfigLimitsTests {
         #expect(defaults.databaseTimeouts == DatabaseTimeouts())
         #expect(defaults.databaseTimeouts.lock == 5 && defaults.databaseTimeouts.statement == 15)
         #expect(defaults.connections == ConnectionLimits())
-        #expect(defaults.connections.total == 1024 && defaults.connections.perAddress == 256)
+        #expect(defaults.connections.total == 16_384 && defaults.connections.perAddress == 256, "room for live streams")
 
         let set = try load(
             #"{\#(collections), "lock_timeout_seconds": 2.5, "statement_timeout_seconds": 30, "connection_limit": 2000, "connections_per_address": 300, "idle_timeout_seconds": 20}"#)

@@ -55,7 +55,7 @@ public struct ConnectionLimits: Sendable, Equatable {
 
     /// The defaults, which are valid by construction.
     public init() {
-        total = 1024
+        total = 16_384
         perAddress = 256
         idleTimeoutSeconds = 10
     }

@@ -23,7 +23,7 @@ enum ServeCommand {
                                503 (default 5; "lock_timeout_seconds" in the configuration)
           --statement-timeout S
                                PostgreSQL: seconds a statement may run (default 15; "statement_timeout_seconds")
-          --connection-limit N open connections in all (default 1024; "connection_limit")
+          --connection-limit N open connections in all (default 16384; "connection_limit")
           --connections-per-address N
                                open connections from one client address (default 256, enough for a
                                few hundred phones behind one NAT; "connections_per_address")
@@ -67,6 +67,14 @@ enum ServeCommand {
         }
         let database = try openDatabase(location, poolSize: threads, timeouts: config.databaseTimeouts)
         let server = try SyncServer(database: database, config: config)
+        // Each open connection is a descriptor; room for the limit, the pool and the files.
+        let needed = config.connections.total + threads + 256
+        let files = FileDescriptorLimit.raise(toAtLeast: needed)
+        if files < needed {
+            Terminal.note(
+                "This system allows \(files) open files; fewer than \(config.connections.total) connections can be held "
+                    + "(raise the hard limit, e.g. 'ulimit -Hn \(needed)').")
+        }
         let log: HTTPServer.Log? = quiet ? nil : { @Sendable line in FileHandle.standardError.write(Data((line + "\n").utf8)) }
         let http: HTTPServer
         do {
