@@ -2,6 +2,7 @@ import Foundation
 import Outpost
 import OutpostCore
 import OutpostServer
+import OutpostSimulation
 import OutpostTesting
 import Testing
 
@@ -9,11 +10,19 @@ import Testing
 /// networks do: held back by a buffering proxy, gone silent with the
 /// socket open, or carrying an event after the channel was replaced.
 final class SpoilingTransport: SyncTransport, Sendable {
-    enum Mode: Sendable { case passThrough, buffering, silentAfterFirstChunk }
+    enum Mode: Sendable {
+        case passThrough, buffering, silentAfterFirstChunk
+        /// Each new stream also carries, after its first bytes, the first
+        /// page of changes the previous stream carried: an old event
+        /// delivered late.
+        case replayPreviousStream
+    }
 
     private let wrapped: URLSessionTransport
     private let mode = Locked(Mode.passThrough)
     private let opened = Locked<[AsyncThrowingStream<Data, any Error>.Continuation]>([])
+    /// Every chunk each stream carried, by stream.
+    private let carried = Locked<[[Data]]>([])
     /// Long polls held back (an answer still on its way), and what they will answer.
     private let held = Locked<(holding: Bool, waiting: [CheckedContinuation<Data, Never>])>((false, []))
 
@@ -56,15 +65,27 @@ final class SpoilingTransport: SyncTransport, Sendable {
         let mode = self.mode.current
         let (bytes, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
         opened.withLock { $0.append(continuation) }
+        let index = carried.withLock { carried in
+            carried.append([])
+            return carried.count - 1
+        }
+        let previous = (index > 0 ? carried.current[index - 1] : []).filter {
+            String(decoding: $0, as: UTF8.self).contains("event: changes")
+        }.prefix(1)
+        let carried = self.carried
         let pump = Task {
             var chunks = 0
             do {
                 for try await chunk in real.bytes {
                     chunks += 1
+                    carried.withLock { $0[index].append(chunk) }
                     switch mode {
                     case .passThrough: continuation.yield(chunk)
                     case .buffering: break
                     case .silentAfterFirstChunk: if chunks == 1 { continuation.yield(chunk) }
+                    case .replayPreviousStream:
+                        continuation.yield(chunk)
+                        if chunks == 1 { for old in previous { continuation.yield(old) } }
                     }
                 }
                 continuation.finish()
@@ -212,6 +233,77 @@ struct LiveSyncTests {
         let current = try #require(cursorAfterSnapshot).rawValue
         device.transport.releaseAll(
             answering: Data(#"{"changes":[],"cursor":"\#(current)","has_more":false,"server_time":"2026-01-01T00:00:00Z"}"#.utf8))
+        await device.engine.stop()
+    }
+
+    @Test func aLateDuplicateAfterAReconnectionIsDropped() async throws {
+        let rig = try await LiveSyncRig()
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator)
+        let worker = try rig.device("u-1", name: "worker")
+        device.transport.set(.replayPreviousStream)
+        await device.engine.start()
+        try await eventually("live") { await device.engine.currentStatus.live == .live }
+        let id = try await worker.store.create(Person(name: "Ana"))
+        try await worker.engine.sync()
+        try await eventually("the first stream brought Ana") { try await device.store.get(Person.self, id) != nil }
+        // Away for a moment; meanwhile Ana is renamed. The reconnection's
+        // snapshot brings the new name; then the new stream also carries the
+        // first stream's old events.
+        await device.engine.receive(PathHint(isConnected: false, isExpensive: false))
+        try await worker.store.update(Person.self, id) { $0.name = "Ana Maria" }
+        try await worker.engine.sync()
+        await device.engine.receive(PathHint(isConnected: true, isExpensive: false))
+        try await eventually("the snapshot brought the new name") {
+            try await device.store.get(Person.self, id)?.value.name == "Ana Maria"
+        }
+        try await eventually("the second stream is live") {
+            if device.transport.streamsOpened < 2 { return false }
+            return await device.engine.currentStatus.live == .live
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await device.store.get(Person.self, id)?.value.name == "Ana Maria")
+        // Where the feed is now, as the server says for the same scope.
+        let token = try rig.server.tokens.issue(user: "c-1", role: .coordinator, team: "t-1", ttl: nil)
+        var serverCursor: String?
+        while true {
+            var target = "/v1/pull?collections=\(device.store.syncedCollections.joined(separator: ","))&limit=1000"
+            if let serverCursor { target += "&cursor=\(serverCursor)" }
+            let answer = rig.server.handle(HTTPRequest(method: "GET", target: target, headers: ["Authorization": "Bearer \(token)"]))
+            let page = try WireCoding.decode(PullResponse.self, from: Data(answer.body))
+            serverCursor = page.cursor.rawValue
+            if !page.hasMore { break }
+        }
+        #expect(
+            try await device.store.pullState(collections: device.store.syncedCollections).cursor?.rawValue == serverCursor,
+            "the replayed old page did not move the feed position back")
+        await device.engine.stop()
+    }
+
+    @Test func aSilentSocketThroughTheChaosProxyIsFoundDead() async throws {
+        let rig = try await LiveSyncRig(heartbeatSeconds: 1)
+        let proxy = try ChaosProxy(upstreamPort: rig.http.port)
+        defer { proxy.stop() }
+        var options = SyncOptions()
+        options.liveHeartbeat = .seconds(1)
+        options.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300))
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options, via: proxy.url)
+        await device.engine.start()
+        try await eventually("live through the proxy") { await device.engine.currentStatus.live == .live }
+        // The socket stays open; nothing passes any more, either way.
+        proxy.mode = .silentOpen
+        let silent = ContinuousClock.now
+        try await eventually("the dead socket was noticed", timeout: .seconds(10)) {
+            await device.engine.currentStatus.live != .live
+        }
+        #expect(ContinuousClock.now - silent < .seconds(4), "within two heartbeats, and a little scheduling")
+        proxy.mode = .pass
+        try await eventually("live again through a new connection", timeout: .seconds(15)) {
+            await device.engine.currentStatus.live == .live
+        }
+        let worker = try rig.device("u-1", name: "worker")
+        let id = try await worker.store.create(Person(name: "After the silence"))
+        try await worker.engine.sync()
+        try await eventually("the change arrives") { try await device.store.get(Person.self, id) != nil }
         await device.engine.stop()
     }
 

@@ -327,6 +327,7 @@ extension SyncEngine {
             guard schedule.isCurrent(generation) else { throw StaleGeneration() }
             if page.hasMore { next = request(page.cursor) }
             let result = try await store.applyPull(page, collections: plan.collections)
+            noteFeedPosition(page)
             report.add(result)
             if var current = progress {
                 current.done = min(current.total, current.done + Int64(result.applied + result.keptLocal))

@@ -59,6 +59,11 @@ extension SyncEngine {
         statusListeners.yield(next)
     }
 
+    /// Remembers the newest feed version this device stored.
+    func noteFeedPosition(_ page: RawPullPage) {
+        if let newest = page.changes.map(\.version).max() { feedHighWater = max(feedHighWater, newest) }
+    }
+
     /// Waits for a live page being stored, so a sync cycle's own pull
     /// never lands before an older page of the channel it replaced.
     func awaitLiveApply() async {
@@ -229,6 +234,13 @@ extension SyncEngine {
             } catch {
                 throw SyncFailure.invalidAnswer("a live event is not a page of changes: \(error)")
             }
+            // A page whose every change is one this device already holds (a
+            // late duplicate across a reconnection) is dropped whole: storing
+            // its cursor would move the feed position back.
+            if let newest = page.changes.map(\.version).max(), newest > 0, newest <= feedHighWater {
+                setLive(.live, eventAt: page.serverTime)
+                return
+            }
             try await storeLive(page, generation: generation, collections: collections)
             setLive(.live, eventAt: page.serverTime)
         case "error":
@@ -249,6 +261,7 @@ extension SyncEngine {
         liveApply = apply
         defer { if liveApply == apply { liveApply = nil } }
         try await apply.value
+        noteFeedPosition(page)
         if !eventListeners.isEmpty, !page.changes.isEmpty { emit(.received(ReceivedChange.all(in: page))) }
         await publishStatus()
     }

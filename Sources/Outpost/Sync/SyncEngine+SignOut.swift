@@ -49,6 +49,7 @@ extension SyncEngine {
             status = SyncStatus()
             status.connectivity = connectivity
             scopeTotals = [:]
+            feedHighWater = 0
             progress = nil
             lastReport = nil
         }

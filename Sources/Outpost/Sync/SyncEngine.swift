@@ -43,6 +43,9 @@ public actor SyncEngine {
     /// Until then (monotonic), streams do not reach this server (a buffering
     /// proxy): long polls instead. A network change tries streams again.
     var streamsBufferedUntil: Duration?
+    /// The newest feed version stored from a pull or the live channel: a
+    /// live page with nothing newer is a late duplicate.
+    var feedHighWater: Int64 = 0
     /// A live page being stored (a cycle's pull waits for it).
     var liveApply: Task<Void, any Error>?
     /// When the last cycle started (monotonic): the periodic sync is rarer while live.
