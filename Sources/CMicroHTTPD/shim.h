@@ -9,6 +9,20 @@
 // Swift cannot call C variadic functions or some enum constants by name;
 // these wrappers give the server fixed signatures.
 
+#include <stdarg.h>
+#include <stdio.h>
+
+// libmicrohttpd's own messages, on stderr, except the one every live stream
+// causes when its client goes away ("Failed to send the footers…"): that is
+// how a stream normally ends, not an error.
+static void outpost_mhd_log(void *context, const char *format, va_list arguments) {
+    (void)context;
+    char line[512];
+    vsnprintf(line, sizeof line, format, arguments);
+    if (strstr(line, "Failed to send the footers") != NULL) return;
+    fputs(line, stderr);
+}
+
 // Starts a daemon with an internal epoll thread pool and the limits Outpost needs.
 static inline struct MHD_Daemon *outpost_mhd_start(
     uint16_t port, const char *bind_ip_v4, unsigned int threads,
@@ -32,6 +46,7 @@ static inline struct MHD_Daemon *outpost_mhd_start(
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
         MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
+        MHD_OPTION_EXTERNAL_LOGGER, outpost_mhd_log, NULL,
         MHD_OPTION_END);
 }
 

@@ -32,7 +32,8 @@ struct ServerConfigLimitsTests {
     @Test func impossibleValuesAreRefused() throws {
         for bad in [
             #""lock_timeout_seconds": 0"#, #""lock_timeout_seconds": 20"#, #""statement_timeout_seconds": -1"#,
-            #""connection_limit": 0"#, #""connections_per_address": 2000"#, #""idle_timeout_seconds": 0"#,
+            #""connection_limit": 0"#, #""connections_per_address": 20000"#, #""idle_timeout_seconds": 0"#,
+            #""heartbeat_seconds": 0"#, #""max_stream_seconds": 5"#,
         ] {
             #expect(throws: ConfigError.self, "\(bad)") { try load("{\(collections), \(bad)}") }
         }

@@ -4,7 +4,7 @@ import OutpostCore
 /// `outpost bench`: every figure with its baseline measured in the same run.
 enum BenchCommand {
     static let help = """
-        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [--quick] [--json FILE]
+        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [--quick] [--json FILE]
                              [--records N] [--postgres URL] [--series]
 
         Runs the benchmarks (all when none is named) and prints each figure, its baseline
@@ -15,9 +15,10 @@ enum BenchCommand {
           --postgres URL   also run initial-sync and push on PostgreSQL
           --series         initial-sync at 10k, 50k, 100k and 235k records (for the chart)
           --json FILE      also write the results as JSON
+          --idle N         live: idle streams held open on one server (default 10,000)
         """
 
-    static let names = ["initial-sync", "local-write", "push", "many-devices"]
+    static let names = ["initial-sync", "local-write", "push", "many-devices", "live"]
 
     static func run(_ words: [String]) async throws {
         var arguments = try Arguments(words, flagNames: ["quick", "series"])
@@ -26,6 +27,7 @@ enum BenchCommand {
         let jsonPath = arguments.option("json")
         let records = try arguments.integer("records", in: 1...5_000_000) ?? (quick ? 5_000 : 235_613)
         let postgres = arguments.option("postgres")
+        let idle = try arguments.integer("idle", in: 1...60_000) ?? (quick ? 500 : 10_000)
         try arguments.checkAllUsed()
         for name in arguments.positional where !names.contains(name) {
             throw UsageError("'\(name)' is not a benchmark; choose from \(names.joined(separator: ", ")).")
@@ -58,6 +60,8 @@ enum BenchCommand {
                     try await ManyDevicesBench.run(
                         devices: quick ? 20 : 200, seconds: quick ? 3 : 30, stormDevices: quick ? 100 : 1_000,
                         jitter: quick ? .seconds(2) : .seconds(10)))
+            case "live":
+                report(try await LiveBench.run(deviceCounts: quick ? [1, 20] : [1, 100, 1_000], rounds: quick ? 10 : 50, idleConnections: idle))
             default: break
             }
         }

@@ -132,8 +132,9 @@ final class ServerProcess {
     let port: UInt16
 
     /// `logPath` keeps the server's request log (one JSON line per request, with its duration).
-    init(database: String, threads: Int = 8, logPath: String? = nil) throws {
+    init(database: String, threads: Int = 8, logPath: String? = nil, extra: [String] = []) throws {
         let arguments = ["serve", "--database", database, "--port", "0", "--threads", String(threads)] + (logPath == nil ? ["--quiet"] : [])
+            + extra
         if let logPath { _ = FileManager.default.createFile(atPath: logPath, contents: nil) }
         process = try SpawnedProcess(
             URL(fileURLWithPath: Bench.executable), arguments, stdout: .pipe, stderr: logPath.map { .file($0) } ?? .discard)

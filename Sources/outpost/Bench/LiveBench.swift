@@ -1,0 +1,223 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostTesting
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `outpost bench live`: how fast a change reaches devices that hold a
+/// live channel, against the push round trip of the same run; and what
+/// thousands of idle live connections cost the server.
+enum LiveBench {
+    static func run(deviceCounts: [Int], rounds: Int, idleConnections: Int) async throws -> [BenchResult] {
+        var results: [BenchResult] = []
+        for count in deviceCounts {
+            results.append(try await propagation(devices: count, rounds: rounds))
+        }
+        results.append(contentsOf: try await idle(connections: idleConnections))
+        return results
+    }
+
+    // MARK: Propagation
+
+    /// From a push's answer at the writer to each live device's store
+    /// commit of that change (the engine's `received` event, sent after the
+    /// page and its cursor committed).
+    static func propagation(devices: Int, rounds: Int) async throws -> BenchResult {
+        let directory = try TemporaryDirectory(prefix: "outpost-bench-live")
+        var config = try ServerConfig()
+        config.connections = try ConnectionLimits(total: devices + 256, perAddress: devices + 256, idleTimeoutSeconds: 30)
+        let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: config)
+        let http = try HTTPServer(port: 0, threads: 4, connections: config.connections, server: server)
+        defer { http.stop() }
+        let base = URL(string: "http://127.0.0.1:\(http.port)")!
+        try await waitUntilServing(base)
+
+        let arrivals = Locked<[UUID: [UInt64]]>([:])
+        var engines: [SyncEngine] = []
+        var listeners: [Task<Void, Never>] = []
+        for index in 0..<devices {
+            let store = try LocalStore(path: directory.path("d\(index).sqlite"), collections: [CollectionDescriptor(name: "people")])
+            var options = SyncOptions()
+            options.periodicInterval = nil
+            options.requestTimeout = 60
+            let engine = SyncEngine(
+                store: store, transport: URLSessionTransport(baseURL: base),
+                token: try server.tokens.issue(user: "c-\(index)", role: .coordinator, team: "t-1", ttl: nil), options: options,
+                seed: UInt64(index + 1))
+            let events = await engine.events()
+            listeners.append(Task {
+                for await event in events {
+                    guard case .received(let changes) = event else { continue }
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    arrivals.withLock { arrivals in for change in changes { arrivals[change.uuid, default: []].append(now) } }
+                }
+            })
+            engines.append(engine)
+        }
+        defer { listeners.forEach { $0.cancel() } }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for engine in engines { group.addTask { await engine.start() } }
+            try await group.waitForAll()
+        }
+        let liveDeadline = Date() + 120
+        while Date() < liveDeadline {
+            var live = 0
+            for engine in engines where await engine.currentStatus.live == .live { live += 1 }
+            if live == devices { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+
+        let writer = try server.tokens.issue(user: "writer", role: .field, team: "t-1", ttl: nil)
+        let client = UUID()
+        var pushTimes: [Double] = []
+        var propagation: [Double] = []
+        var missed = 0
+        for round in 0..<rounds {
+            let uuid = UUID()
+            let mutation = Mutation(
+                seq: Int64(round + 1), id: UUID(), op: .create, collection: "people", uuid: uuid, baseVersion: nil,
+                data: ["name": .string("Round \(round)")])
+            var request = URLRequest(url: base.appendingPathComponent("v1/push"))
+            request.httpMethod = "POST"
+            request.setValue("Bearer \(writer)", forHTTPHeaderField: "Authorization")
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try WireCoding.encode(PushRequest(clientID: client, mutations: [mutation]))
+            let sent = DispatchTime.now().uptimeNanoseconds
+            _ = try await URLSession.shared.data(for: request)
+            let answered = DispatchTime.now().uptimeNanoseconds
+            pushTimes.append(Double(answered - sent) / 1e6)
+            let deadline = Date() + 10
+            while Date() < deadline, (arrivals.withLock { $0[uuid]?.count ?? 0 }) < devices {
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            let times = arrivals.withLock { $0[uuid] ?? [] }
+            missed += devices - times.count
+            propagation += times.map { Double(Int64($0) - Int64(answered)) / 1e6 }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        for engine in engines { await engine.stop() }
+
+        let p99 = Bench.percentile(propagation, 99)
+        let pushP50 = Bench.percentile(pushTimes, 50)
+        var result = BenchResult(
+            name: "live-propagation-\(devices)", figure: p99, unit: "ms p99 from push answer to store commit",
+            baseline: pushP50, baselineLabel: "push round trip p50, same run", ratio: pushP50 > 0 ? p99 / pushP50 : nil,
+            ratioMeaning: "propagation p99 / push round trip p50",
+            target: "p99 ≤ 50 ms at 1,000 devices and ≤ 2× the push round trip", met: p99 <= 50 && (pushP50 <= 0 || p99 / pushP50 <= 2))
+        result.details = [
+            "p50_ms": Bench.percentile(propagation, 50), "p99_ms": p99, "max_ms": propagation.max() ?? 0,
+            "push_p50_ms": pushP50, "push_p99_ms": Bench.percentile(pushTimes, 99), "devices": Double(devices),
+            "rounds": Double(rounds), "missed": Double(missed),
+        ]
+        if missed > 0 { result.notes.append("\(missed) arrivals did not come within 10 s") }
+        return result
+    }
+
+    // MARK: Idle connections
+
+    /// `connections` idle streams held open on one `outpost serve`: its
+    /// resident memory and CPU while idle, and a pull's p99 with and
+    /// without them.
+    static func idle(connections: Int) async throws -> [BenchResult] {
+        let directory = try TemporaryDirectory(prefix: "outpost-bench-idle")
+        let database = directory.path("server.sqlite")
+        let server = try ServerProcess(
+            database: database, threads: 8,
+            extra: ["--connection-limit", String(connections + 512), "--connections-per-address", String(connections + 512)])
+        defer { server.stop() }
+        try await waitUntilServing(server.url)
+        let tokenServer = try SyncServer(database: try SQLiteServerDatabase(path: database), config: ServerConfig())
+        let token = try tokenServer.tokens.issue(user: "idle", role: .field, team: "t-1", ttl: nil)
+        FileDescriptorLimit.raise(toAtLeast: connections + 512)
+
+        let quietPull = try await pullLatencies(server.url, token: token, count: 200)
+        let rssBefore = residentMegabytes(server.process.processIdentifier)
+        var sockets: [Int32] = []
+        defer { sockets.forEach { close($0) } }
+        for index in 0..<connections {
+            // Spread over 127.0.0.x so one source address's ports never run out.
+            guard let socket = openStream(port: server.port, token: token, source: UInt8(1 + index / 20_000)) else { break }
+            sockets.append(socket)
+        }
+        try await Task.sleep(for: .seconds(2))
+        let cpuStart = cpuSeconds(server.process.processIdentifier)
+        try await Task.sleep(for: .seconds(5))
+        let idleCPU = (cpuSeconds(server.process.processIdentifier) - cpuStart) / 5 * 100
+        let rss = residentMegabytes(server.process.processIdentifier)
+        let busyPull = try await pullLatencies(server.url, token: token, count: 200)
+        let quietP99 = Bench.percentile(quietPull, 99)
+        let busyP99 = Bench.percentile(busyPull, 99)
+        var memory = BenchResult(
+            name: "idle-connections-rss", figure: rss, unit: "MB server RSS with \(sockets.count) idle streams",
+            baseline: rssBefore, baselineLabel: "RSS before they opened", ratio: nil, ratioMeaning: nil,
+            target: "≤ 500 MB at 10,000", met: sockets.count >= connections ? rss <= 500 : nil)
+        memory.details = ["open": Double(sockets.count), "idle_cpu_percent": idleCPU]
+        if sockets.count < connections { memory.notes.append("only \(sockets.count) of \(connections) streams could be opened") }
+        var pull = BenchResult(
+            name: "pull-p99-with-idle-connections", figure: busyP99, unit: "ms",
+            baseline: quietP99, baselineLabel: "pull p99 with none open", ratio: quietP99 > 0 ? busyP99 / quietP99 : nil,
+            ratioMeaning: "with / without", target: "≤ 2× without", met: quietP99 > 0 ? busyP99 / quietP99 <= 2 : nil)
+        pull.details = ["p50_ms": Bench.percentile(busyPull, 50), "quiet_p50_ms": Bench.percentile(quietPull, 50)]
+        return [memory, pull]
+    }
+
+    static func pullLatencies(_ base: URL, token: String, count: Int) async throws -> [Double] {
+        var times: [Double] = []
+        for _ in 0..<count {
+            var request = URLRequest(url: URL(string: "/v1/pull?collections=people&limit=100", relativeTo: base)!)
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            let start = DispatchTime.now().uptimeNanoseconds
+            _ = try await URLSession.shared.data(for: request)
+            times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
+        }
+        return times
+    }
+
+    /// A raw socket from 127.0.0.`source` holding `GET /v1/stream` open.
+    static func openStream(port: UInt16, token: String, source: UInt8) -> Int32? {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return nil }
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        local.sin_addr.s_addr = inet_addr("127.0.0.\(source)")
+        var remote = sockaddr_in()
+        remote.sin_family = sa_family_t(AF_INET)
+        remote.sin_port = port.bigEndian
+        remote.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let ok = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0 && withUnsafePointer(to: &remote) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+        guard ok else {
+            close(socket)
+            return nil
+        }
+        let request = "GET /v1/stream?collections=people HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+        _ = request.withCString { send(socket, $0, strlen($0), 0) }
+        return socket
+    }
+
+    static func residentMegabytes(_ pid: pid_t) -> Double {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
+        return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+    }
+
+    static func cpuSeconds(_ pid: pid_t) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
