@@ -98,7 +98,7 @@ struct LiveEndpointTests {
         #expect(live.server.liveConnections == 1, "still waiting after someone else's commit")
         _ = try await live.push(person(TestDevice(), "Ana's"), token: ana)
         let answer = try await poll.value(within: .seconds(10), "the long poll answered after Ana's commit")
-        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(ContinuousClock.now - started < .seconds(19), "answered by the commit, before its 20 s wait ran out")
         #expect(answer.status == 200)
         let page = try answer.decode(PullResponse.self)
         #expect(page.changes.map { $0.record?.data?["name"] } == [JSONValue.string("Ana's")])

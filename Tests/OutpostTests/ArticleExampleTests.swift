@@ -76,6 +76,10 @@ enum ArticleExamples {
         let status = await engine.currentStatus
         let sentence = StatusMessage.text(for: status, locale: Locale(identifier: "it_IT"))
         #expect(sentence != StatusMessage.text(for: status, locale: Locale(identifier: "en")), "the sentence is Italian")
+        await sceneChanged(to: false, engine: engine)
+        #expect(await engine.currentStatus.live == .off, "no channel in the background")
+        await sceneChanged(to: true, engine: engine)
+        #expect(!StatusMessage.liveText(for: await engine.currentStatus).isEmpty)
         return sentence
     }
 
@@ -168,4 +172,9 @@ struct ArticleExampleTests {
         }
         #expect(checked > 40)
     }
+}
+
+/// The live-updates article's scene-phase hook, as written there.
+func sceneChanged(to active: Bool, engine: SyncEngine) async {
+    if active { await engine.enteredForeground() } else { await engine.enteredBackground() }
 }

@@ -186,7 +186,9 @@ struct LiveSyncTests {
         let silentSince = ContinuousClock.now
         try await eventually("a second stream was opened", timeout: .seconds(10)) { device.transport.streamsOpened >= 2 }
         let detected = ContinuousClock.now - silentSince
-        #expect(detected < .seconds(4), "dead within two heartbeats (and a little scheduling): \(detected)")
+        // Without the watchdog the silent stream would stay "live" forever;
+        // two 1 s heartbeats plus reconnecting on a loaded machine fit in 8 s.
+        #expect(detected < .seconds(8), "dead within two heartbeats (and reconnecting): \(detected)")
         device.transport.set(.passThrough)
         let worker = try rig.device("u-1", name: "worker")
         try await eventually("live again", timeout: .seconds(10)) {
@@ -295,7 +297,7 @@ struct LiveSyncTests {
         try await eventually("the dead socket was noticed", timeout: .seconds(10)) {
             await device.engine.currentStatus.live != .live
         }
-        #expect(ContinuousClock.now - silent < .seconds(4), "within two heartbeats, and a little scheduling")
+        #expect(ContinuousClock.now - silent < .seconds(8), "within two heartbeats, and a loaded machine's scheduling")
         proxy.mode = .pass
         try await eventually("live again through a new connection", timeout: .seconds(15)) {
             await device.engine.currentStatus.live == .live

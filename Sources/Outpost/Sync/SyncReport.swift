@@ -64,7 +64,9 @@ public enum SyncEvent: Sendable, Equatable {
 
 /// One change the live channel stored: what `outpost watch` prints.
 public struct ReceivedChange: Sendable, Equatable {
+    /// The record's collection.
     public var collection: String
+    /// The record's uuid.
     public var uuid: UUID
     /// A tombstone: the record was deleted.
     public var deleted: Bool
@@ -75,6 +77,7 @@ public struct ReceivedChange: Sendable, Equatable {
     /// When the server stored it.
     public var serverUpdatedAt: ServerTimestamp?
 
+    /// A change as the live channel stored it.
     public init(
         collection: String, uuid: UUID, deleted: Bool, removed: Bool, data: JSONObject?, serverUpdatedAt: ServerTimestamp?
     ) {
