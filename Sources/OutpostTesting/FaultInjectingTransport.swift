@@ -124,6 +124,13 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         delivered.filter { $0.target.hasPrefix(path) }
     }
 
+    /// Streams pass to the wrapped transport, unless the device is offline.
+    public func openStream(_ request: TransportRequest) async throws -> TransportStream {
+        if state.withLock({ $0.offline }) { throw TransportError.notSent("offline (injected)") }
+        state.withLock { $0.log.append(request) }
+        return try await wrapped.openStream(request)
+    }
+
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let (isOffline, fault) = state.withLock { state -> (Bool, Fault?) in
             guard !state.offline else { return (true, nil) }

@@ -285,6 +285,7 @@ struct LiveSyncTests {
         let rig = try await LiveSyncRig(heartbeatSeconds: 1)
         let proxy = try ChaosProxy(upstreamPort: rig.http.port)
         defer { proxy.stop() }
+        try await waitUntilServing(proxy.url)
         var options = SyncOptions()
         options.liveHeartbeat = .seconds(1)
         options.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300))
@@ -341,6 +342,7 @@ struct ProxyLiveTests {
         try #require(ReverseProxy.isInstalled(kind), "scripts/ensure-deps installs \(kind.rawValue)")
         let rig = try await LiveSyncRig()
         let proxy = try await ReverseProxy(kind, upstreamPort: rig.http.port)
+        try await waitUntilServing(proxy.base)
         let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator, via: proxy.base)
         let worker = try rig.device("u-1", name: "worker", via: proxy.base)
         await coordinator.engine.start()
@@ -358,6 +360,7 @@ struct ProxyLiveTests {
         try #require(ReverseProxy.isInstalled(.bufferingNginx), "scripts/ensure-deps installs nginx")
         let rig = try await LiveSyncRig()
         let proxy = try await ReverseProxy(.bufferingNginx, upstreamPort: rig.http.port)
+        try await waitUntilServing(proxy.base)
         var options = SyncOptions()
         options.liveFirstEventLimit = .seconds(1)
         options.longPollWait = 5

@@ -68,7 +68,7 @@ enum DemoCommand {
         let directory = try TemporaryDirectory(prefix: "outpost-demo")
         let database = try SQLiteServerDatabase(path: directory.path("server.sqlite"))
         let server = try SyncServer(database: database, config: ServerConfig())
-        let http = try HTTPServer(port: 0, threads: 4) { server.handle($0) }
+        let http = try HTTPServer(port: 0, threads: 4, server: server)
         defer {
             http.stop()
             database.close()
@@ -200,6 +200,40 @@ enum DemoCommand {
         let times = startTimes.all
         narrator.say(String(format: "Their refreshes start spread over %.1f s (first at %.2f s, last at %.2f s), not in a storm.", (times.max() ?? 0) - (times.min() ?? 0), times.min() ?? 0, times.max() ?? 0))
         for phone in storm { await phone.engine.waitForIdle() }
+
+        narrator.heading("Live")
+        await carla.engine.start()
+        let liveBy = Date() + 10
+        while await carla.engine.currentStatus.live != .live && Date() < liveBy { try await Task.sleep(for: .milliseconds(10)) }
+        narrator.say("Carla keeps the app open: her phone holds a live channel to the server.")
+        narrator.quote(StatusMessage.liveText(for: await carla.engine.currentStatus))
+        let doorstep = try await bruno.create("people", ["name": "Inés Duarte", "section": 7])
+        let sending = Date()
+        let upload = Task { try await bruno.engine.sync() }
+        while try await carla.store.get(in: "people", doorstep) == nil && Date() < sending + 10 {
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let seen = Date().timeIntervalSince(sending)
+        _ = try await upload.value
+        narrator.say(String(format: "Bruno captures a family at the door; it is on Carla's phone %.0f ms after his phone began sending it, with no sync by hand.", seen * 1000))
+        carla.network.isOffline = true
+        await carla.engine.receive(PathHint(isConnected: false))
+        let whileAway = try await bruno.create("people", ["name": "Pavel Orlov", "section": 7])
+        _ = try await bruno.engine.sync()
+        carla.network.isOffline = false
+        await carla.engine.receive(PathHint(isConnected: true))
+        let backBy = Date() + 10
+        while Date() < backBy {
+            let arrived = try await carla.store.get(in: "people", whileAway) != nil
+            let live = await carla.engine.currentStatus.live == .live
+            if arrived && live { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let streams = carla.network.delivered(to: "/v1/stream").count
+        narrator.say(
+            "Her network drops for a moment while Bruno captures another. Back online, her phone takes a fresh snapshot "
+                + "(it brings Pavel) before it goes live again on a new stream (\(streams) opened today); nothing from the old one is replayed.")
+        await carla.engine.stop()
 
         narrator.heading("Evening")
         narrator.say("Everyone syncs; the checker compares the server's database with every phone's.")
