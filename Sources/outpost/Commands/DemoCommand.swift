@@ -209,12 +209,12 @@ enum DemoCommand {
         narrator.quote(StatusMessage.liveText(for: await carla.engine.currentStatus))
         let doorstep = try await bruno.create("people", ["name": "Inés Duarte", "section": 7])
         let sending = Date()
-        let upload = Task { try await bruno.engine.sync() }
+        let sendingTask = Task { try await bruno.engine.sync() }
         while try await carla.store.get(in: "people", doorstep) == nil && Date() < sending + 10 {
             try await Task.sleep(for: .milliseconds(1))
         }
         let seen = Date().timeIntervalSince(sending)
-        _ = try await upload.value
+        _ = try await sendingTask.value
         narrator.say(String(format: "Bruno captures a family at the door; it is on Carla's phone %.0f ms after his phone began sending it, with no sync by hand.", seen * 1000))
         carla.network.isOffline = true
         await carla.engine.receive(PathHint(isConnected: false))
