@@ -138,6 +138,29 @@ struct LiveEndpointTests {
     }
 
     @Test(arguments: Backend.available)
+    func aRecordLeavingTheScopeIsRemovedOnTheLiveChannelToo(backend: Backend) async throws {
+        let live = try LiveServer(backend, config: try Self.config())
+        let ana = try live.token("u-1", team: "t-1")
+        let bea = try live.token("u-2", team: "t-2")
+        let admin = try live.token("a-1", .admin, team: "hq")
+        let device = TestDevice()
+        let uuid = UUID()
+        _ = try await live.push(device.request(device.mutation(.create, uuid: uuid, data: ["name": "Ana's"])), token: ana)
+        let anaStream = try await EventReader(live, "/v1/stream?collections=people", token: ana)
+        let beaStream = try await EventReader(live, "/v1/stream?collections=people", token: bea)
+        try await anaStream.wait("Ana has her record") { _ in try anaStream.changes().count == 1 }
+        try await beaStream.wait("Bea's stream is open") { !$0.isEmpty }
+        let moved = try await live.send(
+            "POST", "/v1/records/people/\(uuid.wireText)/assign", token: admin,
+            body: Data(#"{"owner": "u-2", "team": "t-2"}"#.utf8))
+        #expect(moved.status == 200, "\(moved.text)")
+        try await anaStream.wait("the record left Ana's scope on her stream") { _ in
+            try anaStream.changes().contains { if case .removed(_, let removed) = $0 { return removed == uuid } else { return false } }
+        }
+        try await beaStream.wait("and joined Bea's") { _ in try beaStream.changes().contains { $0.uuid == uuid } }
+    }
+
+    @Test(arguments: Backend.available)
     func aRevokedTokenEndsItsStreamAtOnce(backend: Backend) async throws {
         let live = try LiveServer(backend, config: try Self.config())
         let ana = try live.token("u-1")
