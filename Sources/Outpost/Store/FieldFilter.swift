@@ -20,15 +20,7 @@ public struct FieldFilter<Record: SyncRecord>: Sendable {
     /// The condition in the store's terms, or why it cannot be built.
     let resolved: Result<RecordFilter, StoreError>
 
-    init(_ build: () throws -> RecordFilter) {
-        do {
-            resolved = .success(try build())
-        } catch let error as StoreError {
-            resolved = .failure(error)
-        } catch {
-            resolved = .failure(.invalidQuery("\(error)"))
-        }
-    }
+    init(_ build: () throws -> RecordFilter) { resolved = StoreError.resolving(build) }
 
     /// The condition as the untyped ``RecordFilter`` it stands for.
     public func recordFilter() throws -> RecordFilter { try resolved.get() }
@@ -161,15 +153,7 @@ public struct FieldFilter<Record: SyncRecord>: Sendable {
 public struct FieldOrder<Record: SyncRecord>: Sendable {
     let resolved: Result<RecordOrder, StoreError>
 
-    private init(_ build: () throws -> RecordOrder) {
-        do {
-            resolved = .success(try build())
-        } catch let error as StoreError {
-            resolved = .failure(error)
-        } catch {
-            resolved = .failure(.invalidQuery("\(error)"))
-        }
-    }
+    private init(_ build: () throws -> RecordOrder) { resolved = StoreError.resolving(build) }
 
     /// Smallest first.
     public static func ascending<Value: Encodable & Equatable>(_ keyPath: KeyPath<Record, Value>) -> Self {
@@ -194,6 +178,19 @@ public struct FieldOrder<Record: SyncRecord>: Sendable {
 
     /// Most recently written on the server first when descending.
     public static func serverUpdatedAt(ascending: Bool = false) -> Self { Self { .serverUpdatedAt(ascending: ascending) } }
+}
+
+extension StoreError {
+    /// A query term built now, or why it cannot be (reported when the query runs).
+    static func resolving<Term>(_ build: () throws -> Term) -> Result<Term, StoreError> {
+        do {
+            return .success(try build())
+        } catch let error as StoreError {
+            return .failure(error)
+        } catch {
+            return .failure(.invalidQuery("\(error)"))
+        }
+    }
 }
 
 extension RecordQuery {

@@ -33,32 +33,39 @@ public final class URLSessionTransport: SyncTransport {
     /// Opens `request` as a stream: returns once the status and headers
     /// arrive (within `request.timeout`), the body arriving as it comes.
     public func openStream(_ request: TransportRequest) async throws -> TransportStream {
+        // The headers' wait is bounded by `request.timeout`; the body's, by the heartbeat watchdog.
+        let urlRequest = try self.urlRequest(request, timeout: 24 * 3600)
+        do {
+            return try await streams.open(urlRequest, headerTimeout: request.timeout)
+        } catch {
+            throw Self.transportError(error)
+        }
+    }
+
+    private func urlRequest(_ request: TransportRequest, timeout: TimeInterval) throws -> URLRequest {
         guard let url = URL(string: request.target, relativeTo: baseURL) else {
             throw TransportError.notSent("the address \(request.target) is not valid")
         }
-        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 24 * 3600)
+        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        do {
-            return try await streams.open(urlRequest, headerTimeout: request.timeout)
-        } catch let error as TransportError {
-            throw error
-        } catch is CancellationError {
-            throw TransportError.cancelled
-        } catch let error as URLError {
-            throw Self.classify(error)
+        urlRequest.httpBody = request.body
+        return urlRequest
+    }
+
+    /// Any failure of a request, in the words that matter to sync.
+    private static func transportError(_ error: any Error) -> TransportError {
+        switch error {
+        case let error as TransportError: return error
+        case is CancellationError: return .cancelled
+        case let error as URLError: return classify(error)
+        default: return .noAnswer(String(describing: error))
         }
     }
 
     /// Sends `request`, ending it at its timeout; failures are classified as `TransportError`s.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        guard let url = URL(string: request.target, relativeTo: baseURL) else {
-            throw TransportError.notSent("the address \(request.target) is not valid")
-        }
-        var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout)
-        urlRequest.httpMethod = request.method
-        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
-        urlRequest.httpBody = request.body
+        let urlRequest = try self.urlRequest(request, timeout: request.timeout)
         do {
             let (data, response) = try await withDeadline(request.timeout) { [session, urlRequest] in
                 try await session.data(for: urlRequest)
@@ -69,14 +76,8 @@ public final class URLSessionTransport: SyncTransport {
                 if let key = key as? String, let value = value as? String { headers[key] = value }
             }
             return TransportResponse(status: http.statusCode, headers: headers, body: data)
-        } catch let error as TransportError {
-            throw error
-        } catch is CancellationError {
-            throw TransportError.cancelled
-        } catch let error as URLError {
-            throw Self.classify(error)
         } catch {
-            throw TransportError.noAnswer(String(describing: error))
+            throw Self.transportError(error)
         }
     }
 
