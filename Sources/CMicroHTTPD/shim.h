@@ -12,14 +12,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-// libmicrohttpd's own messages, on stderr, except the one every live stream
-// causes when its client goes away ("Failed to send the footers…"): that is
-// how a stream normally ends, not an error.
+// libmicrohttpd's own messages, on stderr, except the ones every live stream
+// causes when its client goes away ("…socket is no longer available for
+// sending"): that is how a stream normally ends, not an error.
 static void outpost_mhd_log(void *context, const char *format, va_list arguments) {
     (void)context;
     char line[512];
     vsnprintf(line, sizeof line, format, arguments);
-    if (strstr(line, "Failed to send the footers") != NULL) return;
+    if (strstr(line, "no longer available for sending") != NULL) return;
     fputs(line, stderr);
 }
 
@@ -40,13 +40,13 @@ static inline struct MHD_Daemon *outpost_mhd_start(
     return MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
         port, NULL, NULL, handler, handler_context,
+        MHD_OPTION_EXTERNAL_LOGGER, outpost_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
         MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
-        MHD_OPTION_EXTERNAL_LOGGER, outpost_mhd_log, NULL,
         MHD_OPTION_END);
 }
 

@@ -26,6 +26,10 @@ extension SyncServer {
     /// Waiting connections now (long polls and streams).
     public var liveConnections: Int { liveHub.count }
 
+    /// Page reads the live channels saved by sharing one read between
+    /// connections of the same scope and position.
+    package var sharedLivePages: Int { liveHub.sharedPageHits }
+
     private func longPoll(_ request: HTTPRequest) -> LiveAnswer {
         guard let text = request.query["wait"], let seconds = Int(text), (0...Self.maxWait).contains(seconds) else {
             return .now(Self.errorResponse(

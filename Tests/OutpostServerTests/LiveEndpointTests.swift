@@ -135,6 +135,20 @@ struct LiveEndpointTests {
         #expect(names == ["before", "one", "two", "three"], "commit order, and never another field user's record")
         let versions = try teamStream.changes().compactMap { $0.record?.version }
         #expect(versions == versions.sorted())
+
+        // Two coordinators of one team share the pages a commit wakes them
+        // for; each gets a cursor of its own scope, so the next events come too.
+        let second = try live.token("c-2", .coordinator)
+        let secondStream = try await EventReader(live, "/v1/stream?collections=people", token: second)
+        try await secondStream.wait("the second coordinator's backlog") { _ in try secondStream.changes().count == 5 }
+        for round in 0..<3 {
+            _ = try await live.push(person(device, "shared \(round)"), token: ana)
+            try await teamStream.wait("the first coordinator has round \(round)") { _ in try teamStream.changes().count == 6 + round }
+            try await secondStream.wait("the second has it too") { _ in try secondStream.changes().count == 6 + round }
+        }
+        #expect(!secondStream.all.contains { $0.name == "error" }, "each stream's cursor is its own scope's")
+        #expect(live.server.sharedLivePages >= 3, "one read per commit served both coordinators")
+        #expect(!teamStream.all.contains { $0.name == "error" })
     }
 
     @Test(arguments: Backend.available)

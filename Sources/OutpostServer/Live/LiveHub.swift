@@ -35,6 +35,21 @@ final class LiveHub: Sendable {
     }
 
     let settings: Settings
+    /// Pages read since the last commit this process heard of, shared by
+    /// connections that read the same thing: a commit to a team wakes every
+    /// coordinator's stream, and the page is read once, not once each.
+    private let pages = Locked(SharedPages())
+
+    private struct SharedPages {
+        /// Bumped by every commit heard, before any connection is woken.
+        var commits: UInt64 = 0
+        var entries: [String: PullService.Page] = [:]
+        /// Reads saved by sharing, since the start (tests and benchmarks look).
+        var hits = 0
+    }
+
+    /// Page reads saved by sharing them between connections.
+    var sharedPageHits: Int { pages.withLock { $0.hits } }
     /// This process among the servers sharing a database: its own
     /// announcements, heard back, are not acted on twice.
     let origin = UUID().uuidString
@@ -102,6 +117,11 @@ final class LiveHub: Sendable {
     /// A write committed: wakes the connections it may concern.
     func committed(_ notice: CommitNotice) {
         guard !notice.isEmpty else { return }
+        // Pages read before this commit may lack it: none is shared from now on.
+        pages.withLock { pages in
+            pages.commits += 1
+            pages.entries.removeAll(keepingCapacity: true)
+        }
         let woken = state.withLock { state -> [LiveConnection] in
             var candidates = state.everyone
             for owner in notice.owners { candidates.formUnion(state.byUser[owner] ?? []) }
@@ -117,6 +137,25 @@ final class LiveHub: Sendable {
             return found.filter { $0.interest.isTouched(by: notice) }
         }
         for connection in woken { connection.signal { $0.changes = true } }
+    }
+
+    /// The page for `key` read since the last commit, or `read` now (and
+    /// kept for the others). A page read while a commit landed is kept only
+    /// if no commit was heard meanwhile; the commit's own wake-up makes its
+    /// connections read again, so a page without it is never the last word.
+    func sharedPage(_ key: String, read: () throws -> PullService.Page) rethrows -> (page: PullService.Page, shared: Bool) {
+        let epoch = pages.withLock { pages -> UInt64 in pages.commits }
+        let hit = pages.withLock { pages -> PullService.Page? in
+            guard pages.commits == epoch, let page = pages.entries[key] else { return nil }
+            pages.hits += 1
+            return page
+        }
+        if let hit { return (hit, true) }
+        let page = try read()
+        pages.withLock { pages in
+            if pages.commits == epoch && pages.entries.count < 4096 { pages.entries[key] = page }
+        }
+        return (page, false)
     }
 
     /// Ends every connection with `error` (a graceful shutdown says

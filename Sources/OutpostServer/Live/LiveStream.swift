@@ -23,6 +23,9 @@ public final class LiveStream: Sendable {
         var sent = 0
         /// Set once the last event is buffered: end after sending it.
         var ending = false
+        /// When the token was last checked (monotonic nanoseconds).
+        var checkedAt: UInt64 = 0
+        var principal: Principal?
     }
 
     let connection: LiveConnection
@@ -88,15 +91,26 @@ public final class LiveStream: Sendable {
             state.withLock { $0.ending = true }
             return true
         }
-        // The token is checked again before every event: a revoked or
-        // expired one ends the stream, whatever else was pending.
+        // The token is checked again before events, at most once a second
+        // (a revocation by any process is noticed within a second anyway):
+        // a revoked or expired one ends the stream, whatever else was pending.
+        let now = LiveHub.now()
+        let known = state.withLock { state in now - state.checkedAt < 1_000_000_000 ? state.principal : nil }
         let principal: Principal
-        do {
-            principal = try server.tokens.authenticate(connection.token)
-        } catch let failure as TokenStore.Failure {
-            return end(with: SyncServer.authError(failure))
-        } catch {
-            return end(with: APIError.unavailable)
+        if let known {
+            principal = known
+        } else {
+            do {
+                principal = try server.tokens.authenticate(connection.token)
+            } catch let failure as TokenStore.Failure {
+                return end(with: SyncServer.authError(failure))
+            } catch {
+                return end(with: APIError.unavailable)
+            }
+            state.withLock { state in
+                state.checkedAt = now
+                state.principal = principal
+            }
         }
         var output: [UInt8] = []
         if pending.changes {
@@ -107,8 +121,7 @@ public final class LiveStream: Sendable {
                 request.cursor = cursor
                 let page: PullService.Page
                 do {
-                    page = try PullService(database: server.database, config: server.config, clock: server.clock)
-                        .page(request, as: principal)
+                    page = try sharedPage(request, as: principal)
                 } catch let error as APIError {
                     return end(with: error, after: output)
                 } catch {
@@ -129,6 +142,22 @@ public final class LiveStream: Sendable {
         guard !output.isEmpty else { return true }
         state.withLock { $0.buffer += output }
         return true
+    }
+
+    /// The page after `request.cursor`, read once for every stream of the
+    /// same scope at the same position until the next commit.
+    private func sharedPage(_ request: PullService.Request, as principal: Principal) throws -> PullService.Page {
+        let scope = Scope(principal: principal, config: server.config)
+        let after = try request.cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag) } ?? -1
+        let key = [
+            scope.sharingKey, (request.collections ?? []).sorted().joined(separator: ","), request.windowStart ?? "",
+            String(request.limit ?? 0), String(after),
+        ].joined(separator: "|")
+        let (page, shared) = try server.liveHub.sharedPage(key) {
+            try PullService(database: server.database, config: server.config, clock: server.clock).page(request, as: principal)
+        }
+        guard shared else { return page }
+        return page.reissued(cursor: request.cursor, scopeTag: scope.tag, serverTime: ServerTimestamp(server.clock.now()))
     }
 
     private func end(with error: APIError, after events: [UInt8] = []) -> Bool {

@@ -27,6 +27,35 @@ struct PullService {
         var cursor: String
         var hasMore: Bool
         var changes: Int
+        /// The changes' JSON, comma-separated (what goes between `[` and `]`).
+        var changesJSON: [UInt8]
+        /// The version of the last change on the page (the cursor's position).
+        var lastVersion: Int64
+
+        /// The same page for another caller with the same scope: only the
+        /// cursor (which names the caller's scope) differs.
+        func reissued(cursor given: String?, scopeTag: String, serverTime: ServerTimestamp) -> Page {
+            let cursor = changes == 0 && given != nil ? given! : PullCursorCodec.encode(lastVersion, scopeTag: scopeTag)
+            var page = self
+            page.cursor = cursor
+            page.body = Self.body(changesJSON: changesJSON, cursor: cursor, hasMore: hasMore, serverTime: serverTime)
+            return page
+        }
+
+        static func body(changesJSON: [UInt8], cursor: String, hasMore: Bool, serverTime: ServerTimestamp) -> [UInt8] {
+            var out: [UInt8] = []
+            out.reserveCapacity(changesJSON.count + 160)
+            out.append(contentsOf: #"{"changes":["#.utf8)
+            out.append(contentsOf: changesJSON)
+            out.append(contentsOf: #"],"cursor":"#.utf8)
+            JSONWriter.writeString(cursor, to: &out)
+            out.append(contentsOf: #","has_more":"#.utf8)
+            out.append(contentsOf: (hasMore ? "true" : "false").utf8)
+            out.append(contentsOf: #","server_time":""#.utf8)
+            out.append(contentsOf: serverTime.rawValue.utf8)
+            out.append(contentsOf: #""}"#.utf8)
+            return out
+        }
     }
 
     func pull(_ request: Request, as principal: Principal) throws -> [UInt8] {
@@ -122,7 +151,6 @@ struct PullService {
             // branches comes once: versions are unique.
             var out: [UInt8] = []
             out.reserveCapacity(streams.reduce(128) { $0 + $1.json.count })
-            out.append(contentsOf: #"{"changes":["#.utf8)
             var taken = 0
             var lastVersion = after
             while taken < limit {
@@ -144,14 +172,8 @@ struct PullService {
             // An empty page returns the cursor it was given.
             let cursor = taken == 0 && request.cursor != nil
                 ? request.cursor! : PullCursorCodec.encode(lastVersion, scopeTag: scope.tag)
-            out.append(contentsOf: #"],"cursor":"#.utf8)
-            JSONWriter.writeString(cursor, to: &out)
-            out.append(contentsOf: #","has_more":"#.utf8)
-            out.append(contentsOf: (hasMore ? "true" : "false").utf8)
-            out.append(contentsOf: #","server_time":""#.utf8)
-            out.append(contentsOf: ServerTimestamp(clock.now()).rawValue.utf8)
-            out.append(contentsOf: #""}"#.utf8)
-            return Page(body: out, cursor: cursor, hasMore: hasMore, changes: taken)
+            let body = Page.body(changesJSON: out, cursor: cursor, hasMore: hasMore, serverTime: ServerTimestamp(clock.now()))
+            return Page(body: body, cursor: cursor, hasMore: hasMore, changes: taken, changesJSON: out, lastVersion: lastVersion)
         }
     }
 

@@ -73,6 +73,17 @@ struct Scope {
         }
     }
 
+    /// Callers with equal keys read exactly the same feed: one user's own
+    /// records, one team's, or everything. (The cursor's tag also names the
+    /// user, so it cannot serve for this.)
+    var sharingKey: String {
+        switch principal.role {
+        case .admin: return "admin"
+        case .field: return "field:" + principal.user
+        case .coordinator: return "team:" + principal.team
+        }
+    }
+
     /// A short tag of what the caller can see, carried in pull cursors: a
     /// cursor made for another scope (a new team) must re-download.
     var tag: String {
