@@ -217,13 +217,13 @@ struct CommandLineTests {
         #expect(result.status == 0, "\(result.stderr)")
         for name in [
             "initial-sync", "initial-sync-encrypted", "local-write", "push", "many-devices", "reconnect-storm-no-jitter",
-            "reconnect-storm-jitter", "live-propagation-1", "live-propagation-20", "idle-connections-rss",
+            "reconnect-storm-jitter", "live-propagation-1", "live-propagation-20", "live-delivery-20", "idle-connections-rss",
             "pull-p99-with-idle-connections",
         ] {
             #expect(result.stdout.contains("\(name):"), "\(name) missing")
         }
         let data = try #require(FileManager.default.contents(atPath: json))
         let object = try JSONValue.parse(data).objectValue
-        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 11)
+        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 12)
     }
 }

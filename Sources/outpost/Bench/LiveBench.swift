@@ -19,6 +19,7 @@ enum LiveBench {
         for count in deviceCounts {
             results.append(try await propagation(devices: count, rounds: rounds))
         }
+        if let most = deviceCounts.max() { results.append(try await delivery(sockets: most, rounds: rounds)) }
         results.append(contentsOf: try await idle(connections: idleConnections))
         return results
     }
@@ -117,6 +118,122 @@ enum LiveBench {
         ]
         if missed > 0 { result.notes.append("\(missed) arrivals did not come within 10 s") }
         return result
+    }
+
+    // MARK: Delivery to sockets
+
+    /// The server's part alone: from a push's answer to the change's event
+    /// arriving on each of `sockets` raw stream connections (one thread
+    /// reads them all), with no device engine or store in the way.
+    static func delivery(sockets count: Int, rounds: Int) async throws -> BenchResult {
+        let directory = try TemporaryDirectory(prefix: "outpost-bench-delivery")
+        var config = try ServerConfig()
+        config.connections = try ConnectionLimits(total: count + 256, perAddress: count + 256, idleTimeoutSeconds: 30)
+        let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: config)
+        let http = try HTTPServer(port: 0, threads: 4, connections: config.connections, server: server)
+        defer { http.stop() }
+        let base = URL(string: "http://127.0.0.1:\(http.port)")!
+        try await waitUntilServing(base)
+        FileDescriptorLimit.raise(toAtLeast: count + 1024)
+        let coordinator = try server.tokens.issue(user: "c-1", role: .coordinator, team: "t-1", ttl: nil)
+        var sockets: [Int32] = []
+        defer { sockets.forEach { close($0) } }
+        for _ in 0..<count {
+            guard let socket = openStream(port: http.port, token: coordinator, source: 1) else { break }
+            sockets.append(socket)
+        }
+        // Wait until every stream is open and its backlog read.
+        let openBy = Date() + 60
+        while server.liveConnections < sockets.count && Date() < openBy { try await Task.sleep(for: .milliseconds(20)) }
+        try await Task.sleep(for: .milliseconds(500))
+        for socket in sockets { drain(socket) }
+
+        let writer = try server.tokens.issue(user: "writer", role: .field, team: "t-1", ttl: nil)
+        let client = UUID()
+        let open = sockets
+        var pushTimes: [Double] = []
+        var delivery: [Double] = []
+        var missed = 0
+        for round in 0..<rounds {
+            let uuid = UUID()
+            let marker = Array(uuid.wireText.utf8)
+            let request = try pushRequest(base, token: writer, client: client, seq: Int64(round + 1), uuid: uuid)
+            let reader = Task.detached { awaitMarker(marker, on: open, within: 10) }
+            let sent = DispatchTime.now().uptimeNanoseconds
+            _ = try await URLSession.shared.data(for: request)
+            let answered = DispatchTime.now().uptimeNanoseconds
+            pushTimes.append(Double(answered - sent) / 1e6)
+            let arrivals = await reader.value
+            missed += sockets.count - arrivals.count
+            delivery += arrivals.map { Double(Int64($0) - Int64(answered)) / 1e6 }
+        }
+        let p99 = Bench.percentile(delivery, 99)
+        let pushP50 = Bench.percentile(pushTimes, 50)
+        var result = BenchResult(
+            name: "live-delivery-\(sockets.count)", figure: p99, unit: "ms p99 from push answer to the event on every socket",
+            baseline: pushP50, baselineLabel: "push round trip p50, same run", ratio: pushP50 > 0 ? p99 / pushP50 : nil,
+            ratioMeaning: "delivery p99 / push round trip p50", target: "reported: the server's share of propagation", met: nil)
+        result.details = [
+            "p50_ms": Bench.percentile(delivery, 50), "p99_ms": p99, "max_ms": delivery.max() ?? 0, "push_p50_ms": pushP50,
+            "sockets": Double(sockets.count), "rounds": Double(rounds), "missed": Double(missed),
+            "shared_page_reads": Double(server.sharedLivePages),
+        ]
+        return result
+    }
+
+    static func pushRequest(_ base: URL, token: String, client: UUID, seq: Int64, uuid: UUID) throws -> URLRequest {
+        let mutation = Mutation(
+            seq: seq, id: UUID(), op: .create, collection: "people", uuid: uuid, baseVersion: nil, data: ["name": .string("Round \(seq)")])
+        var request = URLRequest(url: base.appendingPathComponent("v1/push"))
+        request.httpMethod = "POST"
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = try WireCoding.encode(PushRequest(clientID: client, mutations: [mutation]))
+        return request
+    }
+
+    /// Reads whatever is waiting on a socket, without blocking.
+    static func drain(_ socket: Int32) {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while recv(socket, &buffer, buffer.count, Int32(MSG_DONTWAIT)) > 0 {}
+    }
+
+    /// When `marker` first arrived on each socket (monotonic nanoseconds).
+    static func awaitMarker(_ marker: [UInt8], on sockets: [Int32], within seconds: Double) -> [UInt64] {
+        var pending = Set(sockets.indices)
+        var seen: [Int: [UInt8]] = [:]
+        var arrivals: [UInt64] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds * 1e9)
+        while !pending.isEmpty && DispatchTime.now().uptimeNanoseconds < deadline {
+            var pollers = pending.map { pollfd(fd: sockets[$0], events: Int16(POLLIN), revents: 0) }
+            let indices = Array(pending)
+            guard poll(&pollers, nfds_t(pollers.count), 100) > 0 else { continue }
+            for (position, poller) in pollers.enumerated() where poller.revents & Int16(POLLIN) != 0 {
+                let index = indices[position]
+                let count = recv(poller.fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                guard count > 0 else { continue }
+                var text = seen[index] ?? []
+                text += buffer[0..<count]
+                if text.count > marker.count * 4 { text = Array(text.suffix(marker.count * 4)) }
+                if contains(text, marker) || contains(Array(buffer[0..<count]), marker) {
+                    arrivals.append(DispatchTime.now().uptimeNanoseconds)
+                    pending.remove(index)
+                    seen[index] = nil
+                } else {
+                    seen[index] = text
+                }
+            }
+        }
+        return arrivals
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard haystack.count >= needle.count else { return false }
+        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
+            if Array(haystack[start..<(start + needle.count)]) == needle { return true }
+        }
+        return false
     }
 
     // MARK: Idle connections
