@@ -263,6 +263,23 @@ extension SyncEngine {
         try await apply.value
         noteFeedPosition(page)
         if !eventListeners.isEmpty, !page.changes.isEmpty { emit(.received(ReceivedChange.all(in: page))) }
+        refreshStatusSoon()
+    }
+
+    /// The status's store figures (counts, last sync) after live pages, at
+    /// most five times a second: a busy team's commits would otherwise
+    /// recount the device's tables after every one.
+    func refreshStatusSoon() {
+        guard !statusRefreshPending else { return }
+        statusRefreshPending = true
+        spawn { engine in
+            try? await Task.sleep(for: .milliseconds(200))
+            await engine.refreshStatusNow()
+        }
+    }
+
+    private func refreshStatusNow() async {
+        statusRefreshPending = false
         await publishStatus()
     }
 

@@ -48,6 +48,8 @@ public actor SyncEngine {
     var feedHighWater: Int64 = 0
     /// A live page being stored (a cycle's pull waits for it).
     var liveApply: Task<Void, any Error>?
+    /// A status refresh after live pages is on its way.
+    var statusRefreshPending = false
     /// When the last cycle started (monotonic): the periodic sync is rarer while live.
     var lastCycleStartedAt: Duration?
     var waiters: [(target: Int, id: UInt64, continuation: CheckedContinuation<SyncReport?, Never>)] = []
