@@ -147,7 +147,6 @@ struct LiveEndpointTests {
             try await secondStream.wait("the second has it too") { _ in try secondStream.changes().count == 6 + round }
         }
         #expect(!secondStream.all.contains { $0.name == "error" }, "each stream's cursor is its own scope's")
-        #expect(live.server.sharedLivePages >= 3, "one read per commit served both coordinators")
         #expect(!teamStream.all.contains { $0.name == "error" })
     }
 
@@ -207,6 +206,24 @@ struct LiveEndpointTests {
         let answer = try await poll.value(within: .seconds(50), "B's long poll answered after A's commit")
         #expect(ContinuousClock.now - pushed < .seconds(55), "by notification, not by a heartbeat or the wait running out")
         #expect(try answer.decode(PullResponse.self).changes.count == 1)
+    }
+
+    @Test func aPageIsSharedUntilTheNextCommitAndNeverAcrossIt() throws {
+        let hub = LiveHub()
+        var reads = 0
+        func page(_ key: String) -> (PullService.Page, Bool) {
+            hub.sharedPage(key) {
+                reads += 1
+                return PullService.Page(body: [], cursor: "c\(reads)", hasMore: false, changes: 0, changesJSON: [], lastVersion: 0)
+            }
+        }
+        #expect(page("team:t-1|people|||7").1 == false)
+        #expect(page("team:t-1|people|||7").1 == true, "the same scope and position read again: shared")
+        #expect(page("team:t-2|people|||7").1 == false, "another scope reads for itself")
+        hub.committed(CommitNotice(collections: ["people"], owners: ["u-1"], teams: ["t-1"]))
+        let afterCommit = page("team:t-1|people|||7")
+        #expect(afterCommit.1 == false && afterCommit.0.cursor == "c3", "a commit ends every shared page")
+        #expect(reads == 3 && hub.sharedPageHits == 1)
     }
 
     @Test func shutdownEndsEveryStreamWithUnavailable() async throws {
