@@ -24,20 +24,28 @@ enum LiveBench {
         return results
     }
 
+    /// A server on SQLite in a temporary folder, on a socket, with room
+    /// for `connections` streams from one address.
+    static func liveServer(connections: Int) async throws -> (TemporaryDirectory, SyncServer, HTTPServer, URL) {
+        let directory = try TemporaryDirectory(prefix: "outpost-bench-live")
+        var config = try ServerConfig()
+        config.connections = try ConnectionLimits(
+            total: connections + 256, perAddress: connections + 256, idleTimeoutSeconds: 30)
+        let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: config)
+        let http = try HTTPServer(port: 0, threads: 4, connections: config.connections, server: server)
+        let base = URL(string: "http://127.0.0.1:\(http.port)")!
+        try await waitUntilServing(base)
+        return (directory, server, http, base)
+    }
+
     // MARK: Propagation
 
     /// From a push's answer at the writer to each live device's store
     /// commit of that change (the engine's `received` event, sent after the
     /// page and its cursor committed).
     static func propagation(devices: Int, rounds: Int) async throws -> BenchResult {
-        let directory = try TemporaryDirectory(prefix: "outpost-bench-live")
-        var config = try ServerConfig()
-        config.connections = try ConnectionLimits(total: devices + 256, perAddress: devices + 256, idleTimeoutSeconds: 30)
-        let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: config)
-        let http = try HTTPServer(port: 0, threads: 4, connections: config.connections, server: server)
+        let (directory, server, http, base) = try await liveServer(connections: devices)
         defer { http.stop() }
-        let base = URL(string: "http://127.0.0.1:\(http.port)")!
-        try await waitUntilServing(base)
 
         let arrivals = Locked<[UUID: [UInt64]]>([:])
         var engines: [SyncEngine] = []
@@ -126,14 +134,9 @@ enum LiveBench {
     /// arriving on each of `sockets` raw stream connections (one thread
     /// reads them all), with no device engine or store in the way.
     static func delivery(sockets count: Int, rounds: Int) async throws -> BenchResult {
-        let directory = try TemporaryDirectory(prefix: "outpost-bench-delivery")
-        var config = try ServerConfig()
-        config.connections = try ConnectionLimits(total: count + 256, perAddress: count + 256, idleTimeoutSeconds: 30)
-        let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: config)
-        let http = try HTTPServer(port: 0, threads: 4, connections: config.connections, server: server)
+        let (directory, server, http, base) = try await liveServer(connections: count)
         defer { http.stop() }
-        let base = URL(string: "http://127.0.0.1:\(http.port)")!
-        try await waitUntilServing(base)
+        _ = directory
         FileDescriptorLimit.raise(toAtLeast: count + 1024)
         let coordinator = try server.tokens.issue(user: "c-1", role: .coordinator, team: "t-1", ttl: nil)
         var sockets: [Int32] = []
