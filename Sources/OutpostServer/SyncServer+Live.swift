@@ -68,13 +68,7 @@ extension SyncServer {
             user = principal.user
             try limiter?.admit(principal.user)
             let collections = try liveCollections(request)
-            var limit: Int?
-            if let text = request.query["limit"] {
-                guard let value = Int(text) else {
-                    throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
-                }
-                limit = value
-            }
+            let limit = try Self.limitArgument(request)
             let pull = PullService.Request(
                 collections: Array(collections), cursor: request.query["cursor"], limit: limit,
                 windowStart: request.query["window_start"])

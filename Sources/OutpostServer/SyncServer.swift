@@ -100,6 +100,15 @@ public final class SyncServer: Sendable {
     }
 
     /// `cause` is for the server's log only (the request log line of a 5xx), never the answer.
+    /// The request's `limit` argument, if given; not a number is 400.
+    static func limitArgument(_ request: HTTPRequest) throws -> Int? {
+        guard let text = request.query["limit"] else { return nil }
+        guard let value = Int(text) else {
+            throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
+        }
+        return value
+    }
+
     static func errorResponse(_ error: APIError, user: String?, cause: String? = nil) -> HTTPResponse {
         var response = HTTPResponse.json(error.status, Array((try? WireCoding.encode(error.body)) ?? Data()), user: user)
         if let retryAfter = error.retryAfter { response.headers["Retry-After"] = String(retryAfter) }
@@ -146,13 +155,7 @@ public final class SyncServer: Sendable {
         func json<T: Encodable>(_ value: T) throws -> HTTPResponse {
             .json(200, Array(try WireCoding.encode(value)), user: user)
         }
-        func limitArgument() throws -> Int? {
-            guard let text = request.query["limit"] else { return nil }
-            guard let value = Int(text) else {
-                throw APIError(.invalidRequest, "The limit must be a number.", fields: ["limit": "must be a number"])
-            }
-            return value
-        }
+        func limitArgument() throws -> Int? { try Self.limitArgument(request) }
         func decodeBody<T: Decodable>(_ type: T.Type) throws -> T {
             if let contentType = request.headers["content-type"], !contentType.lowercased().hasPrefix("application/json") {
                 throw APIError(.invalidRequest, "Send the body as application/json.")

@@ -10,7 +10,8 @@ import FoundationNetworking
 /// never reaches).
 final class URLSessionStreams: NSObject, URLSessionDataDelegate, Sendable {
     private struct Pending {
-        var headers: CheckedContinuation<TransportStream, any Error>?
+        /// Resumed with the answer's status and headers when they arrive.
+        var headers: CheckedContinuation<(status: Int, headers: [String: String]), any Error>?
         var body: AsyncThrowingStream<Data, any Error>.Continuation
     }
 
@@ -46,7 +47,7 @@ final class URLSessionStreams: NSObject, URLSessionDataDelegate, Sendable {
             self.fail(id, TransportError.noAnswer("no answer within \(headerTimeout) seconds"))
         }
         defer { timer.cancel() }
-        return try await withTaskCancellationHandler {
+        let head = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 tasks.withLock { $0[id] = Pending(headers: continuation, body: bodyContinuation) }
                 task.resume()
@@ -54,7 +55,7 @@ final class URLSessionStreams: NSObject, URLSessionDataDelegate, Sendable {
         } onCancel: {
             task.cancel()
         }
-        .withBody(body)
+        return TransportStream(status: head.status, headers: head.headers, bytes: body)
     }
 
     private func fail(_ id: Int, _ error: TransportError) {
@@ -67,7 +68,7 @@ final class URLSessionStreams: NSObject, URLSessionDataDelegate, Sendable {
         _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
-        let waiting = tasks.withLock { state -> CheckedContinuation<TransportStream, any Error>? in
+        let waiting = tasks.withLock { state -> CheckedContinuation<(status: Int, headers: [String: String]), any Error>? in
             defer { state[dataTask.taskIdentifier]?.headers = nil }
             return state[dataTask.taskIdentifier]?.headers
         }
@@ -76,9 +77,7 @@ final class URLSessionStreams: NSObject, URLSessionDataDelegate, Sendable {
         for (key, value) in http?.allHeaderFields ?? [:] {
             if let key = key as? String, let value = value as? String { headers[key] = value }
         }
-        // The body stream is attached by `open` once the headers are known.
-        waiting?.resume(returning: TransportStream(
-            status: http?.statusCode ?? 0, headers: headers, bytes: AsyncThrowingStream { $0.finish() }))
+        waiting?.resume(returning: (http?.statusCode ?? 0, headers))
         completionHandler(.allow)
     }
 
@@ -99,11 +98,5 @@ final class URLSessionStreams: NSObject, URLSessionDataDelegate, Sendable {
             pending.headers?.resume(throwing: TransportError.noAnswer("the connection closed before an answer"))
             pending.body.finish()
         }
-    }
-}
-
-extension TransportStream {
-    fileprivate func withBody(_ body: AsyncThrowingStream<Data, any Error>) -> TransportStream {
-        TransportStream(status: status, headers: headers, bytes: body)
     }
 }

@@ -123,11 +123,11 @@ final class LiveHub: Sendable {
             pages.entries.removeAll(keepingCapacity: true)
         }
         let woken = state.withLock { state -> [LiveConnection] in
+            if notice.wakesAll { return state.entries.values.map(\.connection) }
             var candidates = state.everyone
             for owner in notice.owners { candidates.formUnion(state.byUser[owner] ?? []) }
             for team in notice.teams { candidates.formUnion(state.byTeam[team] ?? []) }
             var found = candidates.compactMap { state.entries[$0]?.connection }
-            if notice.wakesAll { return state.entries.values.map(\.connection) }
             // Reference data concerns everyone who follows it (rare: only admins write it).
             if let anyone = state.entries.values.first?.connection,
                 !anyone.interest.readOnly.isDisjoint(with: notice.collections)

@@ -218,13 +218,13 @@ enum LiveBench {
                 guard count > 0 else { continue }
                 var text = seen[index] ?? []
                 text += buffer[0..<count]
-                if text.count > marker.count * 4 { text = Array(text.suffix(marker.count * 4)) }
-                if contains(text, marker) || contains(Array(buffer[0..<count]), marker) {
+                if contains(text, marker) {
                     arrivals.append(DispatchTime.now().uptimeNanoseconds)
                     pending.remove(index)
                     seen[index] = nil
                 } else {
-                    seen[index] = text
+                    // Only the tail can hold the start of a marker split across reads.
+                    seen[index] = Array(text.suffix(marker.count))
                 }
             }
         }
