@@ -134,12 +134,16 @@ final class LiveSyncRig: @unchecked Sendable {
 
 @Suite("Live sync", .timeLimit(.minutes(3)))
 struct LiveSyncTests {
+    /// The first wait for a channel: at a full run's start a first request
+    /// can wait most of a minute for a thread (see `waitUntilServing`).
+    static let firstLive: Duration = .seconds(100)
+
     @Test func aChangeReachesAnotherDeviceAsItCommitsWithNoSyncByHand() async throws {
         let rig = try await LiveSyncRig()
         let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator)
         let worker = try rig.device("u-1", name: "worker")
         await coordinator.engine.start()
-        try await eventually("the coordinator's channel is live") { await coordinator.engine.currentStatus.live == .live }
+        try await eventually("the coordinator's channel is live", timeout: Self.firstLive) { await coordinator.engine.currentStatus.live == .live }
         let statuses = await coordinator.engine.statusUpdates()
         let id = try await worker.store.create(Person(name: "Captured at the door"))
         try await worker.engine.sync()
@@ -165,7 +169,7 @@ struct LiveSyncTests {
         coordinator.transport.set(.buffering)
         let worker = try rig.device("u-1", name: "worker")
         await coordinator.engine.start()
-        try await eventually("the engine fell back to long polls") { await coordinator.engine.currentStatus.live == .polling }
+        try await eventually("the engine fell back to long polls", timeout: Self.firstLive) { await coordinator.engine.currentStatus.live == .polling }
         let streamsBefore = coordinator.transport.streamsOpened
         let id = try await worker.store.create(Person(name: "Through the proxy"))
         try await worker.engine.sync()
@@ -182,7 +186,7 @@ struct LiveSyncTests {
         let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options)
         device.transport.set(.silentAfterFirstChunk)
         await device.engine.start()
-        try await eventually("live on the first heartbeat") { await device.engine.currentStatus.live == .live }
+        try await eventually("live on the first heartbeat", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
         let silentSince = ContinuousClock.now
         try await eventually("a second stream was opened", timeout: .seconds(10)) { device.transport.streamsOpened >= 2 }
         let detected = ContinuousClock.now - silentSince
@@ -212,7 +216,7 @@ struct LiveSyncTests {
         let first = try await worker.store.create(Person(name: "First"))
         try await worker.engine.sync()
         await device.engine.start()
-        try await eventually("polling") { await device.engine.currentStatus.live == .polling }
+        try await eventually("polling", timeout: Self.firstLive) { await device.engine.currentStatus.live == .polling }
         device.transport.holdPolls()
         try await eventually("a long poll is on its way") { device.transport.heldPolls == 1 }
         // A real disconnection: the path drops and comes back. The engine
@@ -244,7 +248,7 @@ struct LiveSyncTests {
         let worker = try rig.device("u-1", name: "worker")
         device.transport.set(.replayPreviousStream)
         await device.engine.start()
-        try await eventually("live") { await device.engine.currentStatus.live == .live }
+        try await eventually("live", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
         let id = try await worker.store.create(Person(name: "Ana"))
         try await worker.engine.sync()
         try await eventually("the first stream brought Ana") { try await device.store.get(Person.self, id) != nil }
@@ -291,7 +295,7 @@ struct LiveSyncTests {
         options.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300))
         let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options, via: proxy.url)
         await device.engine.start()
-        try await eventually("live through the proxy") { await device.engine.currentStatus.live == .live }
+        try await eventually("live through the proxy", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
         // The socket stays open; nothing passes any more, either way.
         proxy.mode = .silentOpen
         let silent = ContinuousClock.now
@@ -318,7 +322,7 @@ struct LiveSyncTests {
         let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options)
         let worker = try rig.device("u-1", name: "worker")
         await device.engine.start()
-        try await eventually("live") { await device.engine.currentStatus.live == .live }
+        try await eventually("live", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
         await device.engine.enteredBackground()
         #expect(await device.engine.currentStatus.live == .off)
         try await eventually("the server let the stream go", timeout: .seconds(10)) { rig.server.liveConnections == 0 }
@@ -337,6 +341,8 @@ struct LiveSyncTests {
 /// and the device falls back to long polls and still converges.
 @Suite("Live sync through real proxies", .timeLimit(.minutes(3)))
 struct ProxyLiveTests {
+    static let firstLive = LiveSyncTests.firstLive
+
     @Test(arguments: [ReverseProxy.Kind.haproxy, .nginx])
     func streamsGoLiveThroughTheProxy(kind: ReverseProxy.Kind) async throws {
         try #require(ReverseProxy.isInstalled(kind), "scripts/ensure-deps installs \(kind.rawValue)")
@@ -367,7 +373,7 @@ struct ProxyLiveTests {
         let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options, via: proxy.base)
         let worker = try rig.device("u-1", name: "worker", via: proxy.base)
         await coordinator.engine.start()
-        try await eventually("the buffered stream was noticed") { await coordinator.engine.currentStatus.live == .polling }
+        try await eventually("the buffered stream was noticed", timeout: Self.firstLive) { await coordinator.engine.currentStatus.live == .polling }
         var ids: [UUID] = []
         for index in 0..<3 {
             ids.append(try await worker.store.create(Person(name: "Buffered \(index)")))

@@ -1,4 +1,5 @@
 public import Foundation
+import OutpostCore
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -9,7 +10,18 @@ public final class URLSessionTransport: SyncTransport {
     /// The server's address; request targets are resolved against it.
     public let baseURL: URL
     private let session: URLSession
-    private let streams = URLSessionStreams()
+    /// The session for streams, made on the first stream: most transports
+    /// (the CLI, tests, a device in the background) never open one.
+    private let streamSession = Locked<URLSessionStreams?>(nil)
+
+    private var streams: URLSessionStreams {
+        streamSession.withLock { session in
+            if let session { return session }
+            let made = URLSessionStreams()
+            session = made
+            return made
+        }
+    }
 
     /// Creates a transport for the server at `baseURL`, with no caching and no waiting for connectivity.
     public init(baseURL: URL) {
@@ -27,7 +39,7 @@ public final class URLSessionTransport: SyncTransport {
 
     deinit {
         session.finishTasksAndInvalidate()
-        streams.invalidate()
+        streamSession.current?.invalidate()
     }
 
     /// Opens `request` as a stream: returns once the status and headers
