@@ -47,7 +47,8 @@ final class EventReader: @unchecked Sendable {
     }
 
     /// Waits (bounded) until `condition` holds over the events so far.
-    func wait(_ what: String, timeout: Duration = .seconds(15), _ condition: @Sendable ([ServerEvent]) throws -> Bool) async throws {
+    /// The default bound allows for a full run's slow start (see `waitUntilServing`).
+    func wait(_ what: String, timeout: Duration = .seconds(60), _ condition: @Sendable ([ServerEvent]) throws -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if try condition(all) { return }

@@ -352,7 +352,7 @@ struct ProxyLiveTests {
         let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator, via: proxy.base)
         let worker = try rig.device("u-1", name: "worker", via: proxy.base)
         await coordinator.engine.start()
-        try await eventually("live through \(kind.rawValue)") { await coordinator.engine.currentStatus.live == .live }
+        try await eventually("live through \(kind.rawValue)", timeout: Self.firstLive) { await coordinator.engine.currentStatus.live == .live }
         let id = try await worker.store.create(Person(name: "Through \(kind.rawValue)"))
         try await worker.engine.sync()
         let pushed = ContinuousClock.now

@@ -30,7 +30,7 @@ enum ReadmeExample {
         // Connect separately; the app's sign-in gives tokens (asked at start and on 401, never offline).
         let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: serverURL)) { _ in token }
         await engine.start()                          // launch sync, periodic sync, reconnect handling
-        let report = try await engine.sync(timeout: .seconds(30))   // pull-to-refresh; typed SyncFailure on error
+        let report = try await engine.sync(timeout: .seconds(60))   // pull-to-refresh; typed SyncFailure on error
         return (report, engine)
     }
 }
