@@ -27,7 +27,8 @@ public final class SyncServer: Sendable {
         self.tokens = TokenStore(database: database, clock: clock)
         self.limiter = config.rateLimit.map { RateLimiter($0, clock: clock) }
         self.liveHub = LiveHub(settings: LiveHub.Settings(
-            heartbeat: .seconds(config.heartbeatSeconds), maxStreamDuration: .seconds(config.maxStreamSeconds)))
+            heartbeat: .seconds(config.heartbeatSeconds), maxStreamDuration: .seconds(config.maxStreamSeconds),
+            tokenRecheck: config.liveTokenRecheck))
         // Servers starting together take turns: the one that waits behind
         // another's migration (longer than a request's lock wait) tries
         // again instead of failing to start.

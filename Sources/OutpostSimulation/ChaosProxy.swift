@@ -31,6 +31,11 @@ public enum ChaosMode: Sendable, Equatable, CustomStringConvertible {
     case silentOpen
     /// Close every accepted connection at once: the server is down.
     case refuse
+    /// Forward everything, and on every new live stream (`text/event-stream`
+    /// in chunks) repeat the `changes` events earlier streams carried, after
+    /// the new stream's first chunk: old events delivered after a
+    /// reconnection, which the client must drop.
+    case replayOldEvents
 
     public var description: String {
         switch self {
@@ -41,6 +46,7 @@ public enum ChaosMode: Sendable, Equatable, CustomStringConvertible {
         case .resetAfterRequest: return "resetAfterRequest"
         case .silentOpen: return "silentOpen"
         case .refuse: return "refuse"
+        case .replayOldEvents: return "replayOldEvents"
         }
     }
 }
@@ -141,6 +147,8 @@ public final class ChaosProxy: Sendable {
     public var bytesToClients: Int { shared.withLock { $0.bytesToClients } }
     /// Client connections ended with a reset (``ChaosMode/resetAfterRequest``, ``ChaosMode/refuse``).
     public var resetsSent: Int { shared.withLock { $0.resetsSent } }
+    /// Old events repeated on newer streams (``ChaosMode/replayOldEvents``).
+    public var lateDuplicatesInjected: Int { shared.withLock { $0.lateDuplicatesInjected } }
 
     /// Closes the listener and every connection, and waits for every thread
     /// to end. Safe to call more than once.
@@ -158,9 +166,9 @@ public final class ChaosProxy: Sendable {
             guard poll(&poller, 1, ChaosSocket.pollMilliseconds) > 0 else { continue }
             let client = accept(listener, nil, nil)
             guard client >= 0 else { continue }
-            let mode = shared.withLock { state -> ChaosMode in
+            let (mode, number) = shared.withLock { state -> (ChaosMode, Int) in
                 state.connectionsAccepted += 1
-                return state.mode
+                return (state.mode, state.connectionsAccepted)
             }
             if mode == .refuse {
                 // The server is down: the connection ends before any byte.
@@ -171,7 +179,7 @@ public final class ChaosProxy: Sendable {
             shared.withLock { $0.openConnections += 1 }
             shared.group.enter()
             let thread = Thread {
-                var connection = ChaosConnection(shared: shared, client: client, upstreamPort: upstreamPort)
+                var connection = ChaosConnection(shared: shared, client: client, upstreamPort: upstreamPort, number: number)
                 connection.run(acceptedIn: mode)
                 shared.withLock { $0.openConnections -= 1 }
                 shared.group.leave()
@@ -197,6 +205,9 @@ private final class ChaosShared: Sendable {
         var bytesFromServer = 0
         var bytesToClients = 0
         var resetsSent = 0
+        var lateDuplicatesInjected = 0
+        /// `changes` events streams carried, with the connection that carried them.
+        var streamEvents: [(connection: Int, event: [UInt8])] = []
     }
 
     private let state: Locked<State>
@@ -238,11 +249,18 @@ private struct ChaosConnection {
     /// interim `100 Continue` (passed on) or the answer (dropped).
     var answerHead: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+    /// Which connection this is (the accept order), to tell its events from older ones.
+    let number: Int
+    /// The server's answers on this connection, read as event streams.
+    var tap = EventStreamTap()
+    /// Old events were repeated on this connection already.
+    var replayed = false
 
-    init(shared: ChaosShared, client: Int32, upstreamPort: UInt16) {
+    init(shared: ChaosShared, client: Int32, upstreamPort: UInt16, number: Int) {
         self.shared = shared
         self.client = client
         self.upstreamPort = upstreamPort
+        self.number = number
     }
 
     mutating func run(acceptedIn mode: ChaosMode) {
@@ -326,7 +344,7 @@ private struct ChaosConnection {
 
     private mutating func fromClient(_ count: Int) {
         switch shared.mode {
-        case .pass, .slowDrip:
+        case .pass, .slowDrip, .replayOldEvents:
             forward(count, to: upstream)
         case .latency(let delay):
             guard ChaosSocket.pause(delay, shared) else { return }
@@ -352,6 +370,8 @@ private struct ChaosConnection {
         switch mode {
         case .pass, .resetAfterRequest:
             forward(count, to: client)
+        case .replayOldEvents:
+            forwardReplaying(count)
         case .latency(let delay):
             guard ChaosSocket.pause(delay, shared) else { return }
             forward(count, to: client)
@@ -433,6 +453,42 @@ private struct ChaosConnection {
         shared.withLock { state in
             if toClient { state.bytesToClients += range.count } else { state.bytesToServer += range.count }
         }
+    }
+
+    /// Forwards the server's bytes; on a stream's first chunk boundary,
+    /// sends older streams' `changes` events as chunks of their own.
+    private mutating func forwardReplaying(_ count: Int) {
+        let (boundaries, changes) = tap.feed(buffer[0..<count])
+        let number = self.number
+        if !changes.isEmpty {
+            shared.withLock { state in
+                state.streamEvents += changes.map { (number, $0) }
+                if state.streamEvents.count > 32 { state.streamEvents.removeFirst(state.streamEvents.count - 32) }
+            }
+        }
+        guard !replayed, let boundary = boundaries.first else {
+            forward(count, to: client)
+            return
+        }
+        let old = shared.withLock { state in state.streamEvents.filter { $0.connection < number }.map(\.event) }
+        guard !old.isEmpty else {
+            forward(count, to: client)
+            return
+        }
+        replayed = true
+        forward(0..<boundary, to: client)
+        guard fate == .live else { return }
+        var late: [UInt8] = []
+        for event in old { late += EventStreamTap.chunk(event) }
+        guard late.withUnsafeBytes({ ChaosSocket.sendAll(client, $0, shared) }) else {
+            fate = .closed
+            return
+        }
+        shared.withLock { state in
+            state.bytesToClients += late.count
+            state.lateDuplicatesInjected += old.count
+        }
+        forward(boundary..<count, to: client)
     }
 
     /// Ends the client's connection with a TCP reset, not a graceful close.

@@ -26,6 +26,8 @@ public final class SimulatedDevice: @unchecked Sendable {
     private var backup: (path: String, ledger: WriteLedger)?
     private var token: String
     private let seed: UInt64
+    /// Whether the engine keeps a live channel between cycles.
+    public let live: Bool
     private var restarts: UInt64 = 0
     static let collections = [
         CollectionDescriptor(name: "people", indexedFields: ["name"]),
@@ -34,7 +36,7 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     public init(
         name: String, principal: Principal, path: String, token: String, network: SimulatedNetwork, now: Date,
-        skew: TimeInterval, seed: UInt64, monotonic: ManualMonotonicClock
+        skew: TimeInterval, seed: UInt64, monotonic: ManualMonotonicClock, live: Bool
     ) throws {
         self.name = name
         self.principal = principal
@@ -43,14 +45,16 @@ public final class SimulatedDevice: @unchecked Sendable {
         self.network = network
         self.seed = seed
         self.monotonic = monotonic
+        self.live = live
         wallClock = ManualWallClock(now + skew)
         (store, engine) = try Self.open(
-            path: path, token: token, network: network, clock: wallClock, seed: seed, monotonic: monotonic, disk: disk)
+            path: path, token: token, network: network, clock: wallClock, seed: seed, monotonic: monotonic, disk: disk,
+            live: live)
     }
 
     private static func open(
         path: String, token: String, network: SimulatedNetwork, clock: ManualWallClock, seed: UInt64,
-        monotonic: ManualMonotonicClock, disk: FaultyDisk
+        monotonic: ManualMonotonicClock, disk: FaultyDisk, live: Bool
     ) throws -> (LocalStore, SyncEngine) {
         let open = {
             try LocalStore(
@@ -66,12 +70,18 @@ public final class SimulatedDevice: @unchecked Sendable {
             store = try open()
         }
         var options = SyncOptions()
-        options.liveUpdates = false  // measured (or replayed) cycle by cycle
+        // The engine is never started: every cycle is one the simulation
+        // asks for, and the live channel runs between them, through the
+        // network's live line, which answers nothing until the simulation
+        // steps it (see SimulatedLiveLine.swift).
+        options.liveUpdates = live
+        options.liveWithoutStart = live
         options.periodicInterval = nil
-        // The simulation never moves its monotonic clock, so a reconnection's
-        // jittered sync never fires on its own: every cycle is one the
-        // simulation awaits, and a seed replays exactly. (Left at zero, that
-        // sync started at once in the background and raced the next step.)
+        // Each device's monotonic clock moves only when the simulation moves
+        // it (a silent socket, a backoff that must pass), and every timer it
+        // wakes is awaited before the next step, so a seed replays exactly.
+        // (A reconnection's jitter left at zero would start a sync at once
+        // in the background, racing the next step.)
         options.reconnectJitter = .seconds(1)
         options.pushBatchSize = 20
         options.pullPageSize = 25
@@ -82,12 +92,14 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// The process dies: memory (in-flight set, engine state) is lost, the
     /// database file stays. The device comes back up at once.
     public func crashAndRestart() async throws {
+        try await settleLive()
         await engine.stop()
+        closeLiveLine()
         await store.close()
         restarts += 1
         (store, engine) = try Self.open(
             path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts, monotonic: monotonic,
-            disk: disk)
+            disk: disk, live: live)
         network.crashRequested = false
     }
 
@@ -110,7 +122,9 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// restore must reach the server exactly once.
     public func restoreBackup() async throws {
         guard let backup else { return }
+        try await settleLive()
         await engine.stop()
+        closeLiveLine()
         await store.close()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         try FileManager.default.copyItem(atPath: backup.path, toPath: path)
@@ -125,7 +139,7 @@ public final class SimulatedDevice: @unchecked Sendable {
         restarts += 1
         (store, engine) = try Self.open(
             path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts &* 7919, monotonic: monotonic,
-            disk: disk)
+            disk: disk, live: live)
     }
 
     /// The profile is copied to another computer: a second device with the
@@ -138,7 +152,7 @@ public final class SimulatedDevice: @unchecked Sendable {
         ledger.recordAnotherCopy(of: ledger.created)
         let clone = try SimulatedDevice(
             name: name, principal: principal, path: clonePath, token: token, network: network, now: wallClock.now(), skew: 0,
-            seed: seed, monotonic: monotonic)
+            seed: seed, monotonic: ManualMonotonicClock(), live: live)
         // The clone holds everything this copy holds, records that came
         // from an earlier copy included (a clone of a clone).
         clone.ledger.recordAnotherCopy(of: ledger.created.union(ledger.heldByAnotherCopy))
@@ -161,10 +175,10 @@ public final class SimulatedDevice: @unchecked Sendable {
     }
 
     /// The person signs in again with a new token.
-    public func signIn(_ newToken: String) async {
+    public func signIn(_ newToken: String) async throws {
         token = newToken
         await engine.updateToken(newToken)
-        await engine.waitForIdle()
+        try await settleLive()
     }
 
     /// Moves the device's wall clock (a skewed clock must change nothing).

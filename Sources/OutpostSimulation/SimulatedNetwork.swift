@@ -31,6 +31,17 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     /// Another server process froze mid-transaction holding the write lock
     /// (then died, its transaction rolled back) while this device synced.
     case serverFrozen = "server_frozen"
+    /// A live stream's socket stays open and passes nothing.
+    case liveStall = "live_stall"
+    /// A live stream's connection is reset mid-way.
+    case liveCut = "live_cut"
+    /// A stream open (or long poll) gets no answer, or a 503.
+    case liveOpenFailed = "live_open_failed"
+    /// An event delivered before is delivered again on a newer stream.
+    case liveLateDuplicate = "live_late_duplicate"
+    /// A replaced channel's read hands over an event after the snapshot
+    /// that replaced it.
+    case liveStaleGeneration = "live_stale_generation"
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
@@ -53,7 +64,9 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
     }
 
     private let state: Locked<State>
-    let server: any SyncTransport
+    let server: ServerTransport
+    /// The live channel: streams and long polls wait here for the simulation.
+    public let live = SimulatedLiveLine()
 
     /// Percent chance that a request meets some fault.
     public var faultRate: Int {
@@ -75,7 +88,7 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
     public var faults: [FaultKind: Int] { state.withLock { $0.faults } }
     public var requestCount: Int { state.withLock { $0.requestCount } }
 
-    public init(server: any SyncTransport, seed: UInt64, faultRate: Int) {
+    public init(server: ServerTransport, seed: UInt64, faultRate: Int) {
         self.server = server
         self.state = Locked(State(random: SeededRandom(seed: seed), faultRate: faultRate))
     }
@@ -93,7 +106,14 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
         for request in late { _ = try? await server.send(request) }
     }
 
+    /// A stream waits in ``live`` until the simulation answers it.
+    public func openStream(_ request: TransportRequest) async throws -> TransportStream {
+        try await live.open(request)
+    }
+
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        // A long poll is the live channel's: it waits for the simulation too.
+        if request.target.contains("&wait=") { return try await live.poll(request) }
         state.withLock { $0.requestCount += 1 }
         if isPartitioned { throw TransportError.notSent("partitioned") }
         guard roll(100) < UInt64(faultRate) else { return try await server.send(request) }

@@ -15,21 +15,25 @@ public struct SimulationConfig: Sendable {
     /// Receives one line per workload step, fault and sync when set: what a
     /// replayed seed did, to find where a record went wrong.
     public var trace: (@Sendable (String) -> Void)?
+    /// Devices keep live channels between cycles, with live-channel faults,
+    /// and converge at the end through them alone (no manual sync).
+    public var liveChannels: Bool
 
     public init(
-        seed: UInt64, devices: Int = 4, operations: Int = 60, faultRate: Int = 15,
+        seed: UInt64, devices: Int = 4, operations: Int = 60, faultRate: Int = 15, liveChannels: Bool = true,
         trace: (@Sendable (String) -> Void)? = nil
     ) {
         self.seed = seed
         self.devices = max(1, devices)
         self.operations = operations
         self.faultRate = faultRate
+        self.liveChannels = liveChannels
         self.trace = trace
     }
 
     /// The one-line command that replays this run.
     public var replayCommand: String {
-        "outpost simulate --from \(seed) --seeds 1 --devices \(devices) --ops \(operations)"
+        "outpost simulate --from \(seed) --seeds 1 --devices \(devices) --ops \(operations)" + (liveChannels ? "" : " --no-live")
     }
 }
 
@@ -60,12 +64,19 @@ public enum Simulation {
         // A small body limit, so oversized captures and batches meet it.
         var serverConfig = try ServerConfig()
         serverConfig.maxBodyBytes = Self.maxBodyBytes
+        // Nothing a stream sends may depend on real time: no heartbeat or
+        // maximum duration within a run, and the token checked at every event.
+        serverConfig.heartbeatSeconds = 86_400
+        serverConfig.maxStreamSeconds = 86_400
+        serverConfig.liveTokenRecheck = .zero
         // Writes wait 20 ms for a lock held elsewhere (a frozen server), then answer 503.
         let serverPath = directory.path("server.sqlite")
         let server = try SyncServer(
             database: try SQLiteServerDatabase(path: serverPath, lockWait: 0.02), config: serverConfig, clock: serverClock)
         let transport = ServerTransport(server: server)
-        let monotonic = ManualMonotonicClock()
+        // The live channel's steps and faults draw from their own stream, so
+        // the workload's draws stay what they were without live channels.
+        var liveRandom = SeededRandom(seed: config.seed ^ 0x4C49_5645_4C49_4E45)
 
         var devices: [SimulatedDevice] = []
         for index in 0..<config.devices {
@@ -78,7 +89,7 @@ public enum Simulation {
                 try SimulatedDevice(
                     name: "device-\(index)-\(principal.user)", principal: principal, path: directory.path("device-\(index).sqlite"),
                     token: token, network: network, now: serverClock.now(), skew: skew, seed: random.next(),
-                    monotonic: monotonic))
+                    monotonic: ManualMonotonicClock(), live: config.liveChannels))
         }
         var cursors: [Int: Int64] = [:]
         var mark = 0
@@ -90,9 +101,21 @@ public enum Simulation {
                 devices[index].disk.heal()
                 fullUntil[index] = nil
             }
+            // Live channels take a step about every other operation, and meet
+            // faults twice as often as requests do (they are fewer).
+            if config.liveChannels, liveRandom.next() % 100 < 60 {
+                let live = devices[Int(liveRandom.next() % UInt64(devices.count))]
+                _ = try await live.liveStep(
+                    random: &liveRandom, faultRate: min(100, config.faultRate * 2),
+                    trace: { trace("\(operation) \(live.name): \($0)") })
+                if let violation = try await checkCursor(live, devices.firstIndex { $0 === live }!, &cursors) {
+                    result.violations.append(violation)
+                }
+            }
             let index = Int(random.next() % UInt64(devices.count))
             let device = devices[index]
             let step = "\(operation) \(device.name):"
+            try await device.settleLive()
             serverClock.advance(by: Double(random.next() % 30))
             device.skewClock(by: Double(random.next() % 30))
             // The phone's own backups, now and then: what a restore brings back.
@@ -159,11 +182,17 @@ public enum Simulation {
                 case 61..<85:
                     result.syncs += 1
                     let outcome: Result<SyncReport, any Error>
+                    // Now and then the channel this cycle replaces keeps a
+                    // read waiting: a stale event, delivered later.
+                    let holdBack = config.liveChannels && liveRandom.next() % 4 == 0
                     do {
-                        outcome = .success(try await device.engine.sync(timeout: .seconds(30)))
+                        outcome = .success(try await device.holdingBackTheChannel(holdBack) {
+                            try await device.engine.sync(timeout: .seconds(30))
+                        })
                     } catch {
                         outcome = .failure(error)
                     }
+                    try await device.settleLive()
                     trace("\(step) sync: \(Self.describe(outcome))")
                     if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
                     if device.network.crashRequested { try await device.crashAndRestart() }
@@ -179,7 +208,7 @@ public enum Simulation {
                     // The session expires on the server while the device works on.
                     let short = try server.tokens.issue(
                         user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: 30)
-                    await device.signIn(short)
+                    try await device.signIn(short)
                     serverClock.advance(by: 60)
                     trace("\(step) token expired: \(Self.describe(.success(await device.engine.lastCycleReport ?? SyncReport(trigger: .manual))))")
                     result.faults[.tokenExpiry, default: 0] += 1
@@ -191,7 +220,7 @@ public enum Simulation {
                     if await device.engine.currentStatus.signInRequired {
                         let fresh = try server.tokens.issue(
                             user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: nil)
-                        await device.signIn(fresh)
+                        try await device.signIn(fresh)
                         trace("\(step) signed in again: \(Self.describe(.success(await device.engine.lastCycleReport ?? SyncReport(trigger: .manual))))")
                     }
                 }
@@ -215,11 +244,32 @@ public enum Simulation {
             await device.network.deliverHeld()
             let fresh = try server.tokens.issue(
                 user: device.principal.user, role: device.principal.role, team: device.principal.team, ttl: nil)
-            await device.signIn(fresh)
+            try await device.signIn(fresh)
             trace("\(device.name): signed in: \(Self.describe(.success(await device.engine.lastCycleReport ?? SyncReport(trigger: .manual))))")
         }
         trace("quiescence")
-        for _ in 0..<3 {
+        if config.liveChannels {
+            // Each device pushed and took a snapshot when it signed in; what
+            // the others pushed after that reaches it on its live channel,
+            // with no manual sync: steps until two passes in a row move no data.
+            var quietPasses = 0
+            var passes = 0
+            while quietPasses < 2 && passes < 100 {
+                passes += 1
+                var moved = false
+                for (index, device) in devices.enumerated() {
+                    let outcome = try await device.liveStep(
+                        random: &liveRandom, faultRate: 0, trace: { trace("quiescence \(device.name): \($0)") })
+                    if outcome == .data { moved = true }
+                    if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
+                }
+                quietPasses = moved ? 0 : quietPasses + 1
+            }
+            if quietPasses < 2 {
+                result.violations.append(Violation(invariant: "I6", detail: "the live channels still moved data after \(passes) passes"))
+            }
+        }
+        for _ in 0..<(config.liveChannels ? 0 : 3) {
             for (index, device) in devices.enumerated() {
                 do {
                     let report = try await device.engine.sync(timeout: .seconds(60))
@@ -241,6 +291,7 @@ public enum Simulation {
         result.checks = report.checks
         for device in devices {
             await device.engine.stop()
+            device.closeLiveLine()
             await device.store.close()
         }
         server.database.close()

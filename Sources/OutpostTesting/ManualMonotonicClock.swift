@@ -9,6 +9,9 @@ public final class ManualMonotonicClock: MonotonicClock, Sendable {
     private struct State {
         var current: Duration = .zero
         var sleepers: [UUID: (deadline: Duration, continuation: CheckedContinuation<Void, any Error>)] = [:]
+        /// Sleeps cancelled before they were registered (the cancellation
+        /// handler can run first): they end as soon as they register.
+        var cancelled: Set<UUID> = []
     }
 
     private let state = Locked(State())
@@ -28,16 +31,26 @@ public final class ManualMonotonicClock: MonotonicClock, Sendable {
         let id = UUID()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let asleep = state.withLock { state -> Bool in
-                    if duration <= .zero { return false }
+                enum Outcome { case asleep, done, cancelled }
+                let outcome = state.withLock { state -> Outcome in
+                    if state.cancelled.remove(id) != nil { return .cancelled }
+                    if duration <= .zero { return .done }
                     state.sleepers[id] = (state.current + duration, continuation)
-                    return true
+                    return .asleep
                 }
                 // A sleep of no time returns at once, resumed outside the lock.
-                if !asleep { continuation.resume() }
+                switch outcome {
+                case .asleep: break
+                case .done: continuation.resume()
+                case .cancelled: continuation.resume(throwing: CancellationError())
+                }
             }
         } onCancel: {
-            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+            let sleeper = state.withLock { state in
+                let sleeper = state.sleepers.removeValue(forKey: id)
+                if sleeper == nil { state.cancelled.insert(id) }
+                return sleeper
+            }
             sleeper?.continuation.resume(throwing: CancellationError())
         }
     }

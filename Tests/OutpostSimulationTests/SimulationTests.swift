@@ -69,13 +69,28 @@ struct SimulationTests {
     ///   the server's older copy over it.
     @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353, 8110, 8423, 5586, 20037] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
-        let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50))
-        #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")
+        // As found (devices without live channels), and with them.
+        for live in [false, true] {
+            let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50, liveChannels: live))
+            #expect(result.violations.map(\.description) == [], "replay: \(result.config.replayCommand)")
+        }
     }
 
-    @Test func aSeedReplaysExactly() async throws {
-        let first = try await Simulation.run(SimulationConfig(seed: 4242, devices: 3, operations: 40))
-        let second = try await Simulation.run(SimulationConfig(seed: 4242, devices: 3, operations: 40))
+    /// Every step, fault, sync and live event of a seed happens again, in
+    /// the same order, when it is replayed: the live channels run in tasks
+    /// of their own, and still nothing depends on the scheduler.
+    @Test(arguments: [4242, 77, 1303] as [UInt64])
+    func aSeedReplaysExactly(_ seed: UInt64) async throws {
+        func traced() async throws -> (SimulationResult, [String]) {
+            let lines = Locked<[String]>([])
+            let result = try await Simulation.run(SimulationConfig(
+                seed: seed, devices: 3, operations: 40, trace: { line in lines.withLock { $0.append(line) } }))
+            return (result, lines.current)
+        }
+        let (first, firstTrace) = try await traced()
+        let (second, secondTrace) = try await traced()
+        #expect(firstTrace.contains { $0.contains("live: stream opened") })
+        #expect(firstTrace == secondTrace, "first difference at line \(Array(zip(firstTrace, secondTrace)).firstIndex { $0.0 != $0.1 } ?? min(firstTrace.count, secondTrace.count))")
         #expect(first.writes == second.writes)
         #expect(first.faults == second.faults)
         #expect(first.conflicts == second.conflicts)

@@ -118,6 +118,20 @@ final class LiveSyncRig: @unchecked Sendable {
 
     deinit { http.stop() }
 
+    /// The cursor at the end of the feed, as the server gives it to `user`.
+    func feedEnd(user: String, role: Role, collections: [String]) throws -> String? {
+        let token = try server.tokens.issue(user: user, role: role, team: "t-1", ttl: nil)
+        var cursor: String?
+        while true {
+            var target = "/v1/pull?collections=\(collections.joined(separator: ","))&limit=1000"
+            if let cursor { target += "&cursor=\(cursor)" }
+            let answer = server.handle(HTTPRequest(method: "GET", target: target, headers: ["Authorization": "Bearer \(token)"]))
+            let page = try WireCoding.decode(PullResponse.self, from: Data(answer.body))
+            cursor = page.cursor.rawValue
+            if !page.hasMore { return cursor }
+        }
+    }
+
     func device(
         _ user: String, name: String, role: Role = .field, options: SyncOptions = SyncOptions(), via proxy: URL? = nil
     ) throws -> (store: LocalStore, engine: SyncEngine, transport: SpoilingTransport) {
@@ -268,20 +282,51 @@ struct LiveSyncTests {
         }
         try await Task.sleep(for: .milliseconds(300))
         #expect(try await device.store.get(Person.self, id)?.value.name == "Ana Maria")
-        // Where the feed is now, as the server says for the same scope.
-        let token = try rig.server.tokens.issue(user: "c-1", role: .coordinator, team: "t-1", ttl: nil)
-        var serverCursor: String?
-        while true {
-            var target = "/v1/pull?collections=\(device.store.syncedCollections.joined(separator: ","))&limit=1000"
-            if let serverCursor { target += "&cursor=\(serverCursor)" }
-            let answer = rig.server.handle(HTTPRequest(method: "GET", target: target, headers: ["Authorization": "Bearer \(token)"]))
-            let page = try WireCoding.decode(PullResponse.self, from: Data(answer.body))
-            serverCursor = page.cursor.rawValue
-            if !page.hasMore { break }
-        }
         #expect(
-            try await device.store.pullState(collections: device.store.syncedCollections).cursor?.rawValue == serverCursor,
+            try await device.store.pullState(collections: device.store.syncedCollections).cursor?.rawValue
+                == rig.feedEnd(user: "c-1", role: .coordinator, collections: device.store.syncedCollections),
             "the replayed old page did not move the feed position back")
+        await device.engine.stop()
+    }
+
+    @Test func oldEventsRepeatedOnANewStreamByTheChaosProxyAreDropped() async throws {
+        let rig = try await LiveSyncRig(heartbeatSeconds: 1)
+        let proxy = try ChaosProxy(upstreamPort: rig.http.port, mode: .replayOldEvents)
+        defer { proxy.stop() }
+        try await waitUntilServing(proxy.url)
+        var options = SyncOptions()
+        options.liveHeartbeat = .seconds(1)
+        options.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300))
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options, via: proxy.url)
+        let worker = try rig.device("u-1", name: "worker")
+        await device.engine.start()
+        try await eventually("live through the proxy", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
+        let id = try await worker.store.create(Person(name: "Ana"))
+        try await worker.engine.sync()
+        try await eventually("the first stream brought Ana") { try await device.store.get(Person.self, id) != nil }
+        // A network change: the channel closes; meanwhile Ana is renamed.
+        // The reconnection's snapshot brings the new name, and the proxy
+        // then repeats the first stream's event (Ana, as she was) on the
+        // new stream, at the TCP level.
+        await device.engine.receive(PathHint(isConnected: false, isExpensive: false))
+        try await worker.store.update(Person.self, id) { $0.name = "Ana Maria" }
+        try await worker.engine.sync()
+        await device.engine.receive(PathHint(isConnected: true, isExpensive: false))
+        try await eventually("the proxy repeated the old event on the new stream", timeout: .seconds(20)) {
+            proxy.lateDuplicatesInjected > 0
+        }
+        try await eventually("the second stream is live") { await device.engine.currentStatus.live == .live }
+        // Heartbeats after the repeated event: it has been read and handled.
+        try await Task.sleep(for: .milliseconds(1_500))
+        #expect(try await device.store.get(Person.self, id)?.value.name == "Ana Maria", "the old event did not win")
+        #expect(
+            try await device.store.pullState(collections: device.store.syncedCollections).cursor?.rawValue
+                == rig.feedEnd(user: "c-1", role: .coordinator, collections: device.store.syncedCollections),
+            "the repeated old event did not move the feed position back")
+        // The channel still works after the duplicate.
+        let later = try await worker.store.create(Person(name: "After the duplicate"))
+        try await worker.engine.sync()
+        try await eventually("a new change still arrives") { try await device.store.get(Person.self, later) != nil }
         await device.engine.stop()
     }
 

@@ -23,6 +23,10 @@ public struct PullPageResult: Sendable, Equatable {
     /// Changes not applied because the record has local changes waiting;
     /// they are settled by the push (conflict or success), never overwritten.
     public var keptLocal = 0
+    /// Records this device had deleted (their create cancelled) that the
+    /// server sent back: hidden again, with a delete queued that still has
+    /// to be pushed.
+    public var redeleted = 0
 }
 
 extension LocalStore {
@@ -141,6 +145,7 @@ extension LocalStore {
                     let returned = try outbox.redeleteReturnedRecords(in: collection)
                     result.applied -= returned
                     result.keptLocal += returned
+                    result.redeleted += returned
                 }
             }
             try setKV(Self.cursorKey, page.cursor.rawValue)

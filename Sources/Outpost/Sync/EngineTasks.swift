@@ -10,6 +10,10 @@ struct EngineTasks {
     var live: Task<Void, Never>?
     private var others: [UInt64: Task<Void, Never>] = [:]
     private var nextID: UInt64 = 0
+    /// When the retry timer fires, on the engine's clock.
+    var retryDeadline: Duration?
+    /// Tracked tasks that sleep before they act, and until when.
+    private(set) var timers: [UInt64: Duration] = [:]
 
     /// An id for a task about to be started, so it can say when it ends.
     mutating func reserve() -> UInt64 {
@@ -17,14 +21,24 @@ struct EngineTasks {
         return nextID
     }
 
-    mutating func track(_ id: UInt64, _ task: Task<Void, Never>) { others[id] = task }
+    mutating func track(_ id: UInt64, _ task: Task<Void, Never>, sleepingUntil deadline: Duration? = nil) {
+        others[id] = task
+        timers[id] = deadline
+    }
+
+    /// A tracked task's sleep is over.
+    mutating func woke(_ id: UInt64) { timers[id] = nil }
 
     /// A tracked task ended on its own.
-    mutating func ended(_ id: UInt64) { others[id] = nil }
+    mutating func ended(_ id: UInt64) {
+        others[id] = nil
+        timers[id] = nil
+    }
 
     mutating func cancelRetry() {
         retry?.cancel()
         retry = nil
+        retryDeadline = nil
     }
 
     mutating func cancelLive() {
@@ -39,6 +53,7 @@ struct EngineTasks {
         cancelRetry()
         others.values.forEach { $0.cancel() }
         others.removeAll()
+        timers.removeAll()
     }
 
     /// How many tasks are running (tests check that stop leaves none).

@@ -7,7 +7,7 @@ extension SyncEngine {
         let previous = connectivity.state
         let cameBack = connectivity.receive(hint)
         if connectivity.state != previous { await publishStatus() }
-        if cameBack { await reconnected(abandonCycle: true) }
+        if cameBack { reconnected(abandonCycle: true) }
     }
 
     /// Asks `GET /v1/health` whether the server answers: the probe used
@@ -31,9 +31,9 @@ extension SyncEngine {
     /// slow moment shows even when the next answer is fast again.
     func record(_ outcome: ConnectivityModel.Outcome) async {
         let previous = connectivity.state
-        if connectivity.record(outcome) {
-            spawn { engine in await engine.reconnected(abandonCycle: false) }
-        }
+        // At once, not in a task of its own: the channel this answer's
+        // reconnection closes must be closed before anything opens another.
+        if connectivity.record(outcome) { reconnected(abandonCycle: false) }
         if connectivity.state != previous { await publishStatus() }
     }
 
@@ -50,7 +50,7 @@ extension SyncEngine {
     /// are abandoned (their answers will be ignored), features refresh with
     /// jitter, and a sync starts with jitter too, so a thousand devices
     /// coming back at once do not call at once.
-    func reconnected(abandonCycle: Bool) async {
+    func reconnected(abandonCycle: Bool) {
         emit(.freshSessionNeeded)
         // Stale reads are cancelled: the live channel reopens only after the
         // snapshot this reconnection's sync takes.

@@ -329,6 +329,8 @@ extension SyncEngine {
             let result = try await store.applyPull(page, collections: plan.collections)
             noteFeedPosition(page)
             report.add(result)
+            // The page queued deletes of records that came back: they go out next.
+            if result.redeleted > 0, schedule.followUp == nil { schedule.requestFollowUp(.localChange) }
             if var current = progress {
                 current.done = min(current.total, current.done + Int64(result.applied + result.keptLocal))
                 progress = current

@@ -17,7 +17,7 @@ extension SyncEngine {
     /// Whether a live channel should run now: started, in the foreground,
     /// signed in, and turned on.
     var wantsLive: Bool {
-        options.liveUpdates && isStarted && isInForeground && token != nil && !status.signInRequired
+        options.liveUpdates && (isStarted || (options.liveWithoutStart && !wasStopped)) && isInForeground && token != nil && !status.signInRequired
             && status.lastError != .accessRevoked && !status.updateRequired && connectivity.state != .offline
     }
 
@@ -36,6 +36,7 @@ extension SyncEngine {
     /// still delivers is dropped (its generation is over).
     func stopLive() {
         liveGeneration += 1
+        liveSleepingUntil = nil
         tasks.cancelLive()
         setLive(.off)
     }
@@ -70,7 +71,17 @@ extension SyncEngine {
         if let apply = liveApply { _ = await apply.result }
     }
 
+    /// Sleeps on the engine's clock between the channel's attempts; the
+    /// deadline is visible (``activity``) while this is the current channel.
+    private func liveSleep(_ delay: Duration, _ generation: UInt64) async throws {
+        if liveGeneration == generation { liveSleepingUntil = clock.now() + delay }
+        defer { if liveGeneration == generation { liveSleepingUntil = nil } }
+        try await clock.sleep(for: delay)
+    }
+
     private func runLive(_ generation: UInt64) async {
+        liveLoopsRunning += 1
+        defer { liveLoopsRunning -= 1 }
         var attempt = 0
         while !Task.isCancelled, liveGeneration == generation {
             do {
@@ -81,7 +92,7 @@ extension SyncEngine {
                     try await streamOnce(generation)
                     // The server ended the stream (its maximum duration):
                     // reconnect from the cursor, a moment later.
-                    try await clock.sleep(for: .milliseconds(Int64.random(in: 0...500, using: &random)))
+                    try await liveSleep(.milliseconds(Int64.random(in: 0...500, using: &random)), generation)
                 }
                 attempt = 0
             } catch LiveEnd.buffered {
@@ -123,7 +134,7 @@ extension SyncEngine {
                     delay = options.retry.delay(afterAttempt: attempt, random: &random)
                 }
                 attempt += 1
-                do { try await clock.sleep(for: delay) } catch { break }
+                do { try await liveSleep(delay, generation) } catch { break }
             }
         }
         if liveGeneration == generation {
@@ -197,10 +208,13 @@ extension SyncEngine {
                     }
                 }
             }
+            let watch = liveWatchdog
             group.addTask {
                 // The watchdog: a socket can be open while nothing flows.
                 let step = min(heartbeat, firstEventLimit) / 4
+                defer { watch.withLock { if $0?.generation == generation { $0 = nil } } }
                 while true {
+                    watch.withLock { $0 = (generation, clock.now() + step) }
                     try await clock.sleep(for: step)
                     let silent = clock.now() - lastByte.current
                     if !sawEvent.current && silent >= firstEventLimit { throw LiveEnd.buffered }
@@ -257,11 +271,13 @@ extension SyncEngine {
     private func storeLive(_ page: RawPullPage, generation: UInt64, collections: [String]) async throws {
         guard liveGeneration == generation else { throw LiveEnd.stale }
         let store = self.store
-        let apply = Task { _ = try await store.applyPull(page, collections: collections) }
+        let apply = Task { try await store.applyPull(page, collections: collections) }
         liveApply = apply
         defer { if liveApply == apply { liveApply = nil } }
-        try await apply.value
+        let result = try await apply.value
         noteFeedPosition(page)
+        // Deletes the page queued (records this device deleted came back) are pushed now.
+        if result.redeleted > 0 { trigger(.localChange) }
         if !eventListeners.isEmpty, !page.changes.isEmpty { emit(.received(ReceivedChange.all(in: page))) }
         refreshStatusSoon()
     }
@@ -305,7 +321,7 @@ extension SyncEngine {
         setLive(.polling, eventAt: answer.body.serverTime)
         // A server that does not hold long polls answers at once: never a hot loop.
         if answer.body.changes.isEmpty && clock.now() - started < .seconds(1) {
-            try await clock.sleep(for: .seconds(1))
+            try await liveSleep(.seconds(1), generation)
         }
     }
 

@@ -47,7 +47,17 @@ public actor SyncEngine {
     /// live page with nothing newer is a late duplicate.
     var feedHighWater: Int64 = 0
     /// A live page being stored (a cycle's pull waits for it).
-    var liveApply: Task<Void, any Error>?
+    var liveApply: Task<PullPageResult, any Error>?
+    /// Live channel loops running, the current one and any replaced one
+    /// still finishing a read (the simulation waits for them to settle).
+    var liveLoopsRunning = 0
+    /// When the current channel's loop sleeps (a backoff, a reconnection
+    /// pause): until when, on the engine's clock.
+    var liveSleepingUntil: Duration?
+    /// Set by ``stop()``: an engine kept live without ``start()`` stays closed.
+    var wasStopped = false
+    /// Until when the open stream's watchdog sleeps (it runs off the actor).
+    let liveWatchdog = Locked<(generation: UInt64, until: Duration)?>(nil)
     /// A status refresh after live pages is on its way.
     var statusRefreshPending = false
     /// When the last cycle started (monotonic): the periodic sync is rarer while live.
@@ -151,6 +161,7 @@ public actor SyncEngine {
     /// timer, listeners and refreshes are all cancelled.
     public func stop() {
         isStarted = false
+        wasStopped = true
         schedule.stop()
         // A cycle that was running is abandoned: its answers are dropped.
         _ = schedule.abandonRunningCycle()
@@ -207,20 +218,51 @@ public actor SyncEngine {
     func spawn(after delay: Duration? = nil, _ body: @escaping @Sendable (SyncEngine) async -> Void) {
         let id = tasks.reserve()
         let clock = self.clock
-        tasks.track(id, Task { [weak self] in
+        let task = Task { [weak self] in
             if let delay {
                 do { try await clock.sleep(for: delay) } catch { return }
+                await self?.taskWoke(id)
             }
             guard let engine = self else { return }
             await body(engine)
             await engine.taskEnded(id)
-        })
+        }
+        tasks.track(id, task, sleepingUntil: delay.map { clock.now() + $0 })
     }
+
+    private func taskWoke(_ id: UInt64) { tasks.woke(id) }
 
     private func taskEnded(_ id: UInt64) { tasks.ended(id) }
 
     /// Tasks running now (tests check that ``stop()`` leaves none).
     package var runningTasks: Int { tasks.count }
+
+    /// Where the engine's background work stands, for a caller that drives
+    /// it one step at a time (the simulation) and must wait until every
+    /// task is blocked on something it controls.
+    package struct ActivityProbe: Sendable, Equatable {
+        /// A sync cycle is running.
+        package var cycleRunning: Bool
+        /// A live channel is open (its loop may be between reads).
+        package var channelOpen: Bool
+        /// Live loops still running, replaced ones included.
+        package var liveLoops: Int
+        /// The open channel's loop sleeps until then.
+        package var sleepingUntil: Duration?
+        /// The open stream's watchdog sleeps until then.
+        package var watchdogUntil: Duration?
+        /// Timers that will fire (the retry, delayed tasks): each must be
+        /// asleep on the clock until its deadline, not about to act.
+        package var timers: [Duration]
+    }
+
+    package var activity: ActivityProbe {
+        ActivityProbe(
+            cycleRunning: tasks.cycle != nil, channelOpen: tasks.live != nil, liveLoops: liveLoopsRunning,
+            sleepingUntil: liveSleepingUntil,
+            watchdogUntil: liveWatchdog.current.flatMap { $0.generation == liveGeneration ? $0.until : nil },
+            timers: Array(tasks.timers.values) + (tasks.retryDeadline.map { [$0] } ?? []))
+    }
 
     /// Returns once no cycle runs and none is about to follow (tests and the
     /// simulation use it to take one step at a time).
@@ -326,6 +368,7 @@ public actor SyncEngine {
         schedule.backOff(until: clock.now() + delay)
         tasks.cancelRetry()
         let clock = self.clock
+        tasks.retryDeadline = clock.now() + delay
         tasks.retry = Task { [weak self] in
             do { try await clock.sleep(for: delay) } catch { return }
             await self?.retryDue(resetFailures: resetFailures, trigger: trigger)
@@ -334,6 +377,7 @@ public actor SyncEngine {
 
     private func retryDue(resetFailures: Bool, trigger: SyncTrigger) {
         tasks.retry = nil
+        tasks.retryDeadline = nil
         schedule.backoffEnded(resetFailures: resetFailures)
         self.trigger(trigger)
     }

@@ -61,6 +61,10 @@ public struct SyncOptions: Sendable {
     /// the channel already brings every change; the periodic sync stays
     /// as the safety net. Default 30 minutes.
     public var periodicIntervalWhileLive: Duration = .seconds(1800)
+    /// Keeps the live channel after each cycle though ``SyncEngine/start()``
+    /// was never called: the simulation runs every cycle by hand and still
+    /// wants the channel between them.
+    package var liveWithoutStart = false
 
     /// Creates options with every field at its default.
     public init() {}

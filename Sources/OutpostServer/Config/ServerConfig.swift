@@ -32,6 +32,10 @@ public struct ServerConfig: Sendable {
     /// A live stream is closed after this long (seconds); the client
     /// reconnects from its cursor.
     public var maxStreamSeconds = 300
+    /// How long a stream trusts the token it last checked before checking
+    /// it again (a revocation ends the stream within this). The simulation
+    /// sets zero, so what a stream sends never depends on real time.
+    package var liveTokenRecheck: Duration = .seconds(1)
 
     /// A token bucket per user: `burst` requests at once, refilled at `perMinute`.
     public struct RateLimit: Sendable, Equatable {

@@ -14,6 +14,8 @@ final class LiveHub: Sendable {
         var heartbeat: Duration = .seconds(15)
         /// A stream is closed after this long; the client reconnects from its cursor.
         var maxStreamDuration: Duration = .seconds(300)
+        /// A stream checks its token again after this long.
+        var tokenRecheck: Duration = .seconds(1)
     }
 
     enum Kind: Sendable { case longPoll, stream }
@@ -72,7 +74,7 @@ final class LiveHub: Sendable {
 
     static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
-    private static func nanoseconds(_ duration: Duration) -> UInt64 {
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
         UInt64(max(0, duration.components.seconds)) * 1_000_000_000 + UInt64(max(0, duration.components.attoseconds / 1_000_000_000))
     }
 

@@ -91,11 +91,12 @@ public final class LiveStream: Sendable {
             state.withLock { $0.ending = true }
             return true
         }
-        // The token is checked again before events, at most once a second
-        // (a revocation by any process is noticed within a second anyway):
+        // The token is checked again before events, at most once a second by
+        // default (a revocation by any process is noticed within a second anyway):
         // a revoked or expired one ends the stream, whatever else was pending.
         let now = LiveHub.now()
-        let known = state.withLock { state in now - state.checkedAt < 1_000_000_000 ? state.principal : nil }
+        let recheck = LiveHub.nanoseconds(server.liveHub.settings.tokenRecheck)
+        let known = state.withLock { state in state.principal != nil && now - state.checkedAt < recheck ? state.principal : nil }
         let principal: Principal
         if let known {
             principal = known
