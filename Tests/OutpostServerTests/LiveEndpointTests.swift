@@ -227,6 +227,22 @@ struct LiveEndpointTests {
         #expect(reads == 3 && hub.sharedPageHits == 1)
     }
 
+    /// Every server reads "tokens revoked in the last seconds" once a
+    /// second while streams are open: through an index of revoked tokens
+    /// only, not a scan of every token ever issued.
+    @Test func theRevocationWatchReadsAnIndexNotEveryToken() throws {
+        let directory = try TemporaryDirectory(prefix: "outpost-revocations")
+        let database = try SQLiteServerDatabase(path: directory.path("server.sqlite"))
+        defer { database.close() }
+        _ = try SyncServer(database: database, config: try ServerConfig())
+        let plan = try database.read { sql in
+            try sql.query(
+                "EXPLAIN QUERY PLAN SELECT hash FROM tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?",
+                [.text("2026-01-01T00:00:00Z")])
+        }.map { $0.string(3) }
+        #expect(plan.contains { $0.contains("USING INDEX tokens_by_revocation") }, "\(plan)")
+    }
+
     @Test func shutdownEndsEveryStreamWithUnavailable() async throws {
         let live = try LiveServer(.sqlite, config: try Self.config())
         let ana = try live.token("u-1")

@@ -95,6 +95,12 @@ enum ServerSchema {
                 PRIMARY KEY (user_id, client_id)
             );
             """,
+            // Live streams look for tokens revoked in the last seconds, once
+            // a second per server: an index over revoked ones only, so that
+            // read never scans every token ever issued.
+            """
+            CREATE INDEX tokens_by_revocation ON tokens (revoked_at) WHERE revoked_at IS NOT NULL;
+            """,
         ]
     }
 
