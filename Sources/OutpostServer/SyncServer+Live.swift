@@ -37,41 +37,29 @@ extension SyncServer {
                          fields: ["wait": "must be 0 to \(Self.maxWait)"]), user: nil))
         }
         guard seconds > 0 else { return .now(handle(request)) }
-        let principal: Principal
-        let collections: Set<String>
-        do {
-            try checkSchema(request)
-            principal = try tokens.authenticate(Self.bearer(request))
-            collections = try liveCollections(request)
-        } catch {
-            return .now(handle(request))  // the same error pull answers, in the same words
+        return liveRequest(request) { principal, collections, pull in
+            // Registered before the first read: a commit after that read wakes it.
+            guard let connection = liveHub.open(
+                kind: .longPoll, interest: interest(principal, collections), token: Self.bearer(request),
+                wait: .seconds(seconds), changesPending: false)
+            else { throw APIError.unavailable }
+            let first: PullService.Page
+            do {
+                first = try PullService(database: database, config: config, clock: clock).page(pull, as: principal)
+            } catch {
+                liveHub.close(connection)
+                throw error
+            }
+            guard first.changes == 0 else {
+                liveHub.close(connection)
+                return .now(.json(200, first.body, user: principal.user))
+            }
+            return .wait(LongPoll(connection: connection, server: self, request: request))
         }
-        // Registered before the first read: a commit after that read wakes it.
-        let token = Self.bearer(request)
-        guard let connection = liveHub.open(
-            kind: .longPoll, interest: interest(principal, collections), token: token, wait: .seconds(seconds),
-            changesPending: false)
-        else { return .now(Self.errorResponse(APIError.unavailable, user: principal.user)) }
-        let first = handle(request)
-        if first.status != 200 || !Self.isEmptyPage(first.body) {
-            liveHub.close(connection)
-            return .now(first)
-        }
-        return .wait(LongPoll(connection: connection, server: self, request: request))
     }
 
     private func stream(_ request: HTTPRequest) -> LiveAnswer {
-        var user: String?
-        do {
-            try checkSchema(request)
-            let principal = try tokens.authenticate(Self.bearer(request))
-            user = principal.user
-            try limiter?.admit(principal.user)
-            let collections = try liveCollections(request)
-            let limit = try Self.limitArgument(request)
-            let pull = PullService.Request(
-                collections: Array(collections), cursor: request.query["cursor"], limit: limit,
-                windowStart: request.query["window_start"])
+        liveRequest(request) { principal, collections, pull in
             guard let connection = liveHub.open(
                 kind: .stream, interest: interest(principal, collections), token: Self.bearer(request), wait: .zero,
                 changesPending: false)
@@ -85,6 +73,26 @@ extension SyncServer {
                 liveHub.close(connection)
                 throw error
             }
+        }
+    }
+
+    /// What a long poll and a stream check first, once (the schema, the
+    /// token, the rate limit, the collections and the pull's arguments),
+    /// and the same error answers a pull gives when a check fails.
+    private func liveRequest(
+        _ request: HTTPRequest, _ answer: (Principal, Set<String>, PullService.Request) throws -> LiveAnswer
+    ) -> LiveAnswer {
+        var user: String?
+        do {
+            try checkSchema(request)
+            let principal = try tokens.authenticate(Self.bearer(request))
+            user = principal.user
+            try limiter?.admit(principal.user)
+            let collections = try liveCollections(request)
+            let pull = PullService.Request(
+                collections: Array(collections), cursor: request.query["cursor"], limit: try Self.limitArgument(request),
+                windowStart: request.query["window_start"])
+            return try answer(principal, collections, pull)
         } catch let error as APIError {
             return .now(Self.errorResponse(error, user: user))
         } catch let failure as TokenStore.Failure {
@@ -116,11 +124,6 @@ extension SyncServer {
     static func bearer(_ request: HTTPRequest) -> String? {
         guard let header = request.headers["authorization"], header.hasPrefix("Bearer ") else { return nil }
         return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-    }
-
-    /// Whether a pull answer (built by `PullService`) carries no change.
-    static func isEmptyPage(_ body: [UInt8]) -> Bool {
-        body.starts(with: Array(#"{"changes":[]"#.utf8))
     }
 }
 
