@@ -256,6 +256,26 @@ struct LiveSyncTests {
         await device.engine.stop()
     }
 
+    /// Pull to refresh while live: the channel closes for the cycle's
+    /// snapshot and reopens after it; the status shows that as connecting,
+    /// never as off and back.
+    @Test func aManualSyncWhileLiveNeverShowsTheChannelOff() async throws {
+        let rig = try await LiveSyncRig()
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator)
+        await device.engine.start()
+        try await eventually("live", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
+        let updates = await device.engine.statusUpdates()
+        let seen = Locked<[LiveChannelState]>([])
+        let watcher = Task { for await status in updates { seen.withLock { $0.append(status.live) } } }
+        defer { watcher.cancel() }
+        try await device.engine.sync()
+        try await eventually("live again after the cycle") { await device.engine.currentStatus.live == .live }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(seen.current.contains(.connecting), "\(seen.current)")
+        #expect(!seen.current.contains(.off), "\(seen.current)")
+        await device.engine.stop()
+    }
+
     @Test func aLateDuplicateAfterAReconnectionIsDropped() async throws {
         let rig = try await LiveSyncRig()
         let device = try rig.device("c-1", name: "coordinator", role: .coordinator)

@@ -205,7 +205,13 @@ public actor SyncEngine {
         // snapshot, so the channel is closed first and reopened after it,
         // from the new cursor.
         let pulls = !(status.live == .live && tasks.live != nil && (trigger == .localChange || trigger == .retry))
-        if pulls { stopLive() }
+        if pulls {
+            // The channel closes for the cycle's snapshot and reopens after
+            // it: the status says "connecting" meanwhile, not "off" and back.
+            let reopens = tasks.live != nil
+            stopLive()
+            if reopens { setLive(.connecting) }
+        }
         tasks.cycle = Task { [weak self] in
             guard let self else { return }
             let report = await self.runCycle(trigger, generation: cycle.generation, pulls: pulls)
@@ -347,6 +353,8 @@ public actor SyncEngine {
         } else if report.failure == nil {
             ensureLive()
         }
+        // A cycle that failed leaves the channel closed until a later one succeeds.
+        if tasks.live == nil, tasks.cycle == nil, status.live != .off { setLive(.off) }
     }
 
     // MARK: Failures and backoff
