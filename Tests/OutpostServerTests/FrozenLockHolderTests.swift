@@ -20,15 +20,15 @@ struct FrozenLockHolderTests {
     final class FrozenServer {
         let connection: PostgresConnection
 
-        init() throws {
+        /// On the database at `url` (a test schema's location).
+        init(url: String) throws {
             connection = try PostgresConnection(
-                url: try #require(Backend.postgresURL), redactedURL: "the test database",
+                url: url, redactedURL: "the test database",
                 timeouts: try DatabaseTimeouts(lock: 30, statement: 60), failureKind: .failure)
-            // Every test shares this lock: PostgreSQL ends the frozen transaction
-            // itself should this test ever stall.
+            // PostgreSQL ends the frozen transaction itself should this test ever stall.
             try connection.command("SET idle_in_transaction_session_timeout = 20000")
             try connection.command("BEGIN")
-            try connection.command("SELECT pg_advisory_xact_lock(\(PostgresDatabase.writeLockKey))")
+            try connection.command(PostgresDatabase.writeLockStatement)
         }
 
         func release() {
@@ -69,7 +69,7 @@ struct FrozenLockHolderTests {
         // tests waiting on it may hold the cooperative pool, and the lock
         // must be released whatever they do.
         let outcome = try await RawHTTP.onThread { () throws -> Outcome in
-            let frozen = try FrozenServer()
+            let frozen = try FrozenServer(url: live.location)
             defer { frozen.release() }
             let started = ContinuousClock.now
             let push = Background { try RawHTTP.push(port: port, token: token, body: body) }

@@ -7,7 +7,10 @@ import OutpostCore
 /// A small pool of libpq connections, opened lazily. Every `write` runs
 /// `BEGIN; SELECT pg_advisory_xact_lock(…)` first, so write transactions are
 /// serialised across every server process on the database (the lock is
-/// released by COMMIT/ROLLBACK); `read` runs in a REPEATABLE READ READ ONLY
+/// released by COMMIT/ROLLBACK). The lock is the schema's (its key includes
+/// a hash of `current_schema()`): servers on one schema share it, and
+/// databases kept side by side in schemas of one PostgreSQL (as the tests
+/// keep theirs) never wait for each other; `read` runs in a REPEATABLE READ READ ONLY
 /// transaction, one consistent snapshot.
 ///
 /// Statements are prepared once per connection (the server's `?`
@@ -56,8 +59,10 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
         PostgresCommitListener(url: url, redactedURL: redactedURL, log: log, onPayload: onPayload)
     }
 
-    /// The key of the transaction-scoped advisory lock every write takes ("Outpost" in ASCII).
-    static let writeLockKey: Int64 = 0x004F_7574_706F_7374
+    /// Takes the transaction-scoped advisory lock of the connection's
+    /// schema, which every write takes: the first key is "Outp" in ASCII,
+    /// the second the schema name's hash.
+    static let writeLockStatement = "SELECT pg_advisory_xact_lock(1333097584, hashtext(current_schema()))"
 
     /// Connects to `url` (a libpq connection URI such as
     /// `postgres://user@127.0.0.1:5432/db`); fails when the first connection fails.
@@ -85,7 +90,7 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
         }
         defer { writeLock.unlock() }
         return try transaction(
-            begin: "BEGIN", lock: "SELECT pg_advisory_xact_lock(\(Self.writeLockKey))", body)
+            begin: "BEGIN", lock: Self.writeLockStatement, body)
     }
 
     public func read<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
