@@ -12,7 +12,7 @@ public func waitUntilServing(_ base: URL) async throws {
     try await awaitBounded("the live server at \(base) to answer its health check", within: .seconds(180)) {
         let health = base.appendingPathComponent("v1/health")
         while true {
-            if let (_, response) = try? await URLSession.shared.data(from: health),
+            if let (_, response) = try? await TestSession.shared.data(from: health),
                 (response as? HTTPURLResponse)?.statusCode == 200
             {
                 return

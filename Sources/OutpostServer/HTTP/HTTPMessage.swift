@@ -47,7 +47,10 @@ public struct HTTPResponse: Sendable {
         self.user = user
     }
 
+    /// A JSON answer. Never to be kept by a cache on the way or on the
+    /// device: every answer is one person's data, or an error about it.
     static func json(_ status: Int, _ body: [UInt8], user: String? = nil) -> HTTPResponse {
-        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: body, user: user)
+        HTTPResponse(
+            status: status, headers: ["Content-Type": "application/json", "Cache-Control": "no-store"], body: body, user: user)
     }
 }

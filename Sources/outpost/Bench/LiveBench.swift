@@ -98,7 +98,7 @@ enum LiveBench {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = try WireCoding.encode(PushRequest(clientID: client, mutations: [mutation]))
             let sent = DispatchTime.now().uptimeNanoseconds
-            _ = try await URLSession.shared.data(for: request)
+            _ = try await TestSession.shared.data(for: request)
             let answered = DispatchTime.now().uptimeNanoseconds
             pushTimes.append(Double(answered - sent) / 1e6)
             let deadline = Date() + 10
@@ -163,7 +163,7 @@ enum LiveBench {
             let request = try pushRequest(base, token: writer, client: client, seq: Int64(round + 1), uuid: uuid)
             let reader = Task.detached { awaitMarker(marker, on: open, within: 10) }
             let sent = DispatchTime.now().uptimeNanoseconds
-            _ = try await URLSession.shared.data(for: request)
+            _ = try await TestSession.shared.data(for: request)
             let answered = DispatchTime.now().uptimeNanoseconds
             pushTimes.append(Double(answered - sent) / 1e6)
             let arrivals = await reader.value
@@ -293,7 +293,7 @@ enum LiveBench {
             var request = URLRequest(url: URL(string: "/v1/pull?collections=people&limit=100", relativeTo: base)!)
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
             let start = DispatchTime.now().uptimeNanoseconds
-            _ = try await URLSession.shared.data(for: request)
+            _ = try await TestSession.shared.data(for: request)
             times.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6)
         }
         return times

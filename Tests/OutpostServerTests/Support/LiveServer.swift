@@ -125,7 +125,7 @@ final class LiveServer: @unchecked Sendable {
             request.httpBody = body
             if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
         }
-        let (data, response) = try await URLSession.shared.data(for: request)
+        let (data, response) = try await TestSession.shared.data(for: request)
         let http = response as! HTTPURLResponse
         var headers: [String: String] = [:]
         for (key, value) in http.allHeaderFields {

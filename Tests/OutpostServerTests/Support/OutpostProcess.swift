@@ -62,7 +62,7 @@ struct RunningServer {
         urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         urlRequest.setValue("application/json", forHTTPHeaderField: "Content-Type")
         urlRequest.httpBody = try WireCoding.encode(request)
-        let (data, _) = try await URLSession.shared.data(for: urlRequest)
+        let (data, _) = try await TestSession.shared.data(for: urlRequest)
         return try WireCoding.decode(PushResponse.self, from: data)
     }
 
@@ -71,7 +71,7 @@ struct RunningServer {
         if let cursor { target += "&cursor=\(cursor)" }
         var urlRequest = URLRequest(url: URL(string: target, relativeTo: base)!)
         urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        let (data, _) = try await URLSession.shared.data(for: urlRequest)
+        let (data, _) = try await TestSession.shared.data(for: urlRequest)
         return try WireCoding.decode(PullResponse.self, from: data)
     }
 }

@@ -1,0 +1,21 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// The URLSession tests and benchmarks use for their own requests.
+///
+/// `URLSession.shared` keeps a response cache that every request of the
+/// process checks under one lock, and on Linux writes to disk: at a full
+/// run's start, with hundreds of requests from parallel suites, that cache
+/// made requests wait their turn for tens of seconds. Sync answers must
+/// never be cached anyway; this session has no cache at all.
+public enum TestSession {
+    public static let shared: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpMaximumConnectionsPerHost = 16
+        return URLSession(configuration: configuration)
+    }()
+}
