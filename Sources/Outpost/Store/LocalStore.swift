@@ -16,13 +16,6 @@ public import OutpostSQLite
 /// for try await people in await store.observe(Person.self) { render(people) }
 /// ```
 public actor LocalStore {
-    /// The store's own queue: its SQLite calls block a thread of their own,
-    /// never one of the few that all of the app's Swift tasks share.
-    private let executor = QueueExecutor(label: "outpost.store")
-
-    /// Where the store's work runs: a serial dispatch queue of its own.
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
-
     let connection: SQLiteConnection
     /// The collection tables: the records as this device holds them.
     let tables: RecordTables
