@@ -16,6 +16,7 @@ enum BenchCommand {
           --series         initial-sync at 10k, 50k, 100k and 235k records (for the chart)
           --json FILE      also write the results as JSON
           --idle N         live: idle streams held open on one server (default 10,000)
+          --live-devices L live: the device counts to measure propagation with (default 1,100,1000)
         """
 
     static let names = ["initial-sync", "local-write", "push", "many-devices", "live"]
@@ -28,6 +29,14 @@ enum BenchCommand {
         let records = try arguments.integer("records", in: 1...5_000_000) ?? (quick ? 5_000 : 235_613)
         let postgres = arguments.option("postgres")
         let idle = try arguments.integer("idle", in: 1...60_000) ?? (quick ? 500 : 10_000)
+        var liveDevices = quick ? [1, 20] : [1, 100, 1_000]
+        if let list = arguments.option("live-devices") {
+            let counts = list.split(separator: ",").map { Int(String($0).trimmingCharacters(in: .whitespaces)) }
+            guard !counts.isEmpty, counts.allSatisfy({ ($0 ?? 0) >= 1 && ($0 ?? 0) <= 5_000 }) else {
+                throw UsageError("--live-devices takes device counts from 1 to 5,000, separated by commas, such as 1,100,1000.")
+            }
+            liveDevices = counts.compactMap { $0 }
+        }
         try arguments.checkAllUsed()
         for name in arguments.positional where !names.contains(name) {
             throw UsageError("'\(name)' is not a benchmark; choose from \(names.joined(separator: ", ")).")
@@ -61,7 +70,7 @@ enum BenchCommand {
                         devices: quick ? 20 : 200, seconds: quick ? 3 : 30, stormDevices: quick ? 100 : 1_000,
                         jitter: quick ? .seconds(2) : .seconds(10)))
             case "live":
-                report(try await LiveBench.run(deviceCounts: quick ? [1, 20] : [1, 100, 1_000], rounds: quick ? 10 : 50, idleConnections: idle))
+                report(try await LiveBench.run(deviceCounts: liveDevices, rounds: quick ? 10 : 50, idleConnections: idle))
             default: break
             }
         }
