@@ -1,5 +1,5 @@
 import Foundation
-public import Outpost
+import Outpost
 import OutpostCore
 import OutpostServer
 

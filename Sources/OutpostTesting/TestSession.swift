@@ -1,6 +1,8 @@
-public import Foundation
 #if canImport(FoundationNetworking)
+import Foundation
 public import FoundationNetworking
+#else
+public import Foundation
 #endif
 
 /// The URLSession tests and benchmarks use for their own requests.

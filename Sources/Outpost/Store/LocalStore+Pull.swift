@@ -1,5 +1,5 @@
 import Foundation
-public import OutpostCore
+import OutpostCore
 import OutpostSQLite
 
 /// Where the device stands in the server's change feed.

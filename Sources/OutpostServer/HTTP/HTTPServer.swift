@@ -121,8 +121,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// holds the resume.
     struct ConnectionHandle: @unchecked Sendable {
         let connection: OpaquePointer
-        func suspend() { _ = MHD_suspend_connection(connection) }
-        func resume() { _ = MHD_resume_connection(connection) }
+        func suspend() { MHD_suspend_connection(connection) }
+        func resume() { MHD_resume_connection(connection) }
     }
 
     /// A stream's state between libmicrohttpd's calls to its reader.

@@ -82,7 +82,7 @@ final class LiveServer: @unchecked Sendable {
     /// A second server process on the same PostgreSQL database as `other`
     /// (its own pool, hub and socket), as `outpost serve` run twice.
     init(sharing other: LiveServer, config: ServerConfig? = nil) throws {
-        let config = try config ?? other.server.config
+        let config = config ?? other.server.config
         directory = try TemporaryDirectory(prefix: "outpost-server")
         location = other.location
         database = try PostgresDatabase(url: location, poolSize: 4, timeouts: .sharedTestDatabase)
