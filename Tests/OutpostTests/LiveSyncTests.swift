@@ -118,6 +118,13 @@ final class LiveSyncRig: @unchecked Sendable {
 
     deinit { http.stop() }
 
+    /// A chaos proxy in front of this server, answering.
+    func chaosProxy(_ mode: ChaosMode = .pass) async throws -> ChaosProxy {
+        let proxy = try ChaosProxy(upstreamPort: http.port, mode: mode)
+        try await waitUntilServing(proxy.url)
+        return proxy
+    }
+
     /// The cursor at the end of the feed, as the server gives it to `user`.
     func feedEnd(user: String, role: Role, collections: [String]) throws -> String? {
         let token = try server.tokens.issue(user: user, role: role, team: "t-1", ttl: nil)
@@ -143,6 +150,17 @@ final class LiveSyncRig: @unchecked Sendable {
             store: store, transport: transport, token: try server.tokens.issue(user: user, role: role, team: "t-1", ttl: nil),
             options: options)
         return (store, engine, transport)
+    }
+}
+
+extension SyncOptions {
+    /// Heartbeats every second and quick retries: through the chaos proxy, a
+    /// dead or replaced channel shows within seconds.
+    static var quickLive: SyncOptions {
+        var options = SyncOptions()
+        options.liveHeartbeat = .seconds(1)
+        options.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300))
+        return options
     }
 }
 
@@ -276,23 +294,33 @@ struct LiveSyncTests {
         await device.engine.stop()
     }
 
+    /// Starts `device`; Ana, created by `worker`, reaches it on its live
+    /// channel. Then its network drops for a moment and Ana is renamed
+    /// "Ana Maria" meanwhile. Returns Ana's id once the network is back.
+    static func renameWhileAway(
+        _ device: (store: LocalStore, engine: SyncEngine, transport: SpoilingTransport),
+        _ worker: (store: LocalStore, engine: SyncEngine, transport: SpoilingTransport)
+    ) async throws -> UUID {
+        await device.engine.start()
+        try await eventually("live", timeout: firstLive) { await device.engine.currentStatus.live == .live }
+        let id = try await worker.store.create(Person(name: "Ana"))
+        try await worker.engine.sync()
+        try await eventually("the first stream brought Ana") { try await device.store.get(Person.self, id) != nil }
+        await device.engine.receive(PathHint(isConnected: false, isExpensive: false))
+        try await worker.store.update(Person.self, id) { $0.name = "Ana Maria" }
+        try await worker.engine.sync()
+        await device.engine.receive(PathHint(isConnected: true, isExpensive: false))
+        return id
+    }
+
     @Test func aLateDuplicateAfterAReconnectionIsDropped() async throws {
         let rig = try await LiveSyncRig()
         let device = try rig.device("c-1", name: "coordinator", role: .coordinator)
         let worker = try rig.device("u-1", name: "worker")
         device.transport.set(.replayPreviousStream)
-        await device.engine.start()
-        try await eventually("live", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
-        let id = try await worker.store.create(Person(name: "Ana"))
-        try await worker.engine.sync()
-        try await eventually("the first stream brought Ana") { try await device.store.get(Person.self, id) != nil }
-        // Away for a moment; meanwhile Ana is renamed. The reconnection's
-        // snapshot brings the new name; then the new stream also carries the
-        // first stream's old events.
-        await device.engine.receive(PathHint(isConnected: false, isExpensive: false))
-        try await worker.store.update(Person.self, id) { $0.name = "Ana Maria" }
-        try await worker.engine.sync()
-        await device.engine.receive(PathHint(isConnected: true, isExpensive: false))
+        // The reconnection's snapshot brings the new name; then the new
+        // stream also carries the first stream's old events.
+        let id = try await Self.renameWhileAway(device, worker)
         try await eventually("the snapshot brought the new name") {
             try await device.store.get(Person.self, id)?.value.name == "Ana Maria"
         }
@@ -311,27 +339,14 @@ struct LiveSyncTests {
 
     @Test func oldEventsRepeatedOnANewStreamByTheChaosProxyAreDropped() async throws {
         let rig = try await LiveSyncRig(heartbeatSeconds: 1)
-        let proxy = try ChaosProxy(upstreamPort: rig.http.port, mode: .replayOldEvents)
+        let proxy = try await rig.chaosProxy(.replayOldEvents)
         defer { proxy.stop() }
-        try await waitUntilServing(proxy.url)
-        var options = SyncOptions()
-        options.liveHeartbeat = .seconds(1)
-        options.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300))
-        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options, via: proxy.url)
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: .quickLive, via: proxy.url)
         let worker = try rig.device("u-1", name: "worker")
-        await device.engine.start()
-        try await eventually("live through the proxy", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
-        let id = try await worker.store.create(Person(name: "Ana"))
-        try await worker.engine.sync()
-        try await eventually("the first stream brought Ana") { try await device.store.get(Person.self, id) != nil }
-        // A network change: the channel closes; meanwhile Ana is renamed.
         // The reconnection's snapshot brings the new name, and the proxy
         // then repeats the first stream's event (Ana, as she was) on the
         // new stream, at the TCP level.
-        await device.engine.receive(PathHint(isConnected: false, isExpensive: false))
-        try await worker.store.update(Person.self, id) { $0.name = "Ana Maria" }
-        try await worker.engine.sync()
-        await device.engine.receive(PathHint(isConnected: true, isExpensive: false))
+        let id = try await Self.renameWhileAway(device, worker)
         try await eventually("the proxy repeated the old event on the new stream", timeout: .seconds(20)) {
             proxy.lateDuplicatesInjected > 0
         }
@@ -352,13 +367,9 @@ struct LiveSyncTests {
 
     @Test func aSilentSocketThroughTheChaosProxyIsFoundDead() async throws {
         let rig = try await LiveSyncRig(heartbeatSeconds: 1)
-        let proxy = try ChaosProxy(upstreamPort: rig.http.port)
+        let proxy = try await rig.chaosProxy()
         defer { proxy.stop() }
-        try await waitUntilServing(proxy.url)
-        var options = SyncOptions()
-        options.liveHeartbeat = .seconds(1)
-        options.retry = RetryPolicy(base: .milliseconds(100), cap: .milliseconds(300))
-        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options, via: proxy.url)
+        let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: .quickLive, via: proxy.url)
         await device.engine.start()
         try await eventually("live through the proxy", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
         // The socket stays open; nothing passes any more, either way.
