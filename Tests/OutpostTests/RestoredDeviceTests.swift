@@ -142,6 +142,39 @@ struct RestoredDeviceTests {
         }
     }
 
+    /// A copy whose every queued change carries a seq the other copy used
+    /// for something else, sent one change per batch: each batch meets
+    /// `client_behind` once and is renumbered. That is progress, and one
+    /// cycle sends them all (the simulation's seeds 2726 and 5543 found a
+    /// cycle giving up after three).
+    @Test func aCopyRenumbersChangeAfterChangeInOneCycle() async throws {
+        let harness = try SyncHarness()
+        let original = try harness.device("u-1", name: "laptop")
+        try await original.store.create(Person(name: "Before the copy"))
+        try await original.engine.sync()
+        await original.engine.stop()
+        await original.store.close()
+        try FileManager.default.copyItem(atPath: original.store.path, toPath: harness.directory.path("desktop.sqlite"))
+        let laptop = try harness.device("u-1", name: "laptop", seed: 1)
+        // The copy numbers six captures 2-7 in a push that never arrives.
+        let desktop = try harness.device("u-1", name: "desktop", seed: 2)
+        for index in 0..<6 { try await desktop.store.create(Person(name: "desktop \(index)")) }
+        desktop.network.inject(.dropRequest) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.noAnswer) { try await desktop.engine.sync() }
+        await desktop.engine.stop()
+        await desktop.store.close()
+        // The original uses 2-7 for its own.
+        for index in 0..<6 { try await laptop.store.create(Person(name: "laptop \(index)")) }
+        try await laptop.engine.sync()
+        var oneAtATime = SyncOptions()
+        oneAtATime.pushBatchSize = 1
+        let reopened = try harness.device("u-1", name: "desktop", options: oneAtATime, seed: 3)
+        let report = try await reopened.engine.sync()
+        #expect(report.failure == nil)
+        #expect(report.confirmed == 6)
+        #expect(Set(try harness.serverRecords().compactMap(\.data)).count == 13, "1 before the copy + 6 + 6, each once")
+    }
+
     @Test func aLost409AnswerIsSafeToRepeat() async throws {
         let harness = try SyncHarness()
         let (_, restored) = try await Self.restoredPhone(harness, before: ["A"], after: ["B"])

@@ -137,7 +137,7 @@ extension SyncEngine {
         // Halved while narrowing a whole-request refusal down to its culprit;
         // kept for the rest of the cycle once the culprit is found.
         var limit = options.pushBatchSize
-        var renumberings = 0
+        var renumbering = RenumberingBudget()
         var learnt = false
         while true {
             guard schedule.isCurrent(generation) else { throw StaleGeneration() }
@@ -166,7 +166,7 @@ extension SyncEngine {
                     await record(.answered(latency: answer.latency))
                 } catch let failure as ServerClient.Failure {
                     await record(failure)
-                    let step = try await refused(batch, failure.failure, renumberings: &renumberings, limit: &limit, report: &report)
+                    let step = try await refused(batch, failure.failure, renumbering: &renumbering, limit: &limit, report: &report)
                     if !learnt, case .refused(let body) = failure.failure, Self.narrowable.contains(body.code) {
                         // Refused whole: the server's limits say how to size what follows.
                         learnt = true
@@ -189,6 +189,22 @@ extension SyncEngine {
     }
 
     enum PushStep { case next, stop }
+
+    /// How often a cycle renumbers after `client_behind`. A restored or
+    /// copied database meets it once for each batch while its old seqs run
+    /// out (once per change when batches are down to one); that is progress.
+    /// The same changes listed again and again is not: three times, and the
+    /// cycle stops.
+    struct RenumberingBudget {
+        private var renumbered: Set<Int64> = []
+        private var fruitless = 0
+
+        mutating func allows(_ entries: Set<Int64>) -> Bool {
+            fruitless = entries.isSubset(of: renumbered) ? fruitless + 1 : 0
+            renumbered.formUnion(entries)
+            return fruitless < 3
+        }
+    }
 
     /// A `duplicate` hands back the record as the first processing left it.
     /// If the record changed on the server since, and a pull saw that while
@@ -224,7 +240,8 @@ extension SyncEngine {
 
     /// A push answered with an error for the whole request.
     private func refused(
-        _ batch: PushBatch, _ failure: SyncFailure, renumberings: inout Int, limit: inout Int, report: inout SyncReport
+        _ batch: PushBatch, _ failure: SyncFailure, renumbering: inout RenumberingBudget, limit: inout Int,
+        report: inout SyncReport
     ) async throws -> PushStep {
         guard case .refused(let body) = failure else {
             try await store.release(batch, failure: Self.pushFailure(failure))
@@ -233,8 +250,8 @@ extension SyncEngine {
         if body.code == .clientBehind, let lastSeq = body.lastSeq, let seqs = body.seqs {
             // A restored or copied database: the listed seqs name other
             // mutations on the server. Renumber exactly those, then resend.
-            renumberings += 1
-            guard renumberings <= 3 else {
+            let listed = Set(seqs)
+            guard renumbering.allows(Set(batch.entries.filter { $0.seq.map(listed.contains) ?? false }.map(\.entry))) else {
                 try await store.release(batch, failure: .transient("client_behind again after renumbering"))
                 throw SyncFailure.invalidAnswer("The server kept answering client_behind after the device renumbered its changes.")
             }
