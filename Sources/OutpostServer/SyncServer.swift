@@ -132,7 +132,8 @@ public final class SyncServer: Sendable {
             throw APIError(.notFound, "There is no such endpoint.")
         }
         let route = Array(parts.dropFirst(2))
-        if route != ["health"] { try checkSchema(request) }
+        // Probes (health, readiness) come from load balancers, not apps.
+        if route != ["health"] && route != ["ready"] { try checkSchema(request) }
 
         func require(_ method: String) throws {
             guard request.method == method else {
@@ -176,6 +177,9 @@ public final class SyncServer: Sendable {
         case ["health"]:
             try require("GET")
             return try json(HealthResponse(serverTime: ServerTimestamp(clock.now()), limits: limits))
+        case ["ready"]:
+            try require("GET")
+            return readiness()
         case ["push"]:
             try require("POST")
             let principal = try authenticate()
