@@ -83,6 +83,18 @@ struct RestoredDeviceTests {
         #expect(try await restored.store.get(Person.self, c)?.syncState == .synced)
     }
 
+    /// A laptop that synced one capture, whose profile folder is then
+    /// copied to a desktop: both open the same database, same client id.
+    static func copiedProfile(_ harness: SyncHarness) async throws -> (laptop: SyncHarness.Device, desktop: SyncHarness.Device) {
+        let original = try harness.device("u-1", name: "laptop")
+        try await original.store.create(Person(name: "Before the copy"))
+        try await original.engine.sync()
+        await original.engine.stop()
+        await original.store.close()
+        try FileManager.default.copyItem(atPath: original.store.path, toPath: harness.directory.path("desktop.sqlite"))
+        return (try harness.device("u-1", name: "laptop", seed: 1), try harness.device("u-1", name: "desktop", seed: 2))
+    }
+
     @Test func aBackupOlderThanTheIdMapIsRenumberedAndStillDeduplicated() async throws {
         var config = try ServerConfig()
         config.resultRetention = 86_400
@@ -113,15 +125,7 @@ struct RestoredDeviceTests {
 
     @Test func twoClonesCapturingInParallelBothReachTheServer() async throws {
         let harness = try SyncHarness()
-        let laptop = try harness.device("u-1", name: "laptop")
-        try await laptop.store.create(Person(name: "Before the copy"))
-        try await laptop.engine.sync()
-        await laptop.engine.stop()
-        await laptop.store.close()
-        // The profile folder is copied to a second computer.
-        try FileManager.default.copyItem(atPath: laptop.store.path, toPath: harness.directory.path("desktop.sqlite"))
-        let first = try harness.device("u-1", name: "laptop", seed: 1)
-        let second = try harness.device("u-1", name: "desktop", seed: 2)
+        let (first, second) = try await Self.copiedProfile(harness)
         #expect(first.store.clientID == second.store.clientID, "a copy is the same client")
         for index in 0..<3 {
             try await first.store.create(Person(name: "laptop \(index)"))
@@ -149,15 +153,8 @@ struct RestoredDeviceTests {
     /// cycle giving up after three).
     @Test func aCopyRenumbersChangeAfterChangeInOneCycle() async throws {
         let harness = try SyncHarness()
-        let original = try harness.device("u-1", name: "laptop")
-        try await original.store.create(Person(name: "Before the copy"))
-        try await original.engine.sync()
-        await original.engine.stop()
-        await original.store.close()
-        try FileManager.default.copyItem(atPath: original.store.path, toPath: harness.directory.path("desktop.sqlite"))
-        let laptop = try harness.device("u-1", name: "laptop", seed: 1)
         // The copy numbers six captures 2-7 in a push that never arrives.
-        let desktop = try harness.device("u-1", name: "desktop", seed: 2)
+        let (laptop, desktop) = try await Self.copiedProfile(harness)
         for index in 0..<6 { try await desktop.store.create(Person(name: "desktop \(index)")) }
         desktop.network.inject(.dropRequest) { $0.target.hasPrefix("/v1/push") }
         await #expect(throws: SyncFailure.noAnswer) { try await desktop.engine.sync() }
