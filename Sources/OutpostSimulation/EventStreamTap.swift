@@ -26,8 +26,6 @@ struct EventStreamTap {
     private var phase = Phase.head
     private var line: [UInt8] = []
     private var events: [UInt8] = []
-    /// Events completed in this connection's streams, in order.
-    private(set) var eventsSeen = 0
 
     /// Feeds bytes from the server. Returns the offsets in `bytes` just
     /// after each chunk that ended there, and the `changes` events that
@@ -94,20 +92,7 @@ struct EventStreamTap {
 
     /// Takes complete events out of the payload; returns the `changes` ones.
     private mutating func completedChanges() -> [[UInt8]] {
-        var changes: [[UInt8]] = []
-        while let end = Self.endOfEvent(events) {
-            let event = Array(events[..<end])
-            events.removeFirst(end)
-            eventsSeen += 1
-            if event.starts(with: Array("event: changes".utf8)) { changes.append(event) }
-        }
-        return changes
-    }
-
-    private static func endOfEvent(_ bytes: [UInt8]) -> Int? {
-        guard bytes.count >= 2 else { return nil }
-        for index in 1..<bytes.count where bytes[index] == 10 && bytes[index - 1] == 10 { return index + 1 }
-        return nil
+        ServerEventText.takeEvents(from: &events).filter(ServerEventText.isChanges)
     }
 
     /// `event` as one chunk of a chunked answer.

@@ -127,7 +127,7 @@ extension SimulatedDevice {
                 try await settleLive()
             }
             if ended { return .data }
-            return ServerEventText.split(bytes).contains { $0.starts(with: Data("event: changes".utf8)) }
+            return ServerEventText.split(bytes).contains(where: ServerEventText.isChanges)
                 ? .data : bytes.isEmpty ? .nothing : .time
         }
         if let until = await engine.activity.sleepingUntil {
@@ -196,7 +196,8 @@ extension SimulatedDevice {
                 continuation.resume(returning: TransportResponse(
                     status: response.status, headers: response.headers, body: Data(response.body)))
                 // An empty page is only time passing; anything else moves the device.
-                return response.status == 200 && response.body.starts(with: Array(#"{"changes":[]"#.utf8)) ? .time : .data
+                let page = response.status == 200 ? try? RawPullPage.parse(Data(response.body)) : nil
+                return page?.changes.isEmpty == true ? .time : .data
             }
         }
         return .data

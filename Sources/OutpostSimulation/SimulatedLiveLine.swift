@@ -164,7 +164,7 @@ public final class SimulatedLiveLine: Sendable {
 
     /// Remembers the `changes` events among delivered bytes.
     func remember(_ bytes: Data) {
-        let events = ServerEventText.split(bytes).filter { $0.starts(with: Data("event: changes".utf8)) }
+        let events = ServerEventText.split(bytes).filter(ServerEventText.isChanges)
         guard !events.isEmpty else { return }
         state.withLock { state in
             state.history += events
@@ -320,24 +320,5 @@ final class SimulatedStream: Sendable {
             defer { state.reader = nil }
             return state.reader
         }
-    }
-}
-
-/// Splits server-sent event text into whole events (each with its blank line).
-enum ServerEventText {
-    static func split(_ bytes: Data) -> [Data] {
-        var events: [Data] = []
-        var start = bytes.startIndex
-        var index = bytes.startIndex
-        while index + 1 < bytes.endIndex {
-            if bytes[index] == 0x0A && bytes[index + 1] == 0x0A {
-                events.append(bytes[start...(index + 1)])
-                start = index + 2
-                index = start
-            } else {
-                index += 1
-            }
-        }
-        return events.map { Data($0) }
     }
 }

@@ -104,11 +104,12 @@ public enum Simulation {
             // Live channels take a step about every other operation, and meet
             // faults twice as often as requests do (they are fewer).
             if config.liveChannels, liveRandom.next() % 100 < 60 {
-                let live = devices[Int(liveRandom.next() % UInt64(devices.count))]
+                let liveIndex = Int(liveRandom.next() % UInt64(devices.count))
+                let live = devices[liveIndex]
                 _ = try await live.liveStep(
                     random: &liveRandom, faultRate: min(100, config.faultRate * 2),
                     trace: { trace("\(operation) \(live.name): \($0)") })
-                if let violation = try await checkCursor(live, devices.firstIndex { $0 === live }!, &cursors) {
+                if let violation = try await checkCursor(live, liveIndex, &cursors) {
                     result.violations.append(violation)
                 }
             }

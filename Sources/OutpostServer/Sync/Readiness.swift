@@ -22,9 +22,9 @@ extension SyncServer {
         let expected = ServerSchema.migrations(database.dialect).count
         let applied: Int
         do {
-            applied = try database.read { sql in
-                try sql.first("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [])?.int(0) ?? 0
-            }.map(Int.init) ?? 0
+            applied = Int(try database.read { sql in
+                try sql.first("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")?.int(0) ?? 0
+            })
         } catch {
             return Self.errorResponse(
                 APIError(.unavailable, "The database does not answer; this server cannot serve requests now.", retryAfter: 5),
