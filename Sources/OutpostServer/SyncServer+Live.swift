@@ -54,6 +54,7 @@ extension SyncServer {
                 liveHub.close(connection)
                 return .now(.json(200, first.body, user: principal.user))
             }
+            if first.heldBack { liveHub.recheck(connection) }
             return .wait(LongPoll(connection: connection, server: self, request: request))
         }
     }

@@ -36,6 +36,12 @@ public struct ServerConfig: Sendable {
     /// it again (a revocation ends the stream within this). The simulation
     /// sets zero, so what a stream sends never depends on real time.
     package var liveTokenRecheck: Duration = .seconds(1)
+    /// How long a pull waits for changes held back by the feed's watermark
+    /// (PostgreSQL: a transaction that may commit below them still runs)
+    /// before it answers without them. Concurrent writes end within
+    /// milliseconds; tests that share one PostgreSQL with transactions held
+    /// open on purpose wait longer.
+    public var feedHoldWait: Duration = .milliseconds(250)
 
     /// A token bucket per user: `burst` requests at once, refilled at `perMinute`.
     public struct RateLimit: Sendable, Equatable {

@@ -10,10 +10,12 @@ public enum DatabaseLocation {
 
     /// Opens the database the location names.
     public static func open(
-        _ location: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts()
+        _ location: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts(),
+        writeConcurrency: PostgresDatabase.WriteConcurrency = .rowLocks
     ) throws -> any ServerDatabase {
         if isPostgres(location) {
-            return try PostgresDatabase(url: location, poolSize: poolSize, timeouts: timeouts)
+            return try PostgresDatabase(
+                url: location, poolSize: poolSize, timeouts: timeouts, writeConcurrency: writeConcurrency)
         }
         return try SQLiteServerDatabase(path: location)
     }

@@ -4,22 +4,30 @@ import OutpostCore
 
 /// PostgreSQL storage, for several server processes sharing one database.
 ///
-/// A small pool of libpq connections, opened lazily. Every `write` runs
-/// `BEGIN; SELECT pg_advisory_xact_lock(…)` first, so write transactions are
-/// serialised across every server process on the database (the lock is
-/// released by COMMIT/ROLLBACK). The lock is the schema's (its key includes
-/// a hash of `current_schema()`): servers on one schema share it, and
-/// databases kept side by side in schemas of one PostgreSQL (as the tests
-/// keep theirs) never wait for each other; `read` runs in a REPEATABLE READ READ ONLY
-/// transaction, one consistent snapshot.
+/// A small pool of libpq connections, opened lazily. Writes of different
+/// users run in parallel (READ COMMITTED); what must not interleave is kept
+/// apart by row locks the sync logic takes (`SELECT … FOR UPDATE` on the
+/// client's sequence row and on each record it changes). The change feed
+/// stays gap-free without serialising writers: see `FeedVersions` and
+/// `FeedWatermark`. A write that meets a concurrent one (a deadlock, two
+/// creates of one record, a record a later transaction wrote first) is
+/// rolled back and run again, a few times at most.
+///
+/// `read` runs in a REPEATABLE READ READ ONLY transaction: one consistent
+/// snapshot, whose oldest running transaction bounds what the feed returns.
+///
+/// The round-1 design, every write serialised behind one advisory lock of
+/// the schema, is kept as ``WriteConcurrency/schemaLock`` so the benchmark
+/// can measure both in one run.
 ///
 /// Statements are prepared once per connection (the server's `?`
 /// placeholders rewritten to `$1…$n`), parameters and results travel as text.
 ///
-/// Every connection runs with `lock_timeout` and `statement_timeout`, and a
-/// writer waits no longer than the lock timeout for this process's own
-/// writers either: a server frozen while it holds the write lock makes the
-/// others answer 503 for a while, never hang.
+/// Every connection runs with `lock_timeout`, `statement_timeout` and an
+/// `idle_in_transaction_session_timeout` of the statement timeout: a server
+/// frozen inside a transaction (SIGSTOP, a debugger) makes writers of the
+/// same rows answer 503 for a while, never hang, and PostgreSQL ends its
+/// transaction, so the feed's watermark moves on.
 public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     // Why `@unchecked Sendable` is sound:
     // - `idle`, `openCount` and `closed` are only read or written while `pool`
@@ -43,9 +51,24 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     private var idle: [PostgresConnection] = []
     private var openCount = 0
     private var closed = false
-    /// Serialises this process's writers before they take a connection, so
-    /// writers queued on the advisory lock never hold the whole pool.
+    /// With ``WriteConcurrency/schemaLock``: serialises this process's
+    /// writers before they take a connection, so writers queued on the
+    /// advisory lock never hold the whole pool.
     private let writeLock = NSLock()
+    /// How writers are kept apart.
+    public let writeConcurrency: WriteConcurrency
+
+    /// How write transactions of several servers are kept apart.
+    public enum WriteConcurrency: String, Sendable, CaseIterable {
+        /// Row locks only: writes of different users run in parallel.
+        case rowLocks = "rows"
+        /// One advisory lock per schema around every write (the round-1
+        /// design, kept for comparison).
+        case schemaLock = "schema"
+    }
+
+    /// Times a write meeting a concurrent one is run again before it fails as busy.
+    static let writeAttempts = 8
 
     public var dialect: SQLDialect { .postgres }
 
@@ -66,7 +89,11 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
 
     /// Connects to `url` (a libpq connection URI such as
     /// `postgres://user@127.0.0.1:5432/db`); fails when the first connection fails.
-    public init(url: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts()) throws {
+    public init(
+        url: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts(),
+        writeConcurrency: WriteConcurrency = .rowLocks
+    ) throws {
+        self.writeConcurrency = writeConcurrency
         self.url = url
         self.redactedURL = Self.redact(url)
         self.poolSize = max(1, poolSize)
@@ -81,6 +108,19 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     }
 
     public func write<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
+        guard writeConcurrency == .schemaLock else {
+            var attempt = 1
+            while true {
+                do {
+                    return try transaction(begin: "BEGIN", lock: nil, body)
+                } catch where attempt < Self.writeAttempts && Self.meetsConcurrentWrite(error) {
+                    // A few milliseconds apart, so two writers that deadlocked
+                    // do not meet again in step.
+                    attempt += 1
+                    usleep(UInt32.random(in: 200...2_000) * UInt32(attempt))
+                }
+            }
+        }
         // This process's writers queue here, not on the advisory lock; the
         // wait is bounded like the database's own lock wait.
         guard writeLock.lock(before: Date(timeIntervalSinceNow: timeouts.lock)) else {
@@ -89,8 +129,18 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
                 message: "another write of this server held the write lock for more than \(timeouts.lock) s")
         }
         defer { writeLock.unlock() }
-        return try transaction(
-            begin: "BEGIN", lock: Self.writeLockStatement, body)
+        return try transaction(begin: "BEGIN", lock: Self.writeLockStatement, body)
+    }
+
+    /// Whether a write failed only because another ran beside it, so running
+    /// it again as a new transaction can succeed: a deadlock (40P01), a
+    /// serialization failure (40001), a unique key another transaction
+    /// inserted meanwhile (23505: two creates of one record), or a record a
+    /// later transaction wrote first (``FeedVersionBehind``).
+    static func meetsConcurrentWrite(_ error: any Error) -> Bool {
+        if error is FeedVersionBehind { return true }
+        guard let error = error as? DatabaseError, let state = error.sqlState else { return false }
+        return state == "40P01" || state == "40001" || state == "23505"
     }
 
     public func read<T>(_ body: (any SQLExecutor) throws -> T) throws -> T {
@@ -287,7 +337,10 @@ final class PostgresConnection {
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         // Session settings, so they hold for every transaction on this
         // connection whatever the URL's own options say.
-        let settings = "SET lock_timeout = \(Self.milliseconds(timeouts.lock)); SET statement_timeout = \(Self.milliseconds(timeouts.statement))"
+        let settings = """
+            SET lock_timeout = \(Self.milliseconds(timeouts.lock)); SET statement_timeout = \(Self.milliseconds(timeouts.statement));
+            SET idle_in_transaction_session_timeout = \(Self.milliseconds(timeouts.statement))
+            """
         let result = PQexec(handle, settings)
         defer { PQclear(result) }
         guard let result, PQresultStatus(result) == PGRES_COMMAND_OK else {
@@ -421,7 +474,7 @@ final class PostgresConnection {
         if let sqlState { message += " (SQLSTATE \(sqlState))" }
         let kind = PostgresSQL.kind(sqlState: sqlState, connectionOK: PQstatus(handle) == CONNECTION_OK)
         lastFailure = kind
-        throw DatabaseError(kind: kind, message: message, sql: sql)
+        throw DatabaseError(kind: kind, message: message, sql: sql, sqlState: sqlState)
     }
 
     private static func trimmed(_ text: UnsafePointer<CChar>?) -> String {

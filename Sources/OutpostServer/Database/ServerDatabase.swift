@@ -135,6 +135,11 @@ public struct SQLRawRow {
 }
 
 extension SQLExecutor {
+    /// Appended to a SELECT of rows the transaction will change: PostgreSQL
+    /// locks them until COMMIT (its writers run in parallel); SQLite has one
+    /// writer at a time and no such clause.
+    var forUpdate: String { dialect == .postgres ? " FOR UPDATE" : "" }
+
     /// Runs a query and returns every row.
     public func query(_ sql: String, _ arguments: [SQLValue]) throws -> [SQLRow] {
         var rows: [SQLRow] = []
@@ -197,11 +202,14 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     public var kind: Kind
     public var message: String
     public var sql: String?
+    /// PostgreSQL's SQLSTATE code, when it said one.
+    public var sqlState: String?
 
-    public init(kind: Kind, message: String, sql: String? = nil) {
+    public init(kind: Kind, message: String, sql: String? = nil, sqlState: String? = nil) {
         self.kind = kind
         self.message = message
         self.sql = sql
+        self.sqlState = sqlState
     }
 
     public var description: String {

@@ -9,7 +9,8 @@ import Foundation
 /// - `client_seqs` / `mutation_results`: the dedupe state of rule 1 in docs/protocol.md,
 ///   per (user, client id).
 /// - `tokens`: hashes of bearer tokens, never the tokens themselves.
-/// - `server_state`: the version counter and the tombstone horizon.
+/// - `server_state`: the version counter (SQLite), the base of versions
+///   made from transaction ids (PostgreSQL) and the tombstone horizon.
 enum ServerSchema {
     static func migrations(_ dialect: SQLDialect) -> [String] {
         let bigint = dialect == .postgres ? "BIGINT" : "INTEGER"
@@ -101,6 +102,12 @@ enum ServerSchema {
             """
             CREATE INDEX tokens_by_revocation ON tokens (revoked_at) WHERE revoked_at IS NOT NULL;
             """,
+            // PostgreSQL derives feed versions from transaction ids above this
+            // base (see FeedVersions): every version written before, by the
+            // counter, stays below every version written after.
+            """
+            INSERT INTO server_state (key, value) SELECT 'feed_base', value FROM server_state WHERE key = 'version';
+            """,
         ]
     }
 
@@ -108,6 +115,9 @@ enum ServerSchema {
     /// transaction, so two servers starting at once migrate once.
     static func migrate(_ database: any ServerDatabase) throws {
         try database.write { sql in
+            // Writers of PostgreSQL take no common lock; migrations do, so
+            // servers starting together apply each one once.
+            if sql.dialect == .postgres { _ = try sql.query(PostgresDatabase.writeLockStatement, []) }
             try sql.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)", [])
             let applied = try sql.first("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")?.int(0) ?? 0
             for (index, migration) in migrations(database.dialect).enumerated() where index + 1 > applied {

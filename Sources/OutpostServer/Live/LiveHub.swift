@@ -155,10 +155,22 @@ final class LiveHub: Sendable {
         if let hit { return (hit, true) }
         let page = try read()
         pages.withLock { pages in
-            if pages.commits == epoch && pages.entries.count < 4096 { pages.entries[key] = page }
+            // A page short of held-back changes is read again soon; a later
+            // read must not get the same short page from here.
+            if pages.commits == epoch && !page.heldBack && pages.entries.count < 4096 { pages.entries[key] = page }
         }
         return (page, false)
     }
+
+    /// A page came back short of changes held back by the feed's watermark
+    /// (a transaction that may commit below them still runs): the
+    /// connection reads again in a moment. The transaction it waits for may
+    /// roll back, and then nothing would wake it.
+    func recheck(_ connection: LiveConnection) {
+        recheckQueue.asyncAfter(deadline: .now() + .milliseconds(5)) { connection.signal { $0.changes = true } }
+    }
+
+    private let recheckQueue = DispatchQueue(label: "outpost.live-hub.recheck")
 
     /// Ends every connection with `error` (a graceful shutdown says
     /// `unavailable` with Retry-After), and refuses new ones.

@@ -46,7 +46,7 @@ public final class LiveStream: Sendable {
         if let first {
             initial.cursor = first.cursor
             if first.changes > 0 { initial.buffer += Self.event("changes", first.body) }
-            if first.hasMore { connection.signal { $0.changes = true } }
+            if first.hasMore || first.heldBack { connection.signal { $0.changes = true } }
         }
         state = Locked(initial)
     }
@@ -129,6 +129,7 @@ public final class LiveStream: Sendable {
                     return end(with: APIError.unavailable, after: output)
                 }
                 cursor = page.cursor
+                if page.heldBack { server.liveHub.recheck(connection) }
                 if page.changes > 0 { output += Self.event("changes", page.body) }
                 more = page.hasMore
                 if !more || output.count > 1 << 20 { break }

@@ -43,28 +43,29 @@ struct AssignService {
         var notice = CommitNotice()
         defer { hub?.committed(notice) }
         return try database.write { sql in
+            var versions = try FeedVersions.begin(sql)
             guard
                 var record = try sql.first(
-                    "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?",
+                    "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?" + sql.forUpdate,
                     [.text(collection), .text(uuid.wireText)]
                 ).map(ServerRecord.init)
             else { throw APIError(.notFound, "No such record.") }
             guard record.owner != assignment.owner || record.team != assignment.team else { return try record.wire() }
             try Self.requireKnown(owner: assignment.owner, team: assignment.team, sql)
-            var version = try FeedVersion.current(sql)
+            try versions.requireNewer(than: record.version)
             // The exit gets its own feed version, before the record's new one.
-            version += 1
+            let exitVersion = try versions.next()
             try sql.execute(
                 "INSERT INTO scope_exits (version, collection, uuid, old_owner, old_team, at) VALUES (?, ?, ?, ?, ?, ?)",
                 [
-                    .integer(version), .text(collection), .text(uuid.wireText), .text(record.owner), .text(record.team),
+                    .integer(exitVersion), .text(collection), .text(uuid.wireText), .text(record.owner), .text(record.team),
                     .text(now.rawValue),
                 ])
-            version += 1
+            let version = try versions.next()
             try sql.execute(
                 "UPDATE records SET owner = ?, team = ?, version = ?, updated_at = ? WHERE id = ?",
                 [.text(assignment.owner), .text(assignment.team), .integer(version), .text(now.rawValue), .integer(record.id)])
-            try FeedVersion.save(version, sql)
+            try versions.finish(sql)
             notice = CommitNotice()
             notice.add(collection: collection, owner: record.owner, team: record.team)
             notice.add(collection: collection, owner: assignment.owner, team: assignment.team)

@@ -34,9 +34,9 @@ enum CatalogSeed {
         let now = ServerTimestamp(clock.now()).rawValue
         try database.write { sql in
             guard try sql.first("SELECT COUNT(*) FROM records WHERE collection = 'catalogs'")?.int(0) == 0 else { return }
-            var version = try FeedVersion.current(sql)
+            var versions = try FeedVersions.begin(sql)
             for entry in entries {
-                version += 1
+                let version = try versions.next()
                 let data: JSONObject = ["catalog": .string(entry.catalog), "code": .string(entry.code), "name": .string(entry.name)]
                 try sql.execute(
                     """
@@ -46,7 +46,7 @@ enum CatalogSeed {
                     """,
                     [.text(ids.next().wireText), .integer(version), .text(now), .text(try data.jsonText())])
             }
-            try FeedVersion.save(version, sql)
+            try versions.finish(sql)
         }
     }
 }

@@ -3,10 +3,11 @@ import OutpostCore
 
 /// `GET /v1/pull`: the caller's scope as a change feed in commit order.
 ///
-/// Gap-free because versions are assigned inside the serialised write
-/// transaction (see `ServerDatabase`): a snapshot always holds every version
-/// up to the highest it holds, so "everything after my cursor" never skips a
-/// write that committed late.
+/// Gap-free because a page stops below the feed's watermark (see
+/// `FeedWatermark`): every version below it belongs to a transaction that
+/// has ended, so "everything after my cursor" never skips a write that
+/// committed late. On SQLite writes are serialised and the watermark is
+/// never below a committed version.
 struct PullService {
     let database: any ServerDatabase
     let config: ServerConfig
@@ -31,6 +32,10 @@ struct PullService {
         var changesJSON: [UInt8]
         /// The version of the last change on the page (the cursor's position).
         var lastVersion: Int64
+        /// Changes after the page have committed but are held back, because
+        /// a transaction that may commit below them is still running: read
+        /// again shortly (a live channel does; a pull waits a little first).
+        var heldBack = false
 
         /// The same page for another caller with the same scope: only the
         /// cursor (which names the caller's scope) differs.
@@ -59,9 +64,26 @@ struct PullService {
     }
 
     func pull(_ request: Request, as principal: Principal) throws -> [UInt8] {
-        try page(request, as: principal).body
+        try page(request, as: principal, holdWait: config.feedHoldWait).body
     }
 
+    /// The page after the request's cursor. A page cut short by the
+    /// watermark is read again until it is not or `holdWait` has passed
+    /// (the transactions it waits for normally end within milliseconds; one
+    /// frozen inside a transaction is ended by PostgreSQL's idle timeout,
+    /// and the page returned meanwhile is correct, only shorter).
+    func page(_ request: Request, as principal: Principal, holdWait: Duration) throws -> Page {
+        let deadline = ContinuousClock.now + holdWait
+        var pauseMicroseconds: UInt32 = 1_000
+        while true {
+            let page = try page(request, as: principal)
+            guard page.heldBack, ContinuousClock.now + .microseconds(pauseMicroseconds) < deadline else { return page }
+            usleep(pauseMicroseconds)
+            pauseMicroseconds = min(pauseMicroseconds * 2, 50_000)
+        }
+    }
+
+    /// The page after the request's cursor, in one snapshot.
     func page(_ request: Request, as principal: Principal) throws -> Page {
         let scope = Scope(principal: principal, config: config)
         let collections = try collectionList(request.collections)
@@ -83,10 +105,8 @@ struct PullService {
         let after = try request.cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag) } ?? 0
 
         return try database.read { sql in
-            let purged = try sql.first("SELECT value FROM server_state WHERE key = 'purged_through'").flatMap {
-                Int64($0.string(0))
-            } ?? 0
-            if request.cursor != nil, after < purged {
+            let watermark = try FeedWatermark.read(sql)
+            if request.cursor != nil, after < watermark.purgedThrough {
                 throw APIError(
                     .resyncRequired,
                     "This device has been away longer than the server keeps deletions. It will download its data again; unsent changes are kept.")
@@ -147,6 +167,10 @@ struct PullService {
                 streams.append(stream)
             }
 
+            // Nothing at or above the watermark is final yet.
+            var heldBack = false
+            for index in streams.indices where streams[index].cut(below: watermark.bound) { heldBack = true }
+
             // Merge the streams by version and cut the page. A record in two
             // branches comes once: versions are unique.
             var out: [UInt8] = []
@@ -168,12 +192,16 @@ struct PullService {
                 lastVersion = version
                 taken += 1
             }
-            let hasMore = streams.contains(where: \.hasNext)
+            // A full page says more follows when changes are held back, so
+            // the caller asks again (and the next page waits for them).
+            let hasMore = streams.contains(where: \.hasNext) || (heldBack && taken == limit)
             // An empty page returns the cursor it was given.
             let cursor = taken == 0 && request.cursor != nil
                 ? request.cursor! : PullCursorCodec.encode(lastVersion, scopeTag: scope.tag)
             let body = Page.body(changesJSON: out, cursor: cursor, hasMore: hasMore, serverTime: ServerTimestamp(clock.now()))
-            return Page(body: body, cursor: cursor, hasMore: hasMore, changes: taken, changesJSON: out, lastVersion: lastVersion)
+            return Page(
+                body: body, cursor: cursor, hasMore: hasMore, changes: taken, changesJSON: out, lastVersion: lastVersion,
+                heldBack: heldBack && taken < limit)
         }
     }
 
@@ -235,6 +263,13 @@ private struct FeedStream {
     }
 
     var hasNext: Bool { position < entries.count }
+
+    /// Drops the entries at or above `bound`; returns whether there were any.
+    mutating func cut(below bound: Int64) -> Bool {
+        guard let first = entries.firstIndex(where: { $0.version >= bound }) else { return false }
+        entries.removeSubrange(first...)
+        return true
+    }
     var nextVersion: Int64 { entries[position].version }
 
     mutating func takeNext() -> Range<Int> {

@@ -27,15 +27,19 @@ struct PushService {
         return try database.write { sql in
             var session = PushSession(
                 sql: sql, config: config, principal: principal, client: client, now: now,
-                version: try FeedVersion.current(sql))
+                versions: try FeedVersions.begin(sql))
             // A transaction retried after a busy database starts its notice again.
             notice = CommitNotice()
+            // One client's pushes run one at a time: its sequence row is locked
+            // until COMMIT (made first if new, so two first pushes meet on it).
+            try sql.execute(
+                "INSERT INTO client_seqs (user_id, client_id, last_seq, updated_at) VALUES (?, ?, 0, ?) ON CONFLICT (user_id, client_id) DO NOTHING",
+                [.text(principal.user), .text(client), .text(now.rawValue)])
             var lastSeq =
                 try sql.first(
-                    "SELECT last_seq FROM client_seqs WHERE user_id = ? AND client_id = ?",
+                    "SELECT last_seq FROM client_seqs WHERE user_id = ? AND client_id = ?" + sql.forUpdate,
                     [.text(principal.user), .text(client)])?.int(0) ?? 0
             try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
-            let startVersion = session.version
             var results: [MutationResult] = []
             let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
             for mutation in request.mutations {
@@ -76,23 +80,12 @@ struct PushService {
                     .text(principal.user), .text(client), caller.schema.map { .integer(Int64($0)) } ?? .null, .text(caller.app),
                     .text(now.rawValue),
                 ])
-            if session.version != startVersion { try FeedVersion.save(session.version, sql) }
+            try session.versions.finish(sql)
             if let hub, !session.notice.isEmpty { try database.announce(session.notice.payload(origin: hub.origin), in: sql) }
             try hooks?.beforePushCommit?(principal.user)
             notice = session.notice
             return PushResponse(results: results, lastSeq: lastSeq, serverTime: now)
         }
-    }
-}
-
-/// The change feed's version counter, advanced only inside write transactions.
-enum FeedVersion {
-    static func current(_ sql: any SQLExecutor) throws -> Int64 {
-        try sql.first("SELECT value FROM server_state WHERE key = 'version'").flatMap { Int64($0.string(0)) } ?? 0
-    }
-
-    static func save(_ version: Int64, _ sql: any SQLExecutor) throws {
-        try sql.execute("UPDATE server_state SET value = ? WHERE key = 'version'", [.text(String(version))])
     }
 }
 
@@ -103,7 +96,7 @@ struct PushSession {
     let principal: Principal
     let client: String
     let now: ServerTimestamp
-    var version: Int64
+    var versions: FeedVersions
     /// What this push wrote: the collections, owners and teams it touched.
     var notice = CommitNotice()
 
@@ -185,7 +178,8 @@ struct PushSession {
                 .rejected, code: "unknown_collection",
                 errors: ["collection": "'\(mutation.collection)' is not a collection of this server"])
         }
-        let existing = try load(mutation.collection, mutation.uuid.wireText)
+        // Locked until COMMIT: another push changing it waits for this one.
+        let existing = try load(mutation.collection, mutation.uuid.wireText, forUpdate: true)
         if schema.readOnly {
             return try result(
                 .forbidden, code: "read_only", errors: ["collection": "'\(schema.name)' is read-only"])
@@ -234,9 +228,10 @@ struct PushSession {
         }
     }
 
-    func load(_ collection: String, _ uuid: String) throws -> ServerRecord? {
+    func load(_ collection: String, _ uuid: String, forUpdate: Bool = false) throws -> ServerRecord? {
         try sql.first(
-            "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?", [.text(collection), .text(uuid)]
+            "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?" + (forUpdate ? sql.forUpdate : ""),
+            [.text(collection), .text(uuid)]
         ).map(ServerRecord.init)
     }
 
@@ -245,7 +240,7 @@ struct PushSession {
         if let window = schema.windowField, data[window] == nil || data[window]?.isNull == true {
             data[window] = .string(now.rawValue)
         }
-        version += 1
+        let version = try versions.next()
         notice.add(collection: mutation.collection, owner: principal.user, team: principal.team)
         try sql.execute(
             """
@@ -268,7 +263,8 @@ struct PushSession {
     private mutating func write(
         _ existing: ServerRecord, data: JSONObject?, schema: CollectionSchema, deviceTime: ServerTimestamp?
     ) throws -> ServerRecord {
-        version += 1
+        try versions.requireNewer(than: existing.version)
+        let version = try versions.next()
         notice.add(collection: existing.collection, owner: existing.owner, team: existing.team)
         try sql.execute(
             "UPDATE records SET version = ?, updated_at = ?, deleted = ?, window_at = ?, data = ?, device_time = ? WHERE id = ?",

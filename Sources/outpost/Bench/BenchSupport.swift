@@ -80,12 +80,12 @@ enum Bench {
         var next = 0
         while next < count {
             try database.write { sql in
-                var version = try sql.first("SELECT value FROM server_state WHERE key = 'version'").flatMap { Int64($0.string(0)) } ?? 0
+                var versions = try FeedVersions.begin(sql)
                 let end = min(count, next + batch)
                 var values: [String] = []
                 var arguments: [SQLValue] = []
                 for index in next..<end {
-                    version += 1
+                    let version = try versions.next()
                     values.append("('people', ?, ?, ?, 0, ?, ?, ?, 'bench', NULL, ?)")
                     arguments += [
                         .text(ids.next().wireText), .integer(version), .text(now), .text(user), .text(team), .text(user),
@@ -97,7 +97,7 @@ enum Bench {
                     INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
                         created_by_client, window_at, data) VALUES \(values.joined(separator: ", "))
                     """, arguments)
-                try sql.execute("UPDATE server_state SET value = ? WHERE key = 'version'", [.text(String(version))])
+                try versions.finish(sql)
                 next = end
             }
         }

@@ -7,7 +7,8 @@ enum ServeCommand {
     static let help = """
         Usage: outpost serve [--database PATH|URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N]
                              [--rate-limit N] [--lock-timeout S] [--statement-timeout S]
-                             [--connection-limit N] [--connections-per-address N] [--idle-timeout S] [--quiet]
+                             [--connection-limit N] [--connections-per-address N] [--idle-timeout S]
+                             [--write-lock rows|schema] [--feed-hold-ms N] [--quiet]
 
         Runs the Outpost sync server. With no options it keeps its data in the SQLite file
         \(DatabaseLocation.defaultSQLitePath) in the current folder and needs no set-up.
@@ -29,6 +30,13 @@ enum ServeCommand {
                                few hundred phones behind one NAT; "connections_per_address")
           --idle-timeout S     seconds a connection may stay silent before it is closed (default 10;
                                "idle_timeout_seconds")
+          --write-lock rows|schema
+                               PostgreSQL: how writes of several servers are kept apart. "rows" (the
+                               default): row locks only, writes of different users run in parallel and
+                               the change feed stays gap-free by a commit watermark. "schema": every
+                               write behind one lock (the older design, kept to compare the two)
+          --feed-hold-ms N     PostgreSQL: milliseconds a pull waits for changes held back by a
+                               transaction still running before it answers without them (default 250)
           --quiet              no request log on stderr
 
         Stops gracefully on SIGTERM or SIGINT: requests in progress finish first.
@@ -47,6 +55,11 @@ enum ServeCommand {
         let connectionLimit = try arguments.integer("connection-limit", in: 1...100_000)
         let perAddress = try arguments.integer("connections-per-address", in: 1...100_000)
         let idleTimeout = try arguments.integer("idle-timeout", in: 1...3600)
+        let writeLockName = arguments.option("write-lock") ?? PostgresDatabase.WriteConcurrency.rowLocks.rawValue
+        guard let writeLock = PostgresDatabase.WriteConcurrency(rawValue: writeLockName) else {
+            throw UsageError("--write-lock must be \"rows\" or \"schema\", not \"\(writeLockName)\".")
+        }
+        let feedHold = try arguments.integer("feed-hold-ms", in: 0...600_000)
         let quiet = arguments.flag("quiet")
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("serve takes no words, only options.") }
@@ -62,10 +75,12 @@ enum ServeCommand {
                 total: connectionLimit ?? config.connections.total,
                 perAddress: perAddress ?? min(config.connections.perAddress, connectionLimit ?? config.connections.total),
                 idleTimeoutSeconds: idleTimeout ?? config.connections.idleTimeoutSeconds)
+            if let feedHold { config.feedHoldWait = .milliseconds(feedHold) }
         } catch let error as ConfigError {
             throw UsageError(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }
-        let database = try openDatabase(location, poolSize: threads, timeouts: config.databaseTimeouts)
+        let database = try openDatabase(
+            location, poolSize: threads, timeouts: config.databaseTimeouts, writeConcurrency: writeLock)
         let server = try SyncServer(database: database, config: config)
         // Each open connection is a descriptor; room for the limit, the pool and the files.
         let needed = config.connections.total + threads + 256
@@ -105,10 +120,12 @@ enum ServeCommand {
     }
 
     static func openDatabase(
-        _ location: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts()
+        _ location: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts(),
+        writeConcurrency: PostgresDatabase.WriteConcurrency = .rowLocks
     ) throws -> any ServerDatabase {
         do {
-            return try DatabaseLocation.open(location, poolSize: poolSize, timeouts: timeouts)
+            return try DatabaseLocation.open(
+                location, poolSize: poolSize, timeouts: timeouts, writeConcurrency: writeConcurrency)
         } catch let error as DatabaseError {
             throw CommandFailure(error.message.prefix(1).uppercased() + error.message.dropFirst())
         }

@@ -50,6 +50,14 @@ extension DatabaseTimeouts {
     static let sharedTestDatabase = try! DatabaseTimeouts(lock: 60, statement: 120)
 }
 
+extension Duration {
+    /// Every PostgreSQL test shares one cluster, and some hold a transaction
+    /// open on purpose, which holds back every test's change feed (the
+    /// watermark is the cluster's oldest running transaction): pulls wait
+    /// for it, as a production pull would for its own writers.
+    static let sharedTestDatabase = Duration.seconds(20)
+}
+
 /// A sync server on a real loopback socket (libmicrohttpd), over a fresh
 /// database of the chosen backend, with a clock the test controls. The
 /// configuration's connection limits apply as in `outpost serve`; the
@@ -68,7 +76,8 @@ final class LiveServer: @unchecked Sendable {
         _ backend: Backend, config: ServerConfig? = nil, clock: ManualWallClock = ManualWallClock(Date()),
         databaseTimeouts: DatabaseTimeouts = .sharedTestDatabase, log: HTTPServer.Log? = nil
     ) throws {
-        let config = try config ?? ServerConfig()
+        var config = try config ?? ServerConfig()
+        config.feedHoldWait = .sharedTestDatabase
         directory = try TemporaryDirectory(prefix: "outpost-server")
         (database, location) = try backend.makeDatabase(in: directory, timeouts: databaseTimeouts)
         self.clock = clock

@@ -29,7 +29,9 @@ enum OutpostProcess {
     static func serve(_ location: String) throws -> RunningServer {
         var arguments = ["serve", "--database", location, "--port", "0", "--quiet"]
         // The tests' PostgreSQL is shared by every test, and so is its write lock.
-        if DatabaseLocation.isPostgres(location) { arguments += ["--lock-timeout", "60", "--statement-timeout", "120"] }
+        if DatabaseLocation.isPostgres(location) {
+            arguments += ["--lock-timeout", "60", "--statement-timeout", "120", "--feed-hold-ms", "20000"]
+        }
         let process = try SpawnedProcess(executable, arguments, stdout: .pipe)
         var buffer = Data()
         while !buffer.contains(UInt8(ascii: "\n")) {

@@ -1,0 +1,122 @@
+import Foundation
+import OutpostCore
+
+/// The versions one write transaction gives the changes it makes, which
+/// order the change feed (records, scope exits).
+///
+/// On SQLite there is one writer at a time, so versions come from a counter
+/// in `server_state`, read and saved inside the write transaction.
+///
+/// On PostgreSQL writers run in parallel and no row every writer updates may
+/// exist (it would serialise them all again). A transaction's versions are
+/// instead derived from its own transaction id: `base + xid × 4096 + n`, for
+/// its n-th change. Transaction ids are handed out in increasing order and
+/// never reused, so versions are unique; two transactions' versions never
+/// interleave. What makes the feed gap-free is ``FeedWatermark``: a reader
+/// returns only versions below the oldest transaction still running.
+package struct FeedVersions {
+    /// Changes one transaction may make on PostgreSQL. A push carries at most
+    /// 500; bulk loads write in chunks below this.
+    static let perTransaction: Int64 = 1 << shift
+    static let shift: Int64 = 12
+
+    /// The highest version used so far (or the one before the first).
+    private(set) var last: Int64
+    private let counter: Bool
+    private let start: Int64
+
+    /// Starts a transaction's versions; the first statement of every write
+    /// that makes changes (on PostgreSQL it gives the transaction its id).
+    package static func begin(_ sql: any SQLExecutor) throws -> FeedVersions {
+        switch sql.dialect {
+        case .sqlite:
+            let current =
+                try sql.first("SELECT value FROM server_state WHERE key = 'version'").flatMap { Int64($0.string(0)) } ?? 0
+            return FeedVersions(last: current, counter: true, start: current)
+        case .postgres:
+            guard
+                let row = try sql.first(
+                    """
+                    SELECT CAST(value AS BIGINT) + (CAST(CAST(pg_current_xact_id() AS TEXT) AS BIGINT) << \(shift))
+                    FROM server_state WHERE key = 'feed_base'
+                    """),
+                let base = row.optionalInt(0)
+            else { throw DatabaseError(kind: .failure, message: "the feed's base version is missing; migrations did not run") }
+            return FeedVersions(last: base, counter: false, start: base)
+        }
+    }
+
+    /// The next version.
+    package mutating func next() throws -> Int64 {
+        guard counter || last - start + 1 < Self.perTransaction else {
+            throw DatabaseError(
+                kind: .failure, message: "one transaction may make at most \(Self.perTransaction - 1) changes to the feed")
+        }
+        last += 1
+        return last
+    }
+
+    /// Throws ``FeedVersionBehind`` when `existing` (a locked row's version)
+    /// is above every version this transaction has used: a transaction with
+    /// a later id updated the row and committed first, and writing it here
+    /// would move its version back. The write is retried as a new
+    /// transaction, whose id (hence versions) comes after that one. (A row
+    /// this transaction wrote itself is at or below `last`.)
+    func requireNewer(than existing: Int64) throws {
+        if existing > last { throw FeedVersionBehind(existing: existing, last: last) }
+    }
+
+    /// Saves the counter (SQLite) when changes were made.
+    package func finish(_ sql: any SQLExecutor) throws {
+        guard counter, last != start else { return }
+        try sql.execute("UPDATE server_state SET value = ? WHERE key = 'version'", [.text(String(last))])
+    }
+}
+
+/// A write met a record that a later transaction had already written; the
+/// database retries the whole transaction (see ``FeedVersions/requireNewer(than:)``).
+struct FeedVersionBehind: Error, CustomStringConvertible {
+    var existing: Int64
+    var last: Int64
+    var description: String { "a record at version \(existing) was written by a newer transaction (this one is at \(last))" }
+}
+
+/// What a reader may return of the feed, read in its own snapshot.
+///
+/// On PostgreSQL a transaction still running may hold versions below those
+/// of transactions that already committed. Every version below
+/// `base + xmin × 4096`, where xmin is the oldest transaction id still
+/// running in the reader's snapshot, belongs to a transaction that has
+/// ended: either it committed and its rows are in the snapshot, or it rolled
+/// back and they never will be. Any transaction that gets an id later gets a
+/// larger one. So a page cut below this bound can never be followed by a
+/// commit below its cursor.
+struct FeedWatermark {
+    /// Versions below this are final.
+    var bound: Int64
+    /// Deletions up to this version are purged (an older cursor needs a resync).
+    var purgedThrough: Int64
+
+    static func read(_ sql: any SQLExecutor) throws -> FeedWatermark {
+        switch sql.dialect {
+        case .sqlite:
+            let purged =
+                try sql.first("SELECT value FROM server_state WHERE key = 'purged_through'").flatMap { Int64($0.string(0)) } ?? 0
+            return FeedWatermark(bound: .max, purgedThrough: purged)
+        case .postgres:
+            // One round trip, and in the transaction's own snapshot (a
+            // REPEATABLE READ transaction keeps the snapshot of its first
+            // statement, which `pg_current_snapshot()` reports).
+            let row = try sql.first(
+                """
+                SELECT (SELECT value FROM server_state WHERE key = 'purged_through'),
+                    (SELECT CAST(value AS BIGINT) FROM server_state WHERE key = 'feed_base')
+                    + (CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS TEXT) AS BIGINT) << \(FeedVersions.shift))
+                """)
+            guard let row, let bound = row.optionalInt(1) else {
+                throw DatabaseError(kind: .failure, message: "the feed's base version is missing; migrations did not run")
+            }
+            return FeedWatermark(bound: bound, purgedThrough: Int64(row.string(0)) ?? 0)
+        }
+    }
+}
