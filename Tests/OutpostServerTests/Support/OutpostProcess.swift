@@ -68,8 +68,8 @@ struct RunningServer {
         return try WireCoding.decode(PushResponse.self, from: data)
     }
 
-    func pull(cursor: String?, token: String) async throws -> PullResponse {
-        var target = "/v1/pull?collections=people&limit=1"
+    func pull(cursor: String?, token: String, limit: Int = 1) async throws -> PullResponse {
+        var target = "/v1/pull?collections=people&limit=\(limit)"
         if let cursor { target += "&cursor=\(cursor)" }
         var urlRequest = URLRequest(url: URL(string: target, relativeTo: base)!)
         urlRequest.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
