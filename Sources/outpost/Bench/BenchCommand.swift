@@ -5,14 +5,18 @@ import OutpostCore
 enum BenchCommand {
     static let help = """
         Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [--quick] [--json FILE]
-                             [--records N] [--postgres URL] [--series]
+                             [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series]
 
         Runs the benchmarks (all when none is named) and prints each figure, its baseline
         measured in the same run and their ratio. Build in release mode for real figures
         (scripts/bench does). --quick shrinks every size for a smoke test.
 
           --records N      records for initial-sync (default 235,613, the field platform's size)
-          --postgres URL   also run initial-sync and push on PostgreSQL
+          --postgres URL   also run initial-sync and push on PostgreSQL; push then also compares
+                           several servers with every write behind one lock and with row locks
+          --servers N      push on PostgreSQL: the servers of the scale-out comparison (default 3)
+          --db-latency MS  push on PostgreSQL: milliseconds a proxy adds to each round trip between the
+                           servers and the database in the scale-out comparison (default 1, as "1ms" or "1")
           --series         initial-sync at 10k, 50k, 100k and 235k records (for the chart)
           --json FILE      also write the results as JSON
           --idle N         live: idle streams held open on one server (default 10,000)
@@ -37,6 +41,11 @@ enum BenchCommand {
             }
             liveDevices = counts.compactMap { $0 }
         }
+        let servers = try arguments.integer("servers", in: 1...16) ?? 3
+        let latencyText = arguments.option("db-latency") ?? "1"
+        guard let latency = Double(latencyText.hasSuffix("ms") ? String(latencyText.dropLast(2)) : latencyText),
+            latency >= 0, latency <= 1_000
+        else { throw UsageError("--db-latency takes milliseconds from 0 to 1000, such as 1ms or 0.5.") }
         try arguments.checkAllUsed()
         for name in arguments.positional where !names.contains(name) {
             throw UsageError("'\(name)' is not a benchmark; choose from \(names.joined(separator: ", ")).")
@@ -64,6 +73,13 @@ enum BenchCommand {
                 report([try await LocalWriteBench.run(operations: quick ? 1_000 : 10_000)])
             case "push":
                 report(try await PushBench.run(mutations: quick ? 1_000 : 10_000, postgres: postgres))
+                if let postgres {
+                    report(
+                        try await ScaleOutBench.run(
+                            ScaleOutBench.Settings(
+                                postgres: postgres, servers: servers, roundTrip: .microseconds(Int64(latency * 1000)),
+                                devices: quick ? 6 : 24, batchesPerDevice: quick ? 1 : 2, batchSize: quick ? 20 : 100)))
+                }
             case "many-devices":
                 report(
                     try await ManyDevicesBench.run(
