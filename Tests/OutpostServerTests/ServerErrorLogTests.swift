@@ -4,6 +4,10 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Every 5xx leaves one JSON log line that names its cause, and never the
 /// request's body or token.
 @Suite("Server error log", .timeLimit(.minutes(2)))
@@ -49,5 +53,48 @@ struct ServerErrorLogTests {
         let line = try #require(lines.all.first { $0.contains(#""status":503"#) })
         #expect(line.contains("database is locked") && line.contains("UPDATE x SET y = ?"), "\(line)")
         #expect(!line.contains("secret"), "a DETAIL line can quote row values: \(line)")
+    }
+
+    /// One id ties an answer to its log line: the caller's `X-Request-Id`
+    /// when usable (a proxy's, an app's), else one made here; error bodies
+    /// carry it too, so whoever reports an error can quote it.
+    @Test func theRequestIdIsHonouredOrMadeAndShownInTheLogAndEveryErrorBody() async throws {
+        let lines = LogLines()
+        let live = try LiveServer(.sqlite, log: lines.append)
+        func send(_ target: String, id: String?) async throws -> LiveServer.Response {
+            var request = URLRequest(url: URL(string: target, relativeTo: live.base)!)
+            if let id { request.setValue(id, forHTTPHeaderField: "X-Request-Id") }
+            let (data, response) = try await TestSession.shared.data(for: request)
+            let http = try #require(response as? HTTPURLResponse)
+            var headers: [String: String] = [:]
+            for (key, value) in http.allHeaderFields {
+                if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
+            }
+            return LiveServer.Response(status: http.statusCode, body: data, headers: headers)
+        }
+        func logged(_ id: String) -> [String] { lines.all.filter { $0.contains(#""request_id":"\#(id)""#) } }
+
+        let honoured = try await send("/v1/pull", id: "lb-7f3a:42")
+        #expect(honoured.status == 401)
+        #expect(honoured.headers["x-request-id"] == "lb-7f3a:42")
+        #expect(honoured.error?.requestID == "lb-7f3a:42")
+        #expect(honoured.error?.code == .unauthenticated)
+        #expect(logged("lb-7f3a:42").count == 1)
+
+        // Unusable ids (spaces, quotes, too long) are replaced, never echoed.
+        for bad in [#"x" injected"#, String(repeating: "a", count: 129)] {
+            let answer = try await send("/v1/pull", id: bad)
+            let made = try #require(answer.headers["x-request-id"])
+            #expect(made != bad)
+            #expect(answer.error?.requestID == made)
+            #expect(logged(made).count == 1)
+            #expect(!lines.all.contains { $0.contains(bad) })
+        }
+
+        // None sent: one is made; success bodies stay as they are.
+        let health = try await send("/v1/health", id: nil)
+        let made = try #require(health.headers["x-request-id"])
+        #expect(logged(made).count == 1)
+        #expect(!health.text.contains("request_id"))
     }
 }

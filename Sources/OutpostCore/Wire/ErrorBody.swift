@@ -93,6 +93,9 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
     public var lastSeq: Int64?
     /// With `client_behind`: the seqs of the request the server holds other (or no longer known) mutations for.
     public var seqs: [Int64]?
+    /// The id of the request this answered (`X-Request-Id`), set by the
+    /// server's HTTP layer: quote it when reporting the error.
+    public var requestID: String?
 
     /// An error body made from its parts.
     public init(code: ErrorCode, message: String, fields: [String: String]? = nil, lastSeq: Int64? = nil, seqs: [Int64]? = nil) {
@@ -108,7 +111,10 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
         case lastSeq = "last_seq"
         case seqs
     }
-    enum CodingKeys: String, CodingKey { case code, message, fields }
+    enum CodingKeys: String, CodingKey {
+        case code, message, fields
+        case requestID = "request_id"
+    }
 
     public init(from decoder: any Decoder) throws {
         let outer = try decoder.container(keyedBy: OuterKeys.self)
@@ -116,6 +122,7 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
         code = try container.decode(ErrorCode.self, forKey: .code)
         message = try container.decode(String.self, forKey: .message)
         fields = try container.decodeIfPresent([String: String].self, forKey: .fields)
+        requestID = try container.decodeIfPresent(String.self, forKey: .requestID)
         lastSeq = try outer.decodeIfPresent(Int64.self, forKey: .lastSeq)
         seqs = try outer.decodeIfPresent([Int64].self, forKey: .seqs)
     }
@@ -126,6 +133,7 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
         try container.encode(code, forKey: .code)
         try container.encode(message, forKey: .message)
         try container.encodeIfPresent(fields, forKey: .fields)
+        try container.encodeIfPresent(requestID, forKey: .requestID)
         try outer.encodeIfPresent(lastSeq, forKey: .lastSeq)
         try outer.encodeIfPresent(seqs, forKey: .seqs)
     }

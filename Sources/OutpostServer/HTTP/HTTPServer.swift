@@ -108,6 +108,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// What one request accumulates between libmicrohttpd's calls.
     final class RequestState {
+        /// The caller's `X-Request-Id` when it sent a usable one, else one made here.
+        var requestID = ""
         var body = Data()
         var tooLarge = false
         let started = DispatchTime.now().uptimeNanoseconds
@@ -142,6 +144,9 @@ public final class HTTPServer: @unchecked Sendable {
         if requestContext.pointee == nil {
             // First call: headers only. Refuse an announced oversized body at once.
             let state = RequestState()
+            state.requestID = RequestID.given(
+                MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "X-Request-Id").map { String(cString: $0) })
+                ?? server.requestCounter.next()
             if let length = MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "Content-Length"),
                 let bytes = Int(String(cString: length)), bytes > server.maxBodyBytes
             {
@@ -192,8 +197,9 @@ public final class HTTPServer: @unchecked Sendable {
                 return server.startStream(stream, on: handle, request: request, state: state)
             }
         }
-        let requestID = server.requestCounter.next()
+        let requestID = state.requestID
         response.headers["X-Request-Id"] = requestID
+        if response.status >= 400 { response.body = RequestID.stamped(response.body, requestID) }
         let queued = server.send(response, on: connection)
         if let log = server.log {
             let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
@@ -222,7 +228,7 @@ public final class HTTPServer: @unchecked Sendable {
             return outpost_mhd_no()
         }
         defer { MHD_destroy_response(response) }
-        let requestID = requestCounter.next()
+        let requestID = state.requestID
         for (name, value) in streamHeaders { _ = MHD_add_response_header(response, name, value) }
         _ = MHD_add_response_header(response, "X-Request-Id", requestID)
         if let log {
@@ -287,6 +293,36 @@ public final class HTTPServer: @unchecked Sendable {
             }
         }
         return headers
+    }
+}
+
+/// The id that ties a request's answer to its log line: the caller's
+/// `X-Request-Id` (a proxy's or an app's) when it is usable, so one id can be
+/// followed across systems.
+enum RequestID {
+    /// `given` when it is 1-128 characters of letters, digits and `-_.:/+=`;
+    /// nil otherwise (an id made here is used instead, never the raw header).
+    static func given(_ given: String?) -> String? {
+        guard let given, (1...128).contains(given.utf8.count),
+            given.utf8.allSatisfy({ byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || "-_.:/+=".utf8.contains(byte)
+            })
+        else { return nil }
+        return given
+    }
+
+    /// An error body with `"request_id"` in its `error` object, so whoever
+    /// reports the error can quote it. Other bodies are returned unchanged.
+    static func stamped(_ body: [UInt8], _ id: String) -> [UInt8] {
+        let prefix = Array(#"{"error":{"#.utf8)
+        guard body.starts(with: prefix) else { return body }
+        var stamped = prefix
+        stamped.append(contentsOf: #""request_id":"#.utf8)
+        JSONWriter.writeString(id, to: &stamped)
+        stamped.append(UInt8(ascii: ","))
+        stamped.append(contentsOf: body.dropFirst(prefix.count))
+        return stamped
     }
 }
 
