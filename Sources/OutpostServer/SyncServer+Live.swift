@@ -52,6 +52,7 @@ extension SyncServer {
             }
             guard first.changes == 0 else {
                 liveHub.close(connection)
+                metrics.pulled(records: first.changes)
                 return .now(.json(200, first.body, user: principal.user))
             }
             if first.heldBack { liveHub.recheck(connection) }

@@ -17,10 +17,15 @@ public final class SyncServer: Sendable {
     let liveHub: LiveHub
     /// Hears the other servers' commits (PostgreSQL); stopped with the server.
     let commitListener = Locked<(any CommitListening)?>(nil)
+    /// Counters and histograms for `GET /metrics`.
+    package let metrics: ServerMetrics
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
     public init(database: any ServerDatabase, config: ServerConfig, clock: any WallClock = SystemWallClock()) throws {
+        let metrics = ServerMetrics()
+        self.metrics = metrics
+        let database = MeteredDatabase(database, metrics: metrics)
         self.database = database
         self.config = config
         self.clock = clock
@@ -127,6 +132,7 @@ public final class SyncServer: Sendable {
     }
 
     private func route(_ request: HTTPRequest, user: inout String?) throws -> HTTPResponse {
+        if request.path == "/metrics" { return try metricsAnswer(request) }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         guard parts.count >= 3, parts[0] == "", parts[1] == "v1" else {
             throw APIError(.notFound, "There is no such endpoint.")
@@ -184,7 +190,10 @@ public final class SyncServer: Sendable {
             try require("POST")
             let principal = try authenticate()
             let body = try decodeBody(PushRequest.self)
-            return try json(try PushService(database: database, config: config, clock: clock, hooks: hooks, hub: liveHub).push(body, as: principal, caller: CallerVersion(request)))
+            let answer = try PushService(database: database, config: config, clock: clock, hooks: hooks, hub: liveHub)
+                .push(body, as: principal, caller: CallerVersion(request))
+            metrics.mutations(answer.results)
+            return try json(answer)
         case ["pull"]:
             try require("GET")
             let principal = try authenticate()
@@ -192,8 +201,10 @@ public final class SyncServer: Sendable {
             let pull = PullService.Request(
                 collections: request.query["collections"].map { $0.split(separator: ",").map(String.init) },
                 cursor: request.query["cursor"], limit: limit, windowStart: request.query["window_start"])
-            let body = try PullService(database: database, config: config, clock: clock).pull(pull, as: principal)
-            return .json(200, body, user: user)
+            let page = try PullService(database: database, config: config, clock: clock)
+                .page(pull, as: principal, holdWait: config.feedHoldWait)
+            metrics.pulled(records: page.changes)
+            return .json(200, page.body, user: user)
         case ["scope"]:
             try require("GET")
             let principal = try authenticate()

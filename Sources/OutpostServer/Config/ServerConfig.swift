@@ -42,6 +42,13 @@ public struct ServerConfig: Sendable {
     /// milliseconds; tests that share one PostgreSQL with transactions held
     /// open on purpose wait longer.
     public var feedHoldWait: Duration = .milliseconds(250)
+    /// `GET /metrics` answers without a token (for a private network where
+    /// only Prometheus reaches the port). Off: an admin token or
+    /// `metricsToken` is needed.
+    public var metricsPublic = false
+    /// A token that opens `GET /metrics` only, for the scraper (so it
+    /// needs no admin token); nil: admin tokens only.
+    public var metricsToken: String?
 
     /// A token bucket per user: `burst` requests at once, refilled at `perMinute`.
     public struct RateLimit: Sendable, Equatable {

@@ -67,6 +67,17 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
         case schemaLock = "schema"
     }
 
+    private let waited = Locked(DatabaseWaits())
+    public var waits: DatabaseWaits? { waited.current }
+
+    private func recordWait(since start: UInt64, retry: Bool = false) {
+        let seconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        waited.withLock { waits in
+            waits.seconds += seconds
+            if retry { waits.retries += 1 }
+        }
+    }
+
     /// Times a write meeting a concurrent one is run again before it fails as busy.
     static let writeAttempts = 8
 
@@ -117,18 +128,23 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
                     // A few milliseconds apart, so two writers that deadlocked
                     // do not meet again in step.
                     attempt += 1
+                    let start = DispatchTime.now().uptimeNanoseconds
                     usleep(UInt32.random(in: 200...2_000) * UInt32(attempt))
+                    recordWait(since: start, retry: true)
                 }
             }
         }
         // This process's writers queue here, not on the advisory lock; the
         // wait is bounded like the database's own lock wait.
+        let waitStart = DispatchTime.now().uptimeNanoseconds
         guard writeLock.lock(before: Date(timeIntervalSinceNow: timeouts.lock)) else {
+            recordWait(since: waitStart)
             throw DatabaseError(
                 kind: .transient,
                 message: "another write of this server held the write lock for more than \(timeouts.lock) s")
         }
         defer { writeLock.unlock() }
+        recordWait(since: waitStart)
         return try transaction(begin: "BEGIN", lock: Self.writeLockStatement, body)
     }
 
@@ -180,7 +196,11 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
             }
             defer { checkin(connection) }
             do {
-                if let lock { try connection.command(lock) }
+                if let lock {
+                    let start = DispatchTime.now().uptimeNanoseconds
+                    defer { recordWait(since: start) }
+                    try connection.command(lock)
+                }
                 let result = try body(PostgresExecutor(connection: connection))
                 try connection.commit()
                 return result
@@ -196,6 +216,8 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     private func checkout() throws -> PostgresConnection {
         // Waiting for a connection is waiting for a lock too.
         let deadline = Date(timeIntervalSinceNow: timeouts.lock)
+        let start = DispatchTime.now().uptimeNanoseconds
+        defer { recordWait(since: start) }
         pool.lock()
         while true {
             if closed {

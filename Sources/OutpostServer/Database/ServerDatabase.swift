@@ -154,12 +154,11 @@ extension SQLExecutor {
 
 /// The server's storage: SQLite (embedded default) or PostgreSQL.
 ///
-/// `write` transactions are serialised with every other write transaction on
-/// the same database, across server processes too (SQLite's write lock; a
-/// transaction-scoped advisory lock on PostgreSQL). That is what keeps the
-/// change feed gap-free: versions are assigned inside the lock, so they
-/// become visible in the order they were assigned, and a reader can never
-/// see version N+1 while N is still uncommitted.
+/// On SQLite, `write` transactions are serialised (its write lock), so feed
+/// versions from its counter become visible in the order they were given.
+/// On PostgreSQL writes run in parallel, kept apart by row locks; the feed
+/// stays gap-free because readers stop at its watermark (`FeedVersions`,
+/// `FeedWatermark`).
 public protocol ServerDatabase: AnyObject, Sendable {
     var dialect: SQLDialect { get }
     /// A read-write transaction; committed when `body` returns, rolled back when it throws.
@@ -177,9 +176,14 @@ public protocol ServerDatabase: AnyObject, Sendable {
     func listenForCommits(
         log: @escaping @Sendable (String) -> Void, _ onPayload: @escaping @Sendable (String) -> Void
     ) -> (any CommitListening)?
+    /// Time spent waiting before transactions could run, and retries, since
+    /// opening (for `/metrics`); nil where nothing is counted.
+    var waits: DatabaseWaits? { get }
 }
 
 extension ServerDatabase {
+    public var waits: DatabaseWaits? { nil }
+
     /// One process per database: its commits are known in process.
     public func announce(_ payload: String, in sql: any SQLExecutor) throws {}
 

@@ -25,6 +25,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// Run by `stop()` before the daemon stops: ends waiting connections.
     let drain: (@Sendable () -> Void)?
     let log: Log?
+    /// Where answered requests are counted (the sync server's `/metrics`).
+    let metrics: ServerMetrics?
     let maxBodyBytes: Int
     private var daemon: OpaquePointer?
     private let lock = NSLock()
@@ -39,7 +41,7 @@ public final class HTTPServer: @unchecked Sendable {
     ) throws {
         try self.init(
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
-            drain: nil, live: { .now(handler($0)) })
+            drain: nil, metrics: nil, live: { .now(handler($0)) })
     }
 
     /// The sync server on a socket, long polls and streams included; `stop()`
@@ -50,15 +52,16 @@ public final class HTTPServer: @unchecked Sendable {
     ) throws {
         try self.init(
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
-            drain: { server.closeLiveConnections() }, live: { server.answer($0) })
+            drain: { server.closeLiveConnections() }, metrics: server.metrics, live: { server.answer($0) })
     }
 
     init(
         host: String, port: UInt16, threads: Int, maxBodyBytes: Int, connections: ConnectionLimits, log: Log?,
-        drain: (@Sendable () -> Void)?, live: @escaping LiveHandler
+        drain: (@Sendable () -> Void)?, metrics: ServerMetrics?, live: @escaping LiveHandler
     ) throws {
         self.handler = live
         self.drain = drain
+        self.metrics = metrics
         self.log = log
         self.maxBodyBytes = maxBodyBytes
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -173,6 +176,7 @@ public final class HTTPServer: @unchecked Sendable {
         let path = url.map { String(cString: $0) } ?? "/"
         var response: HTTPResponse
         let handle = ConnectionHandle(connection: connection)
+        var longPoll = state.poll != nil
         if let poll = state.poll {
             // Resumed: the long poll was woken (a commit, its wait ran out, or shutdown).
             state.poll = nil
@@ -185,6 +189,7 @@ public final class HTTPServer: @unchecked Sendable {
             let request = HTTPRequest(
                 method: methodText, path: path, query: HTTPServer.arguments(connection),
                 headers: HTTPServer.headers(connection, ["Authorization", "Content-Type"]), body: state.body)
+            longPoll = request.query["wait"] != nil
             switch server.handler(request) {
             case .now(let answer):
                 response = answer
@@ -201,8 +206,11 @@ public final class HTTPServer: @unchecked Sendable {
         response.headers["X-Request-Id"] = requestID
         if response.status >= 400 { response.body = RequestID.stamped(response.body, requestID) }
         let queued = server.send(response, on: connection)
+        let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
+        server.metrics?.request(
+            route: ServerMetrics.route(method: methodText, path: path, query: longPoll ? ["wait": ""] : [:]),
+            status: response.status, seconds: millis / 1000)
         if let log = server.log {
-            let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
             log(RequestLogLine(id: requestID, method: methodText, path: path, status: response.status,
                                milliseconds: millis, user: response.user,
                                cause: response.status >= 500 ? response.cause ?? "unknown" : nil).text)
@@ -231,8 +239,9 @@ public final class HTTPServer: @unchecked Sendable {
         let requestID = state.requestID
         for (name, value) in streamHeaders { _ = MHD_add_response_header(response, name, value) }
         _ = MHD_add_response_header(response, "X-Request-Id", requestID)
+        let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
+        metrics?.request(route: "/v1/stream", status: 200, seconds: millis / 1000)
         if let log {
-            let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
             log(RequestLogLine(id: requestID, method: request.method, path: request.path, status: 200, milliseconds: millis,
                                user: stream.connection.interest.principal.user).text)
         }

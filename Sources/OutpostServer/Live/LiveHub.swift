@@ -116,6 +116,14 @@ final class LiveHub: Sendable {
     /// Connections waiting now.
     var count: Int { state.withLock { $0.entries.count } }
 
+    /// Connections waiting now, by kind.
+    var counts: (longPolls: Int, streams: Int) {
+        state.withLock { state in
+            let streams = state.entries.values.filter { $0.kind == .stream }.count
+            return (state.entries.count - streams, streams)
+        }
+    }
+
     /// A write committed: wakes the connections it may concern.
     func committed(_ notice: CommitNotice) {
         guard !notice.isEmpty else { return }

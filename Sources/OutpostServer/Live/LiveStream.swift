@@ -45,6 +45,7 @@ public final class LiveStream: Sendable {
         initial.buffer = Self.heartbeat(server)
         if let first {
             initial.cursor = first.cursor
+            server.metrics.pulled(records: first.changes)
             if first.changes > 0 { initial.buffer += Self.event("changes", first.body) }
             if first.hasMore || first.heldBack { connection.signal { $0.changes = true } }
         }
@@ -130,6 +131,7 @@ public final class LiveStream: Sendable {
                 }
                 cursor = page.cursor
                 if page.heldBack { server.liveHub.recheck(connection) }
+                server.metrics.pulled(records: page.changes)
                 if page.changes > 0 { output += Self.event("changes", page.body) }
                 more = page.hasMore
                 if !more || output.count > 1 << 20 { break }

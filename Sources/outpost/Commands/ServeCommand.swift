@@ -8,7 +8,8 @@ enum ServeCommand {
         Usage: outpost serve [--database PATH|URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N]
                              [--rate-limit N] [--lock-timeout S] [--statement-timeout S]
                              [--connection-limit N] [--connections-per-address N] [--idle-timeout S]
-                             [--write-lock rows|schema] [--feed-hold-ms N] [--quiet]
+                             [--write-lock rows|schema] [--feed-hold-ms N]
+                             [--metrics-token-file FILE] [--metrics-public] [--quiet]
 
         Runs the Outpost sync server. With no options it keeps its data in the SQLite file
         \(DatabaseLocation.defaultSQLitePath) in the current folder and needs no set-up.
@@ -37,13 +38,17 @@ enum ServeCommand {
                                write behind one lock (the older design, kept to compare the two)
           --feed-hold-ms N     PostgreSQL: milliseconds a pull waits for changes held back by a
                                transaction still running before it answers without them (default 250)
+          --metrics-token-file FILE
+                               a file holding a token that opens GET /metrics only (for Prometheus); admin
+                               tokens open it too
+          --metrics-public     GET /metrics needs no token (only where nothing but the scraper reaches the port)
           --quiet              no request log on stderr
 
         Stops gracefully on SIGTERM or SIGINT: requests in progress finish first.
         """
 
     static func run(_ words: [String]) async throws {
-        var arguments = try Arguments(words, flagNames: ["quiet"])
+        var arguments = try Arguments(words, flagNames: ["quiet", "metrics-public"])
         let location = arguments.option("database") ?? DatabaseLocation.defaultSQLitePath
         let port = try arguments.integer("port", in: 0...65_535) ?? 8787
         let host = arguments.option("host") ?? "127.0.0.1"
@@ -60,6 +65,8 @@ enum ServeCommand {
             throw UsageError("--write-lock must be \"rows\" or \"schema\", not \"\(writeLockName)\".")
         }
         let feedHold = try arguments.integer("feed-hold-ms", in: 0...600_000)
+        let metricsTokenFile = arguments.option("metrics-token-file")
+        let metricsPublic = arguments.flag("metrics-public")
         let quiet = arguments.flag("quiet")
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("serve takes no words, only options.") }
@@ -76,6 +83,17 @@ enum ServeCommand {
                 perAddress: perAddress ?? min(config.connections.perAddress, connectionLimit ?? config.connections.total),
                 idleTimeoutSeconds: idleTimeout ?? config.connections.idleTimeoutSeconds)
             if let feedHold { config.feedHoldWait = .milliseconds(feedHold) }
+            config.metricsPublic = metricsPublic || config.metricsPublic
+            if let metricsTokenFile {
+                guard let text = try? String(contentsOfFile: metricsTokenFile, encoding: .utf8) else {
+                    throw UsageError("Cannot read the metrics token file \(metricsTokenFile).")
+                }
+                let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                guard token.utf8.count >= 16 else {
+                    throw UsageError("The metrics token in \(metricsTokenFile) must be at least 16 characters.")
+                }
+                config.metricsToken = token
+            }
         } catch let error as ConfigError {
             throw UsageError(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }
