@@ -88,10 +88,23 @@ enum ScaleOutBench {
         let issued = try (0..<settings.devices).map { try tokens.issue(user: "d-\($0)", role: .field, team: "t", ttl: nil) }
         database.close()
 
-        let processes = try (0..<count).map { _ in
+        let logs = try TemporaryDirectory(prefix: "outpost-scale-out")
+        let processes = try (0..<count).map { index in
             try ServerProcess(
-                database: inSchema(proxied), threads: 8,
-                extra: ["--write-lock", design.rawValue, "--lock-timeout", "300", "--statement-timeout", "600"])
+                database: inSchema(proxied), threads: 8, logPath: logs.path("server-\(index).log"),
+                extra: [
+                    "--write-lock", design.rawValue, "--lock-timeout", "300", "--statement-timeout", "600",
+                    // A push queued behind the single lock is silent for long; it must not be cut as idle.
+                    "--idle-timeout", "600",
+                ])
+        }
+        /// What the servers said, for a failure's message.
+        func serverLogs() -> String {
+            (0..<count).map { index in
+                let text = (try? String(contentsOfFile: logs.path("server-\(index).log"), encoding: .utf8)) ?? ""
+                return text.split(separator: "\n").filter { !$0.hasPrefix("{") || !$0.contains(#""status":200"#) }
+                    .suffix(5).joined(separator: "\n")
+            }.joined(separator: "\n")
         }
         defer { for process in processes { process.stop() } }
 
@@ -126,11 +139,17 @@ enum ScaleOutBench {
                             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
                             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
                             request.httpBody = body
-                            let (data, response) = try await TestSession.shared.data(for: request)
+                            let data: Data
+                            let response: URLResponse
+                            do {
+                                (data, response) = try await TestSession.shared.data(for: request)
+                            } catch {
+                                throw CommandFailure("A benchmark push failed (\(error)). The servers said:\n\(serverLogs())")
+                            }
                             guard (response as? HTTPURLResponse)?.statusCode == 200 else {
                                 throw CommandFailure(
                                     "A benchmark push was answered \((response as? HTTPURLResponse)?.statusCode ?? 0): "
-                                        + String(decoding: data.prefix(300), as: UTF8.self))
+                                        + String(decoding: data.prefix(300), as: UTF8.self) + "\nThe servers said:\n\(serverLogs())")
                             }
                         }
                     }
