@@ -67,7 +67,11 @@ var package = Package(
         // The sync server behind `outpost serve`.
         .target(
             name: "OutpostServer",
-            dependencies: ["OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CLibPQ"]),
+            dependencies: [
+                "OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CLibPQ",
+                // JWT signatures (RS256, ES256); the server needs OpenSSL's libcrypto on every platform.
+                "COpenSSL",
+            ]),
 
         // A SQLite VFS that fails writes, syncs or reads on a schedule: the
         // device's full disk and I/O errors, for tests and the simulation.

@@ -29,7 +29,11 @@ public final class SyncServer: Sendable {
         self.database = database
         self.config = config
         self.clock = clock
-        self.tokens = TokenStore(database: database, clock: clock)
+        let jwt = config.jwt.map { settings in
+            JWTVerifier(settings, clock: clock, log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
+        }
+        jwt?.start()
+        self.tokens = TokenStore(database: database, clock: clock, jwt: jwt)
         self.limiter = config.rateLimit.map { RateLimiter($0, clock: clock) }
         self.liveHub = LiveHub(settings: LiveHub.Settings(
             heartbeat: .seconds(config.heartbeatSeconds), maxStreamDuration: .seconds(config.maxStreamSeconds),
@@ -128,6 +132,7 @@ public final class SyncServer: Sendable {
         case .unknown: return APIError(.unauthenticated, "Sign in again: this token is not known.")
         case .expired: return APIError(.tokenExpired, "Your session has expired. Sign in again; nothing on the device is lost.")
         case .revoked: return APIError(.tokenRevoked, "This device's access was withdrawn. Ask your coordinator.")
+        case .refused(let why): return APIError(.unauthenticated, "Sign in again: this token was refused (\(why)).")
         }
     }
 

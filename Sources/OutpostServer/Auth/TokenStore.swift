@@ -3,13 +3,22 @@ public import OutpostCore
 
 /// Bearer tokens: opaque random strings handed to a user once and stored only
 /// as SHA-256 hashes, with an expiry and a revocation time.
+///
+/// With JWT settings, tokens shaped like a JWT are checked against the app's
+/// identity provider instead (``JWTVerifier``); both kinds work at once.
 public struct TokenStore: Sendable {
     let database: any ServerDatabase
     let clock: any WallClock
+    let jwt: JWTVerifier?
 
     public init(database: any ServerDatabase, clock: any WallClock = SystemWallClock()) {
+        self.init(database: database, clock: clock, jwt: nil)
+    }
+
+    init(database: any ServerDatabase, clock: any WallClock, jwt: JWTVerifier?) {
         self.database = database
         self.clock = clock
+        self.jwt = jwt
     }
 
     /// Why a request was not authenticated.
@@ -18,6 +27,8 @@ public struct TokenStore: Sendable {
         case unknown
         case expired
         case revoked
+        /// A JWT that failed a check, with which one.
+        case refused(String)
     }
 
     /// Makes a token for a user; the token itself is returned once and never stored.
@@ -53,6 +64,15 @@ public struct TokenStore: Sendable {
     /// revocation takes effect at once on every server process.
     public func authenticate(_ token: String?) throws -> Principal {
         guard let token, !token.isEmpty else { throw Failure.missing }
+        if let jwt, JWTVerifier.looksLikeJWT(token) {
+            do {
+                return try jwt.principal(token)
+            } catch JWTVerifier.Failure.expired {
+                throw Failure.expired
+            } catch let failure as JWTVerifier.Failure {
+                throw Failure.refused(failure.description)
+            }
+        }
         guard token.utf8.count <= 256,
             let row = try database.read({ sql in
                 try sql.first(

@@ -49,6 +49,9 @@ public struct ServerConfig: Sendable {
     /// A token that opens `GET /metrics` only, for the scraper (so it
     /// needs no admin token); nil: admin tokens only.
     public var metricsToken: String?
+    /// JWTs from the app's identity provider, beside the server's own
+    /// opaque tokens; nil: opaque tokens only.
+    public var jwt: JWTSettings?
 
     /// A token bucket per user: `burst` requests at once, refilled at `perMinute`.
     public struct RateLimit: Sendable, Equatable {
@@ -112,7 +115,23 @@ public struct ServerConfig: Sendable {
             var minSchema: Int?
             var heartbeatSeconds: Int?
             var maxStreamSeconds: Int?
+            var jwt: JWTFile?
+            struct JWTFile: Decodable {
+                var jwks: String
+                var issuer: String
+                var audience: String
+                var roleClaim: String?
+                var teamClaim: String?
+                var leewaySeconds: Double?
+                enum CodingKeys: String, CodingKey {
+                    case jwks, issuer, audience
+                    case roleClaim = "role_claim"
+                    case teamClaim = "team_claim"
+                    case leewaySeconds = "leeway_seconds"
+                }
+            }
             enum CodingKeys: String, CodingKey {
+                case jwt
                 case collections
                 case tombstoneHorizonDays = "tombstone_horizon_days"
                 case rateLimitPerMinute = "rate_limit_per_minute"
@@ -149,6 +168,16 @@ public struct ServerConfig: Sendable {
             if let seconds = file.maxStreamSeconds {
                 guard seconds >= 10 else { throw ConfigError("max_stream_seconds must be at least 10") }
                 config.maxStreamSeconds = seconds
+            }
+            if let jwt = file.jwt {
+                var settings = JWTSettings(jwks: jwt.jwks, issuer: jwt.issuer, audience: jwt.audience)
+                if let claim = jwt.roleClaim { settings.roleClaim = claim }
+                if let claim = jwt.teamClaim { settings.teamClaim = claim }
+                if let leeway = jwt.leewaySeconds {
+                    guard (0...600).contains(leeway) else { throw ConfigError("jwt.leeway_seconds must be 0 to 600") }
+                    settings.leeway = leeway
+                }
+                config.jwt = settings
             }
             return config
         } catch let error as WireError {

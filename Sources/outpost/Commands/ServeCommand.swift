@@ -9,7 +9,9 @@ enum ServeCommand {
                              [--rate-limit N] [--lock-timeout S] [--statement-timeout S]
                              [--connection-limit N] [--connections-per-address N] [--idle-timeout S]
                              [--write-lock rows|schema] [--feed-hold-ms N]
-                             [--metrics-token-file FILE] [--metrics-public] [--quiet]
+                             [--metrics-token-file FILE] [--metrics-public]
+                             [--jwt-jwks FILE|URL --jwt-issuer ISS --jwt-audience AUD
+                              [--jwt-role-claim NAME] [--jwt-team-claim NAME]] [--quiet]
 
         Runs the Outpost sync server. With no options it keeps its data in the SQLite file
         \(DatabaseLocation.defaultSQLitePath) in the current folder and needs no set-up.
@@ -42,6 +44,15 @@ enum ServeCommand {
                                a file holding a token that opens GET /metrics only (for Prometheus); admin
                                tokens open it too
           --metrics-public     GET /metrics needs no token (only where nothing but the scraper reaches the port)
+          --jwt-jwks FILE|URL  also accept JWTs (RS256, ES256) signed by a key of this JWKS, from the app's
+                               identity provider; opaque tokens keep working. Needs --jwt-issuer and
+                               --jwt-audience; "sub" is the user ("jwt" in the configuration file)
+          --jwt-issuer ISS     the "iss" every JWT must carry
+          --jwt-audience AUD   an "aud" every JWT must carry
+          --jwt-role-claim NAME
+                               the claim holding the role: field, coordinator or admin (default "role")
+          --jwt-team-claim NAME
+                               the claim holding the team (default "team")
           --quiet              no request log on stderr
 
         Stops gracefully on SIGTERM or SIGINT: requests in progress finish first.
@@ -67,6 +78,11 @@ enum ServeCommand {
         let feedHold = try arguments.integer("feed-hold-ms", in: 0...600_000)
         let metricsTokenFile = arguments.option("metrics-token-file")
         let metricsPublic = arguments.flag("metrics-public")
+        let jwks = arguments.option("jwt-jwks")
+        let issuer = arguments.option("jwt-issuer")
+        let audience = arguments.option("jwt-audience")
+        let roleClaim = arguments.option("jwt-role-claim")
+        let teamClaim = arguments.option("jwt-team-claim")
         let quiet = arguments.flag("quiet")
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("serve takes no words, only options.") }
@@ -84,6 +100,17 @@ enum ServeCommand {
                 idleTimeoutSeconds: idleTimeout ?? config.connections.idleTimeoutSeconds)
             if let feedHold { config.feedHoldWait = .milliseconds(feedHold) }
             config.metricsPublic = metricsPublic || config.metricsPublic
+            if jwks != nil || issuer != nil || audience != nil {
+                guard let jwks, let issuer, let audience else {
+                    throw UsageError("JWTs need all three of --jwt-jwks, --jwt-issuer and --jwt-audience.")
+                }
+                config.jwt = JWTSettings(jwks: jwks, issuer: issuer, audience: audience)
+            }
+            if roleClaim != nil || teamClaim != nil {
+                guard config.jwt != nil else { throw UsageError("--jwt-role-claim and --jwt-team-claim need --jwt-jwks.") }
+                if let roleClaim { config.jwt?.roleClaim = roleClaim }
+                if let teamClaim { config.jwt?.teamClaim = teamClaim }
+            }
             if let metricsTokenFile {
                 guard let text = try? String(contentsOfFile: metricsTokenFile, encoding: .utf8) else {
                     throw UsageError("Cannot read the metrics token file \(metricsTokenFile).")
