@@ -46,6 +46,9 @@ var package = Package(
         // The protocol's JSON error body on the answers libmicrohttpd gives by itself.
         .target(name: "CMicroHTTPDErrorBodies", dependencies: ["CMicroHTTPD"]),
 
+        // TLS certificates for libmicrohttpd's GnuTLS sessions, reloadable while serving.
+        .target(name: "CMicroHTTPDTLS", dependencies: ["CMicroHTTPD"], linkerSettings: [.linkedLibrary("gnutls")]),
+
         // Wire types and pure logic: no I/O, shared by client and server.
         .target(name: "OutpostCore"),
 
@@ -68,7 +71,7 @@ var package = Package(
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CLibPQ",
+                "OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CMicroHTTPDTLS", "CLibPQ",
                 // JWT signatures (RS256, ES256); the server needs OpenSSL's libcrypto on every platform.
                 "COpenSSL",
             ]),

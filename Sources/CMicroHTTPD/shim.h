@@ -23,12 +23,15 @@ static void outpost_mhd_log(void *context, const char *format, va_list arguments
     fputs(line, stderr);
 }
 
+// An empty option array: what the TLS option slot holds when TLS is off.
+static struct MHD_OptionItem outpost_mhd_no_options[] = {{MHD_OPTION_END, 0, NULL}};
+
 // Starts a daemon with an internal epoll thread pool and the limits Outpost needs.
 static inline struct MHD_Daemon *outpost_mhd_start(
     uint16_t port, const char *bind_ip_v4, unsigned int threads,
     unsigned int connection_limit, unsigned int per_address_limit, unsigned int connection_timeout_seconds,
     MHD_AccessHandlerCallback handler, void *handler_context,
-    MHD_RequestCompletedCallback completed, void *completed_context)
+    MHD_RequestCompletedCallback completed, void *completed_context, void *certificate_callback)
 {
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
@@ -37,9 +40,15 @@ static inline struct MHD_Daemon *outpost_mhd_start(
     if (bind_ip_v4 == NULL || inet_pton(AF_INET, bind_ip_v4, &addr.sin_addr) != 1) {
         return NULL;
     }
+    // With a certificate callback (a gnutls_certificate_retrieve_function2 *): TLS on every connection.
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (certificate_callback != NULL) flags |= MHD_USE_TLS;
     return MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+        flags,
         port, NULL, NULL, handler, handler_context,
+        // Ignored without MHD_USE_TLS; MHD_OPTION_END-terminated either way.
+        certificate_callback != NULL ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_ARRAY,
+        certificate_callback != NULL ? certificate_callback : (void *)outpost_mhd_no_options,
         MHD_OPTION_EXTERNAL_LOGGER, outpost_mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
@@ -76,6 +85,14 @@ static inline uint16_t outpost_mhd_bound_port(struct MHD_Daemon *daemon) {
 static inline unsigned int outpost_mhd_open_connections(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
     return info == NULL ? 0 : info->num_connections;
+}
+
+// The IPv4 address of the connection's peer as text into `buffer`; 0 when unknown.
+static inline int outpost_mhd_peer_address(struct MHD_Connection *connection, char *buffer, socklen_t length) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL || info->client_addr->sa_family != AF_INET) return 0;
+    const struct sockaddr_in *address = (const struct sockaddr_in *)info->client_addr;
+    return inet_ntop(AF_INET, &address->sin_addr, buffer, length) != NULL;
 }
 
 // Enum constants Swift does not import by name.

@@ -1,5 +1,6 @@
 import CMicroHTTPD
 import CMicroHTTPDErrorBodies
+import CMicroHTTPDTLS
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -37,28 +38,60 @@ public final class HTTPServer: @unchecked Sendable {
     /// A server whose every answer is immediate.
     public convenience init(
         host: String = "127.0.0.1", port: UInt16, threads: Int = 8, maxBodyBytes: Int = 4 * 1024 * 1024,
-        connections: ConnectionLimits = ConnectionLimits(), log: Log? = nil, handler: @escaping Handler
+        connections: ConnectionLimits = ConnectionLimits(), log: Log? = nil, tls: TLSFiles? = nil,
+        handler: @escaping Handler
     ) throws {
         try self.init(
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
-            drain: nil, metrics: nil, live: { .now(handler($0)) })
+            tls: tls, trustedProxy: nil, drain: nil, metrics: nil, live: { .now(handler($0)) })
     }
 
     /// The sync server on a socket, long polls and streams included; `stop()`
     /// ends them with `unavailable` first, so clients reconnect with jitter.
+    /// With `tls`, every connection is HTTPS (libmicrohttpd's GnuTLS);
+    /// with `trustedProxy`, the log names the client `X-Forwarded-For` gives
+    /// when a request comes from that address.
     public convenience init(
         host: String = "127.0.0.1", port: UInt16, threads: Int = 8, maxBodyBytes: Int = 4 * 1024 * 1024,
-        connections: ConnectionLimits = ConnectionLimits(), log: Log? = nil, server: SyncServer
+        connections: ConnectionLimits = ConnectionLimits(), log: Log? = nil, tls: TLSFiles? = nil,
+        trustedProxy: String? = nil, server: SyncServer
     ) throws {
         try self.init(
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
-            drain: { server.closeLiveConnections() }, metrics: server.metrics, live: { server.answer($0) })
+            tls: tls, trustedProxy: trustedProxy, drain: { server.closeLiveConnections() }, metrics: server.metrics,
+            live: { server.answer($0) })
     }
+
+    /// The certificate chain and key files `outpost serve --tls-cert --tls-key` name.
+    public struct TLSFiles: Sendable, Equatable {
+        public var certificate: String
+        public var key: String
+        public init(certificate: String, key: String) {
+            self.certificate = certificate
+            self.key = key
+        }
+    }
+
+    /// Whether connections are HTTPS.
+    public let tls: TLSFiles?
+    /// The reverse proxy whose `X-Forwarded-For` is believed.
+    let trustedProxy: String?
 
     init(
         host: String, port: UInt16, threads: Int, maxBodyBytes: Int, connections: ConnectionLimits, log: Log?,
-        drain: (@Sendable () -> Void)?, metrics: ServerMetrics?, live: @escaping LiveHandler
+        tls: TLSFiles?, trustedProxy: String?, drain: (@Sendable () -> Void)?, metrics: ServerMetrics?,
+        live: @escaping LiveHandler
     ) throws {
+        self.tls = tls
+        self.trustedProxy = trustedProxy
+        if tls != nil {
+            guard outpost_tls_supported() != 0 else {
+                throw ServeError(
+                    "this libmicrohttpd was built without TLS (GnuTLS) support: install Debian's libmicrohttpd12, or serve plain HTTP behind a proxy that does TLS")
+            }
+        }
+        // Known before the daemon starts when the port is given: no handshake can come first.
+        if let tls, port != 0 { try Self.install(tls, port: port) }
         self.handler = live
         self.drain = drain
         self.metrics = metrics
@@ -74,12 +107,48 @@ public final class HTTPServer: @unchecked Sendable {
         guard
             let daemon = outpost_mhd_start(
                 port, host, UInt32(max(1, threads)), UInt32(connections.total), UInt32(connections.perAddress),
-                UInt32(connections.idleTimeoutSeconds), Self.accessHandler, context, Self.completedHandler, context)
+                UInt32(connections.idleTimeoutSeconds), Self.accessHandler, context, Self.completedHandler, context,
+                tls == nil ? nil : outpost_tls_certificate_callback())
         else {
             throw ServeError("could not listen on \(host):\(port) (is the port in use, or the address not local?)")
         }
         self.daemon = daemon
         self.port = outpost_mhd_bound_port(daemon)
+        if let tls, port == 0 {
+            do {
+                try Self.install(tls, port: self.port)
+            } catch {
+                stop()
+                throw error
+            }
+        }
+    }
+
+    /// Reads the certificate and key again (SIGHUP): new connections get
+    /// them, open ones keep theirs. On failure the old ones stay in use.
+    public func reloadCertificate() throws {
+        guard let tls else { return }
+        try Self.install(tls, port: port)
+    }
+
+    private static func install(_ files: TLSFiles, port: UInt16) throws {
+        guard let certificate = FileManager.default.contents(atPath: files.certificate) else {
+            throw ServeError("cannot read the certificate file \(files.certificate)")
+        }
+        guard let key = FileManager.default.contents(atPath: files.key) else {
+            throw ServeError("cannot read the key file \(files.key)")
+        }
+        var error = [CChar](repeating: 0, count: 256)
+        let installed = certificate.withUnsafeBytes { cert in
+            key.withUnsafeBytes { key in
+                outpost_tls_install(
+                    port, cert.baseAddress?.assumingMemoryBound(to: CChar.self), cert.count,
+                    key.baseAddress?.assumingMemoryBound(to: CChar.self), key.count, &error, error.count)
+            }
+        }
+        guard installed != 0 else {
+            throw ServeError(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        }
     }
 
     deinit { stop() }
@@ -113,6 +182,8 @@ public final class HTTPServer: @unchecked Sendable {
     final class RequestState {
         /// The caller's `X-Request-Id` when it sent a usable one, else one made here.
         var requestID = ""
+        /// The client's address: the socket's peer, or what a trusted proxy says it is.
+        var client: String?
         var body = Data()
         var tooLarge = false
         let started = DispatchTime.now().uptimeNanoseconds
@@ -150,6 +221,7 @@ public final class HTTPServer: @unchecked Sendable {
             state.requestID = RequestID.given(
                 MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "X-Request-Id").map { String(cString: $0) })
                 ?? server.requestCounter.next()
+            state.client = server.clientAddress(connection)
             if let length = MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "Content-Length"),
                 let bytes = Int(String(cString: length)), bytes > server.maxBodyBytes
             {
@@ -212,7 +284,7 @@ public final class HTTPServer: @unchecked Sendable {
             status: response.status, seconds: millis / 1000)
         if let log = server.log {
             log(RequestLogLine(id: requestID, method: methodText, path: path, status: response.status,
-                               milliseconds: millis, user: response.user,
+                               milliseconds: millis, user: response.user, client: state.client,
                                cause: response.status >= 500 ? response.cause ?? "unknown" : nil).text)
         }
         return queued
@@ -243,7 +315,7 @@ public final class HTTPServer: @unchecked Sendable {
         metrics?.request(route: "/v1/stream", status: 200, seconds: millis / 1000)
         if let log {
             log(RequestLogLine(id: requestID, method: request.method, path: request.path, status: 200, milliseconds: millis,
-                               user: stream.connection.interest.principal.user).text)
+                               user: stream.connection.interest.principal.user, client: state.client).text)
         }
         return MHD_queue_response(handle.connection, 200, response)
     }
@@ -275,6 +347,22 @@ public final class HTTPServer: @unchecked Sendable {
         }
         // Ours already carry the JSON error body: queued past the replacement of libmicrohttpd's own.
         return outpost_mhd_queue_own(connection, UInt32(response.status), mhdResponse) == 1 ? outpost_mhd_yes() : outpost_mhd_no()
+    }
+
+    /// Who sent the request: the socket's peer, unless the peer is the
+    /// trusted proxy and says who it forwards for (the last address of
+    /// `X-Forwarded-For`, the one the proxy itself appended; earlier ones
+    /// are the client's to write).
+    func clientAddress(_ connection: OpaquePointer) -> String? {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard outpost_mhd_peer_address(connection, &buffer, socklen_t(buffer.count)) != 0 else { return nil }
+        let peer = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let trustedProxy, peer == trustedProxy,
+            let forwarded = MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "X-Forwarded-For"),
+            let last = String(cString: forwarded).split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
+            !last.isEmpty, last.utf8.count <= 64, last.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: ":") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) })
+        else { return peer }
+        return last
     }
 
     /// The decoded query arguments of the request.
@@ -358,16 +446,22 @@ struct RequestLogLine: Encodable {
     var status: Int
     var milliseconds: Double
     var user: String?
+    /// The client's address (see `HTTPServer.clientAddress`).
+    var client: String?
     /// Why a 5xx was answered; absent below 500.
     var cause: String?
 
     enum CodingKeys: String, CodingKey {
-        case time, method, path, status, user, cause
+        case time, method, path, status, user, client, cause
         case id = "request_id"
         case milliseconds = "duration_ms"
     }
 
-    init(id: String, method: String, path: String, status: Int, milliseconds: Double, user: String?, cause: String? = nil) {
+    init(
+        id: String, method: String, path: String, status: Int, milliseconds: Double, user: String?, client: String? = nil,
+        cause: String? = nil
+    ) {
+        self.client = client
         self.id = id
         self.method = method
         self.path = path

@@ -9,6 +9,7 @@ enum ServeCommand {
                              [--rate-limit N] [--lock-timeout S] [--statement-timeout S]
                              [--connection-limit N] [--connections-per-address N] [--idle-timeout S]
                              [--write-lock rows|schema] [--feed-hold-ms N]
+                             [--tls-cert FILE --tls-key FILE] [--trusted-proxy ADDRESS]
                              [--metrics-token-file FILE] [--metrics-public]
                              [--jwt-jwks FILE|URL --jwt-issuer ISS --jwt-audience AUD
                               [--jwt-role-claim NAME] [--jwt-team-claim NAME]] [--quiet]
@@ -40,6 +41,12 @@ enum ServeCommand {
                                write behind one lock (the older design, kept to compare the two)
           --feed-hold-ms N     PostgreSQL: milliseconds a pull waits for changes held back by a
                                transaction still running before it answers without them (default 250)
+          --tls-cert FILE      serve HTTPS only, with this PEM certificate chain (libmicrohttpd's GnuTLS);
+                               SIGHUP reads it and the key again without closing a connection
+          --tls-key FILE       the certificate's PEM private key (unencrypted; keep the file private)
+          --trusted-proxy ADDRESS
+                               the IPv4 address of a reverse proxy in front of the server: the request
+                               log names the client from its X-Forwarded-For instead of the proxy
           --metrics-token-file FILE
                                a file holding a token that opens GET /metrics only (for Prometheus); admin
                                tokens open it too
@@ -78,6 +85,9 @@ enum ServeCommand {
         let feedHold = try arguments.integer("feed-hold-ms", in: 0...600_000)
         let metricsTokenFile = arguments.option("metrics-token-file")
         let metricsPublic = arguments.flag("metrics-public")
+        let tlsCertificate = arguments.option("tls-cert")
+        let tlsKey = arguments.option("tls-key")
+        let trustedProxy = arguments.option("trusted-proxy")
         let jwks = arguments.option("jwt-jwks")
         let issuer = arguments.option("jwt-issuer")
         let audience = arguments.option("jwt-audience")
@@ -124,6 +134,17 @@ enum ServeCommand {
         } catch let error as ConfigError {
             throw UsageError(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }
+        var tls: HTTPServer.TLSFiles?
+        if tlsCertificate != nil || tlsKey != nil {
+            guard let tlsCertificate, let tlsKey else { throw UsageError("TLS needs both --tls-cert and --tls-key.") }
+            tls = HTTPServer.TLSFiles(certificate: tlsCertificate, key: tlsKey)
+        }
+        if let trustedProxy {
+            var address = in_addr()
+            guard inet_pton(AF_INET, trustedProxy, &address) == 1 else {
+                throw UsageError("--trusted-proxy takes an IPv4 address such as 127.0.0.1, not \"\(trustedProxy)\".")
+            }
+        }
         let database = try openDatabase(
             location, poolSize: threads, timeouts: config.databaseTimeouts, writeConcurrency: writeLock)
         let server = try SyncServer(database: database, config: config)
@@ -140,12 +161,22 @@ enum ServeCommand {
         do {
             http = try HTTPServer(
                 host: host, port: UInt16(port), threads: threads, maxBodyBytes: config.maxBodyBytes,
-                connections: config.connections, log: log, server: server)
+                connections: config.connections, log: log, tls: tls, trustedProxy: trustedProxy, server: server)
         } catch let error as ServeError {
             throw CommandFailure(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }
         let shown = DatabaseLocation.isPostgres(location) ? "PostgreSQL" : location
-        Terminal.note("Outpost server listening on http://\(host):\(http.port) (database: \(shown))")
+        Terminal.note("Outpost server listening on \(tls == nil ? "http" : "https")://\(host):\(http.port) (database: \(shown))")
+        if tls != nil {
+            SignalWatcher.shared.onReload {
+                do {
+                    try http.reloadCertificate()
+                    Terminal.note("Reloaded the TLS certificate and key; new connections use them.")
+                } catch {
+                    Terminal.note("The TLS certificate was not reloaded (\(error)); the previous one stays in use.")
+                }
+            }
+        }
         // Scripts and tests read the port from this line.
         FileHandle.standardOutput.write(Data("listening on port \(http.port)\n".utf8))
 
@@ -206,6 +237,17 @@ final class SignalWatcher: @unchecked Sendable {
                 source.resume()
                 sources.append(source)
             }
+        }
+    }
+
+    /// Calls `action` on every SIGHUP (the conventional "reload").
+    func onReload(_ action: @escaping @Sendable () -> Void) {
+        queue.sync {
+            signal(SIGHUP, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: queue)
+            source.setEventHandler { action() }
+            source.resume()
+            sources.append(source)
         }
     }
 }

@@ -26,8 +26,8 @@ enum OutpostProcess {
     }
 
     /// Starts `outpost serve` on a free port and waits until it listens.
-    static func serve(_ location: String) throws -> RunningServer {
-        var arguments = ["serve", "--database", location, "--port", "0", "--quiet"]
+    static func serve(_ location: String, extra: [String] = [], scheme: String = "http") throws -> RunningServer {
+        var arguments = ["serve", "--database", location, "--port", "0", "--quiet"] + extra
         // The tests' PostgreSQL is shared by every test, and so is its write lock.
         if DatabaseLocation.isPostgres(location) {
             arguments += ["--lock-timeout", "60", "--statement-timeout", "120", "--feed-hold-ms", "20000"]
@@ -42,7 +42,7 @@ enum OutpostProcess {
         let line = String(decoding: buffer, as: UTF8.self)
         guard let port = line.split(separator: " ").last.flatMap({ Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
         else { throw ProcessFailure(status: -1, stderr: "unexpected first line: \(line)") }
-        return RunningServer(process: process, base: URL(string: "http://127.0.0.1:\(port)")!)
+        return RunningServer(process: process, base: URL(string: "\(scheme)://127.0.0.1:\(port)")!)
     }
 }
 
