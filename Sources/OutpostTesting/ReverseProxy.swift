@@ -33,7 +33,17 @@ public final class ReverseProxy: Sendable {
     private static func executable(_ kind: Kind) -> String { kind == .haproxy ? "/usr/sbin/haproxy" : "/usr/sbin/nginx" }
 
     /// Starts `kind` in front of `127.0.0.1:upstreamPort`; returns once it accepts connections.
-    public init(_ kind: Kind, upstreamPort: UInt16) async throws {
+    public convenience init(_ kind: Kind, upstreamPort: UInt16) async throws {
+        try await self.init(kind, upstreamPorts: [upstreamPort])
+    }
+
+    /// Starts `kind` in front of several servers, taking turns between them
+    /// request by request (haproxy: round robin, each server health-checked
+    /// on `/v1/health` every 200 ms and taken out of the turn when it fails;
+    /// a request whose connection is refused goes to another server).
+    public init(_ kind: Kind, upstreamPorts: [UInt16]) async throws {
+        precondition(!upstreamPorts.isEmpty)
+        let upstreamPort = upstreamPorts[0]
         directory = NSTemporaryDirectory() + "outpost-proxy-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let port = try Self.freePort()
@@ -53,7 +63,12 @@ public final class ReverseProxy: Sendable {
                 bind 127.0.0.1:\(port)
                 default_backend server
             backend server
-                server one 127.0.0.1:\(upstreamPort)
+                balance roundrobin
+                option httpchk GET /v1/health
+                option redispatch
+                retries 3
+                http-reuse never
+            \(upstreamPorts.enumerated().map { "    server s\($0.offset) 127.0.0.1:\($0.element) check inter 200ms fall 1 rise 2" }.joined(separator: "\n"))
 
             """.write(toFile: config, atomically: true, encoding: .utf8)
             arguments = ["-f", config, "-db"]

@@ -26,13 +26,14 @@ enum OutpostProcess {
     }
 
     /// Starts `outpost serve` on a free port and waits until it listens.
-    static func serve(_ location: String, extra: [String] = [], scheme: String = "http") throws -> RunningServer {
-        var arguments = ["serve", "--database", location, "--port", "0", "--quiet"] + extra
+    /// `log`: a file for the server's request log (otherwise `--quiet`).
+    static func serve(_ location: String, extra: [String] = [], scheme: String = "http", log: String? = nil) throws -> RunningServer {
+        var arguments = ["serve", "--database", location, "--port", "0"] + (log == nil ? ["--quiet"] : []) + extra
         // The tests' PostgreSQL is shared by every test, and so is its write lock.
         if DatabaseLocation.isPostgres(location) {
             arguments += ["--lock-timeout", "60", "--statement-timeout", "120", "--feed-hold-ms", "20000"]
         }
-        let process = try SpawnedProcess(executable, arguments, stdout: .pipe)
+        let process = try SpawnedProcess(executable, arguments, stdout: .pipe, stderr: log.map { .file($0) } ?? .discard)
         var buffer = Data()
         while !buffer.contains(UInt8(ascii: "\n")) {
             let chunk = process.standardOutput!.availableData
