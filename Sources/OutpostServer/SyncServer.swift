@@ -19,14 +19,25 @@ public final class SyncServer: Sendable {
     let commitListener = Locked<(any CommitListening)?>(nil)
     /// Counters and histograms for `GET /metrics`.
     package let metrics: ServerMetrics
+    /// Where pull pages are read: the primary, or the read replica when fresh.
+    let feed: FeedReader
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
-    public init(database: any ServerDatabase, config: ServerConfig, clock: any WallClock = SystemWallClock()) throws {
+    /// `readDatabase`: a streaming replica of `database` (PostgreSQL) that
+    /// pull pages are read from whenever it has replayed the newest commit
+    /// this server heard of (see `FeedReader`).
+    public init(
+        database: any ServerDatabase, readDatabase: (any ServerDatabase)? = nil, config: ServerConfig,
+        clock: any WallClock = SystemWallClock()
+    ) throws {
         let metrics = ServerMetrics()
         self.metrics = metrics
         let database = MeteredDatabase(database, metrics: metrics)
         self.database = database
+        let feed = FeedReader(
+            primary: database, replica: readDatabase.map { MeteredDatabase($0, metrics: metrics) }, metrics: metrics)
+        self.feed = feed
         self.config = config
         self.clock = clock
         let jwt = config.jwt.map { settings in
@@ -50,6 +61,7 @@ public final class SyncServer: Sendable {
             if let notice = CommitNotice(payload: payload, ignoringOrigin: hub.origin) { hub.committed(notice) }
         }
         commitListener.withLock { $0 = listener }
+        liveHub.setCommitHandler { feed.committed() }
         let revocations = RevocationWatch(database: database, clock: clock)
         liveHub.setTickHandler { [liveHub] _ in
             // A token revoked by any process (the CLI, another server) ends its streams within a second.
@@ -206,7 +218,7 @@ public final class SyncServer: Sendable {
             let pull = PullService.Request(
                 collections: request.query["collections"].map { $0.split(separator: ",").map(String.init) },
                 cursor: request.query["cursor"], limit: limit, windowStart: request.query["window_start"])
-            let page = try PullService(database: database, config: config, clock: clock)
+            let page = try PullService(database: feed.source(), config: config, clock: clock)
                 .page(pull, as: principal, holdWait: config.feedHoldWait)
             metrics.pulled(records: page.changes)
             return .json(200, page.body, user: user)

@@ -127,6 +127,7 @@ final class LiveHub: Sendable {
     /// A write committed: wakes the connections it may concern.
     func committed(_ notice: CommitNotice) {
         guard !notice.isEmpty else { return }
+        onCommit.current?()
         // Pages read before this commit may lack it: none is shared from now on.
         pages.withLock { pages in
             pages.commits += 1
@@ -197,6 +198,14 @@ final class LiveHub: Sendable {
         }
         for connection in matching { connection.signal { $0.closing = error } }
     }
+
+    /// Runs on every commit heard, before any connection is woken (the
+    /// read replica's freshness mark).
+    func setCommitHandler(_ handler: @escaping @Sendable () -> Void) {
+        onCommit.withLock { $0 = handler }
+    }
+
+    private let onCommit = Locked<(@Sendable () -> Void)?>(nil)
 
     func setTickHandler(_ handler: @escaping @Sendable ([LiveConnection]) -> Void) {
         onTick.withLock { $0 = handler }

@@ -26,6 +26,7 @@ package final class ServerMetrics: Sendable {
         var latency: [String: Histogram] = [:]  // route
         var mutations: [String: UInt64] = [:]  // result status
         var pulledRecords: UInt64 = 0
+        var pages: [String: UInt64] = [:]  // primary / replica
         var transactions: [String: Histogram] = [:]  // read / write
         var transactionFailures: [String: UInt64] = [:]
     }
@@ -53,6 +54,14 @@ package final class ServerMetrics: Sendable {
     func pulled(records: Int) {
         guard records > 0 else { return }
         state.withLock { $0.pulledRecords += UInt64(records) }
+    }
+
+    /// Pull pages read so far from `source` (tests look).
+    package func pages(from source: String) -> UInt64 { state.withLock { $0.pages[source] ?? 0 } }
+
+    /// A pull page read from the primary or the read replica.
+    func page(from source: String) {
+        state.withLock { $0.pages[source, default: 0] += 1 }
     }
 
     func transaction(_ kind: String, seconds: Double, failed: Bool) {
@@ -128,6 +137,12 @@ package final class ServerMetrics: Sendable {
         family("outpost_pull_records_total", "counter", "Changes handed out by pulls, long polls and streams.")
         sample("outpost_pull_records_total", [], String(state.pulledRecords))
 
+        family(
+            "outpost_pull_pages_total", "counter",
+            "With --read-database: pull pages read from the replica, or from the primary while the replica had not replayed the newest commit heard.")
+        for source in ["primary", "replica"] {
+            sample("outpost_pull_pages_total", [("source", source)], String(state.pages[source] ?? 0))
+        }
         family("outpost_live_connections", "gauge", "Live connections waiting now, by kind.")
         sample("outpost_live_connections", [("kind", "long_poll")], String(gauges.longPolls))
         sample("outpost_live_connections", [("kind", "stream")], String(gauges.streams))

@@ -5,7 +5,7 @@ import OutpostServer
 /// `outpost serve`: the sync server on a socket until SIGTERM or SIGINT.
 enum ServeCommand {
     static let help = """
-        Usage: outpost serve [--database PATH|URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N]
+        Usage: outpost serve [--database PATH|URL] [--read-database URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N]
                              [--rate-limit N] [--lock-timeout S] [--statement-timeout S]
                              [--connection-limit N] [--connections-per-address N] [--idle-timeout S]
                              [--write-lock rows|schema] [--feed-hold-ms N]
@@ -18,6 +18,9 @@ enum ServeCommand {
         \(DatabaseLocation.defaultSQLitePath) in the current folder and needs no set-up.
 
           --database PATH|URL  a SQLite file, or postgres://user@host:port/db for PostgreSQL
+          --read-database URL  PostgreSQL: a streaming replica of --database that pulls are read from
+                               whenever it has replayed the newest commit this server heard of (else the
+                               primary answers); writes and token checks always go to --database
           --port N             the port to listen on (default 8787; 0 picks a free one)
           --host ADDRESS       the IPv4 address to listen on (default 127.0.0.1)
           --config FILE        a JSON collections configuration (default: people, visits, catalogs)
@@ -68,6 +71,7 @@ enum ServeCommand {
     static func run(_ words: [String]) async throws {
         var arguments = try Arguments(words, flagNames: ["quiet", "metrics-public"])
         let location = arguments.option("database") ?? DatabaseLocation.defaultSQLitePath
+        let readLocation = arguments.option("read-database")
         let port = try arguments.integer("port", in: 0...65_535) ?? 8787
         let host = arguments.option("host") ?? "127.0.0.1"
         let configPath = arguments.option("config")
@@ -147,7 +151,14 @@ enum ServeCommand {
         }
         let database = try openDatabase(
             location, poolSize: threads, timeouts: config.databaseTimeouts, writeConcurrency: writeLock)
-        let server = try SyncServer(database: database, config: config)
+        var readDatabase: (any ServerDatabase)?
+        if let readLocation {
+            guard DatabaseLocation.isPostgres(location), DatabaseLocation.isPostgres(readLocation) else {
+                throw UsageError("--read-database is a PostgreSQL replica of a PostgreSQL --database (postgres://…).")
+            }
+            readDatabase = try openDatabase(readLocation, poolSize: threads, timeouts: config.databaseTimeouts)
+        }
+        let server = try SyncServer(database: database, readDatabase: readDatabase, config: config)
         // Each open connection is a descriptor; room for the limit, the pool and the files.
         let needed = config.connections.total + threads + 256
         let files = FileDescriptorLimit.raise(toAtLeast: needed)
@@ -192,6 +203,7 @@ enum ServeCommand {
         Terminal.note("Stopping: finishing requests in progress.")
         http.stop()
         database.close()
+        readDatabase?.close()
         Terminal.note("Stopped.")
     }
 

@@ -90,13 +90,15 @@ final class LiveServer: @unchecked Sendable {
 
     /// A second server process on the same PostgreSQL database as `other`
     /// (its own pool, hub and socket), as `outpost serve` run twice.
-    init(sharing other: LiveServer, config: ServerConfig? = nil) throws {
+    /// `readLocation`: a streaming replica the new server reads pull pages from.
+    init(sharing other: LiveServer, config: ServerConfig? = nil, readLocation: String? = nil) throws {
         let config = config ?? other.server.config
         directory = try TemporaryDirectory(prefix: "outpost-server")
         location = other.location
         database = try PostgresDatabase(url: location, poolSize: 4, timeouts: .sharedTestDatabase)
         clock = other.clock
-        server = try SyncServer(database: database, config: config, clock: clock)
+        let replica = try readLocation.map { try PostgresDatabase(url: $0, poolSize: 4, timeouts: .sharedTestDatabase) }
+        server = try SyncServer(database: database, readDatabase: replica, config: config, clock: clock)
         http = try HTTPServer(
             port: 0, threads: 4, maxBodyBytes: config.maxBodyBytes, connections: config.connections, log: nil, server: server)
         base = URL(string: "http://127.0.0.1:\(http.port)")!
