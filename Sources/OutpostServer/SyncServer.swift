@@ -53,6 +53,7 @@ public final class SyncServer: Sendable {
         // another's migration (longer than a request's lock wait) tries
         // again instead of failing to start.
         try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
+        try Self.retryingWhileBusy { try FeedVersions.keepAhead(database) }
         try Self.retryingWhileBusy { try CatalogSeed.seedIfEmpty(database, config: config, clock: clock) }
         try Self.retryingWhileBusy { try runMaintenance() }
         // Commits of the other servers on this database wake this one's waiting connections.

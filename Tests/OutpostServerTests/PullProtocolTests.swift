@@ -131,15 +131,23 @@ struct PullProtocolTests {
         let moved = try live.token("u-1", team: "t-9")
         #expect(try await live.get("/v1/pull?cursor=\(cursor.rawValue)", token: moved).error?.code == .resyncRequired)
 
-        // A delete, then the horizon passes and housekeeping purges the tombstone.
+        // Two records that stay, then a delete; the horizon passes and
+        // housekeeping purges the tombstone.
+        let kept = [device.mutation(.create, data: ["name": "Bea"]), device.mutation(.create, data: ["name": "Cai"])]
+        _ = try await live.push(PushRequest(clientID: device.clientID, mutations: kept), token: token)
         _ = try await live.push(device.request(device.mutation(.delete, uuid: uuid)), token: token)
         live.clock.advance(by: 91 * 86_400)
         try live.server.runMaintenance()
         let stale = try await live.get("/v1/pull?cursor=\(cursor.rawValue)", token: token)
         #expect(stale.status == 410)
         #expect(stale.error?.code == .resyncRequired)
-        // A fresh download works.
-        #expect(try await live.get("/v1/pull", token: token).status == 200)
+        // A fresh download pages through to the end, one record a page: its
+        // cursors stand below the purged deletion, but the download began
+        // after the purge, so they are not stale.
+        let fresh = try await live.pullAll(token: token, limit: 1, query: "&collections=people")
+        #expect(Set(fresh.changes.map(\.uuid)) == Set(kept.map(\.uuid)))
+        let next = try await live.get("/v1/pull?collections=people&cursor=\(try #require(fresh.cursor).rawValue)", token: token)
+        #expect(next.status == 200)
     }
 
     @Test(arguments: Backend.available)

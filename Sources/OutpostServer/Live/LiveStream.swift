@@ -152,7 +152,7 @@ public final class LiveStream: Sendable {
     /// same scope at the same position until the next commit.
     private func sharedPage(_ request: PullService.Request, as principal: Principal) throws -> PullService.Page {
         let scope = Scope(principal: principal, config: server.config)
-        let after = try request.cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag) } ?? -1
+        let after = try request.cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag).version } ?? -1
         let key = [
             scope.sharingKey, (request.collections ?? []).sorted().joined(separator: ","), request.windowStart ?? "",
             String(request.limit ?? 0), String(after),

@@ -21,7 +21,7 @@ package struct FeedVersions {
     static let shift: Int64 = 12
 
     /// The highest version used so far (or the one before the first).
-    private(set) var last: Int64
+    fileprivate(set) var last: Int64
     private let counter: Bool
     private let start: Int64
 
@@ -119,4 +119,64 @@ struct FeedWatermark {
             return FeedWatermark(bound: bound, purgedThrough: Int64(row.string(0)) ?? 0)
         }
     }
+}
+
+extension FeedVersions {
+    /// The highest version the feed holds (records and scope exits).
+    private static func highestStored(_ sql: any SQLExecutor) throws -> Int64 {
+        let records = try sql.first("SELECT MAX(version) FROM records")?.optionalInt(0) ?? 0
+        let exits = try sql.first("SELECT MAX(version) FROM scope_exits")?.optionalInt(0) ?? 0
+        return max(records, exits)
+    }
+
+    /// PostgreSQL: makes the next transaction's versions come after every
+    /// stored one. Transaction ids restart when a dump is restored into
+    /// another cluster; versions made from them would then fall below the
+    /// restored ones (colliding, or moving records back). Run at start, under
+    /// the migration lock; changes nothing in the usual case.
+    package static func keepAhead(_ database: any ServerDatabase) throws {
+        guard database.dialect == .postgres else { return }
+        try database.write { sql in
+            _ = try sql.query(PostgresDatabase.writeLockStatement, [])
+            let versions = try begin(sql)
+            let highest = try highestStored(sql)
+            guard versions.last < highest else { return }
+            try sql.execute(
+                "UPDATE server_state SET value = CAST(CAST(value AS BIGINT) + ? AS TEXT) WHERE key = 'feed_base'",
+                [.integer(highest - versions.last + perTransaction)])
+        }
+    }
+
+    /// After a backup of the server's database was restored: devices may hold
+    /// cursors from after the backup, past what the restored feed holds, and
+    /// would miss what is written next. This moves the feed far past any
+    /// cursor ever handed out and marks everything before as purged, so every
+    /// device's next pull is answered `410 resync_required` and it downloads
+    /// its scope again, keeping its unsent changes. Returns the new start.
+    @discardableResult
+    package static func restart(_ database: any ServerDatabase) throws -> Int64 {
+        try database.write { sql in
+            if sql.dialect == .postgres { _ = try sql.query(PostgresDatabase.writeLockStatement, []) }
+            var versions = try begin(sql)
+            let highest = max(try highestStored(sql), versions.last)
+            // Far beyond anything issued since the backup (transaction ids of
+            // the lost cluster included), and still far below 2^53.
+            let start = highest + restartMargin
+            switch sql.dialect {
+            case .sqlite:
+                versions.last = start
+                try versions.finish(sql)
+            case .postgres:
+                try sql.execute(
+                    "UPDATE server_state SET value = CAST(CAST(value AS BIGINT) + ? AS TEXT) WHERE key = 'feed_base'",
+                    [.integer(start - versions.last)])
+            }
+            try sql.execute("UPDATE server_state SET value = ? WHERE key = 'purged_through'", [.text(String(start))])
+            return start
+        }
+    }
+
+    /// 2^44: room for 4 billion transactions' versions past the highest
+    /// stored one.
+    static let restartMargin: Int64 = 1 << 44
 }

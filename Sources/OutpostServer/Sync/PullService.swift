@@ -32,6 +32,8 @@ struct PullService {
         var changesJSON: [UInt8]
         /// The version of the last change on the page (the cursor's position).
         var lastVersion: Int64
+        /// How far deletions were purged when the page was read (the cursor carries it).
+        var purgedThrough: Int64 = 0
         /// Changes after the page have committed but are held back, because
         /// a transaction that may commit below them is still running: read
         /// again shortly (a live channel does; a pull waits a little first).
@@ -40,7 +42,9 @@ struct PullService {
         /// The same page for another caller with the same scope: only the
         /// cursor (which names the caller's scope) differs.
         func reissued(cursor given: String?, scopeTag: String, serverTime: ServerTimestamp) -> Page {
-            let cursor = changes == 0 && given != nil ? given! : PullCursorCodec.encode(lastVersion, scopeTag: scopeTag)
+            let cursor =
+                changes == 0 && given != nil
+                ? given! : PullCursorCodec.encode(lastVersion, purgedThrough: purgedThrough, scopeTag: scopeTag)
             var page = self
             page.cursor = cursor
             page.body = Self.body(changesJSON: changesJSON, cursor: cursor, hasMore: hasMore, serverTime: serverTime)
@@ -102,11 +106,15 @@ struct PullService {
             }
             windowStart = ServerTimestamp(date).rawValue
         }
-        let after = try request.cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag) } ?? 0
+        let given = try request.cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag) }
+        let after = given?.version ?? 0
 
         return try database.read { sql in
             let watermark = try FeedWatermark.read(sql)
-            if request.cursor != nil, after < watermark.purgedThrough {
+            // Stale only if deletions past everything the cursor stands for
+            // were purged since it was issued: a download that began after a
+            // purge never held the records those deletions were about.
+            if let given, watermark.purgedThrough > max(given.version, given.purgedThrough) {
                 throw APIError(
                     .resyncRequired,
                     "This device has been away longer than the server keeps deletions. It will download its data again; unsent changes are kept.")
@@ -197,11 +205,11 @@ struct PullService {
             let hasMore = streams.contains(where: \.hasNext) || (heldBack && taken == limit)
             // An empty page returns the cursor it was given.
             let cursor = taken == 0 && request.cursor != nil
-                ? request.cursor! : PullCursorCodec.encode(lastVersion, scopeTag: scope.tag)
+                ? request.cursor! : PullCursorCodec.encode(lastVersion, purgedThrough: watermark.purgedThrough, scopeTag: scope.tag)
             let body = Page.body(changesJSON: out, cursor: cursor, hasMore: hasMore, serverTime: ServerTimestamp(clock.now()))
             return Page(
                 body: body, cursor: cursor, hasMore: hasMore, changes: taken, changesJSON: out, lastVersion: lastVersion,
-                heldBack: heldBack && taken < limit)
+                purgedThrough: watermark.purgedThrough, heldBack: heldBack && taken < limit)
         }
     }
 
@@ -220,29 +228,45 @@ struct PullService {
     }
 }
 
-/// Pull cursors: opaque to clients, `v1.<version>.<scope tag>` in base64url
-/// to the server. The scope tag makes a cursor from another scope (a user
-/// moved to another team) answer 410 instead of silently missing records.
+/// Pull cursors: opaque to clients, `v2.<version>.<purged>.<scope tag>` in
+/// base64url to the server. `purged` is how far deletions had been purged
+/// when the cursor was issued: a later purge past both makes it stale (410),
+/// an earlier one does not (see `PullService.page`). The scope tag makes a
+/// cursor from another scope (a user moved to another team) answer 410
+/// instead of silently missing records. `v1.<version>.<scope tag>` cursors
+/// (from older servers) are read with `purged` 0.
 enum PullCursorCodec {
-    static func encode(_ version: Int64, scopeTag: String) -> String {
-        Data("v1.\(version).\(scopeTag)".utf8).base64EncodedString()
+    static func encode(_ version: Int64, purgedThrough: Int64 = 0, scopeTag: String) -> String {
+        Data("v2.\(version).\(purgedThrough).\(scopeTag)".utf8).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
     }
 
-    static func decode(_ cursor: String, scopeTag: String) throws -> Int64 {
+    static func decode(_ cursor: String, scopeTag: String) throws -> (version: Int64, purgedThrough: Int64) {
         var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
-        guard cursor.utf8.count <= 128, let data = Data(base64Encoded: base64),
+        guard cursor.utf8.count <= 160, let data = Data(base64Encoded: base64),
             let text = String(data: data, encoding: .utf8)
         else { throw invalid }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "v1", let version = Int64(parts[1]), version >= 0 else { throw invalid }
-        guard parts[2] == scopeTag else {
+        let version: Int64
+        let purged: Int64
+        let tag: Substring
+        switch parts.first {
+        case "v1" where parts.count == 3:
+            guard let value = Int64(parts[1]), value >= 0 else { throw invalid }
+            (version, purged, tag) = (value, 0, parts[2])
+        case "v2" where parts.count == 4:
+            guard let value = Int64(parts[1]), value >= 0, let mark = Int64(parts[2]), mark >= 0 else { throw invalid }
+            (version, purged, tag) = (value, mark, parts[3])
+        default:
+            throw invalid
+        }
+        guard tag == scopeTag else {
             throw APIError(
                 .resyncRequired, "What this account can see has changed. The device will download its data again; unsent changes are kept.")
         }
-        return version
+        return (version, purged)
     }
 
     static let invalid = APIError(

@@ -1,0 +1,34 @@
+import Foundation
+import OutpostServer
+
+/// `outpost feed restart`: run once after restoring a backup of the server's database.
+enum FeedCommand {
+    static let help = """
+        Usage: outpost feed restart [--database PATH|URL]
+
+        Run once after restoring a backup of the server's database, before the servers
+        take traffic again. Devices that synced after the backup was taken hold positions
+        in the change feed that the restored database never reached, and would miss what
+        is written next. This moves the feed past every position ever handed out: each
+        device's next sync downloads its data again, keeping every change it has not sent.
+
+          --database PATH|URL  the server's database (default \(DatabaseLocation.defaultSQLitePath))
+        """
+
+    static func run(_ words: [String]) throws {
+        var words = words
+        guard words.first == "restart" else { throw UsageError("Say 'outpost feed restart'.") }
+        words.removeFirst()
+        var arguments = try Arguments(words)
+        let location = arguments.option("database") ?? DatabaseLocation.defaultSQLitePath
+        try arguments.checkAllUsed()
+        guard DatabaseLocation.isPostgres(location) || FileManager.default.fileExists(atPath: location) else {
+            throw UsageError("There is no server database at \(location).")
+        }
+        let database = try ServeCommand.openDatabase(location)
+        defer { database.close() }
+        _ = try SyncServer(database: database, config: ServerConfig())
+        let start = try FeedVersions.restart(database)
+        Terminal.note("The change feed now starts at \(start). Every device downloads its data again at its next sync; unsent changes are kept.")
+    }
+}
