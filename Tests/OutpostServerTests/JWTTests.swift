@@ -11,7 +11,7 @@ import Testing
 /// cannot be reached leaves known keys working.
 @Suite("JWT identity", .timeLimit(.minutes(3)))
 struct JWTTests {
-    struct Setup {
+    struct Setup: Sendable {
         let provider: TestIdentityProvider
         let rsa: TestIdentityProvider.Key
         let ec: TestIdentityProvider.Key
@@ -19,10 +19,10 @@ struct JWTTests {
         let log: LogLines
     }
 
-    static func setUp(_ backend: Backend = .sqlite, jwks: String? = nil) throws -> Setup {
+    static func setUp(_ backend: Backend = .sqlite, jwks: String? = nil) async throws -> Setup {
         let provider = try TestIdentityProvider()
-        let rsa = try provider.makeKey("rsa-1", "RS256")
-        let ec = try provider.makeKey("ec-1", "ES256")
+        let rsa = try await provider.makeKey("rsa-1", "RS256")
+        let ec = try await provider.makeKey("ec-1", "ES256")
         provider.publish([rsa, ec])
         var config = try ServerConfig()
         config.jwt = provider.settings(jwks: jwks)
@@ -37,10 +37,10 @@ struct JWTTests {
 
     @Test(arguments: Backend.available)
     func rs256AndES256TokensActAsTheirSubjectBesideOpaqueTokens(_ backend: Backend) async throws {
-        let setup = try Self.setUp(backend)
+        let setup = try await Self.setUp(backend)
         let now = setup.live.clock.now()
-        let ana = try setup.provider.token(setup.provider.claims("ana@example.test", now: now), key: setup.rsa)
-        let coordinator = try setup.provider.token(
+        let ana = try await setup.provider.token(setup.provider.claims("ana@example.test", now: now), key: setup.rsa)
+        let coordinator = try await setup.provider.token(
             setup.provider.claims("coord@example.test", role: "coordinator", now: now), key: setup.ec)
         let device = TestDevice()
         let pushed = try await setup.live.push(device.request(device.mutation(.create, data: ["name": "Ana"])), token: ana)
@@ -54,11 +54,11 @@ struct JWTTests {
         // An audience among several is enough.
         var claims = setup.provider.claims("ana@example.test", now: now)
         claims["aud"] = .array(["another-app", .string(setup.provider.audience)])
-        #expect(try await pull(setup.live, try setup.provider.token(claims, key: setup.rsa)).status == 200)
+        #expect(try await pull(setup.live, try await setup.provider.token(claims, key: setup.rsa)).status == 200)
     }
 
     @Test func everyWrongTokenIsRefusedWith401() async throws {
-        let setup = try Self.setUp()
+        let setup = try await Self.setUp()
         let provider = setup.provider
         let now = setup.live.clock.now()
         let good = provider.claims("ana", now: now)
@@ -67,31 +67,31 @@ struct JWTTests {
             change(&claims)
             return claims
         }
-        let stranger = try provider.makeKey("stranger", "RS256")  // never published
+        let stranger = try await provider.makeKey("stranger", "RS256")  // never published
         let header = Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8))
         let payload = Base64URL.encode(Array(try good.jsonText().utf8))
         // HS256 signed with the RSA key's public JWK text as the secret: a
         // verifier that let the token pick HMAC would accept it.
         let hsInput = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT","kid":"rsa-1"}"#.utf8)) + "." + payload
-        let confused = hsInput + "." + Base64URL.encode(try provider.hmac(hsInput, secret: Array(try setup.rsa.jwk.jsonText().utf8)))
-        let signed = try provider.token(good, key: setup.rsa)
+        let confused = hsInput + "." + Base64URL.encode(try await provider.hmac(hsInput, secret: Array(try setup.rsa.jwk.jsonText().utf8)))
+        let signed = try await provider.token(good, key: setup.rsa)
         let parts = signed.split(separator: ".").map(String.init)
         let admin = Base64URL.encode(Array(try with { $0["role"] = "admin" }.jsonText().utf8))
 
         let cases: [(String, String, ErrorCode)] = [
             ("alg none", header + "." + payload + ".", .unauthenticated),
             ("HS256 with the public key as secret", confused, .unauthenticated),
-            ("wrong audience", try provider.token(with { $0["aud"] = "another-app" }, key: setup.rsa), .unauthenticated),
-            ("wrong issuer", try provider.token(with { $0["iss"] = "https://evil.example/" }, key: setup.rsa), .unauthenticated),
-            ("expired", try provider.token(with { $0["exp"] = .int(Int64(now.timeIntervalSince1970) - 120) }, key: setup.rsa), .tokenExpired),
-            ("no exp", try provider.token(with { $0["exp"] = nil }, key: setup.rsa), .unauthenticated),
-            ("not yet valid", try provider.token(with { $0["nbf"] = .int(Int64(now.timeIntervalSince1970) + 600) }, key: setup.ec), .unauthenticated),
-            ("issued in the future", try provider.token(with { $0["iat"] = .int(Int64(now.timeIntervalSince1970) + 600) }, key: setup.ec), .unauthenticated),
-            ("unknown kid", try provider.token(good, key: stranger), .unauthenticated),
-            ("a role that is not a role", try provider.token(with { $0["role"] = "superuser" }, key: setup.rsa), .unauthenticated),
-            ("no sub", try provider.token(with { $0["sub"] = nil }, key: setup.rsa), .unauthenticated),
+            ("wrong audience", try await provider.token(with { $0["aud"] = "another-app" }, key: setup.rsa), .unauthenticated),
+            ("wrong issuer", try await provider.token(with { $0["iss"] = "https://evil.example/" }, key: setup.rsa), .unauthenticated),
+            ("expired", try await provider.token(with { $0["exp"] = .int(Int64(now.timeIntervalSince1970) - 120) }, key: setup.rsa), .tokenExpired),
+            ("no exp", try await provider.token(with { $0["exp"] = nil }, key: setup.rsa), .unauthenticated),
+            ("not yet valid", try await provider.token(with { $0["nbf"] = .int(Int64(now.timeIntervalSince1970) + 600) }, key: setup.ec), .unauthenticated),
+            ("issued in the future", try await provider.token(with { $0["iat"] = .int(Int64(now.timeIntervalSince1970) + 600) }, key: setup.ec), .unauthenticated),
+            ("unknown kid", try await provider.token(good, key: stranger), .unauthenticated),
+            ("a role that is not a role", try await provider.token(with { $0["role"] = "superuser" }, key: setup.rsa), .unauthenticated),
+            ("no sub", try await provider.token(with { $0["sub"] = nil }, key: setup.rsa), .unauthenticated),
             ("modified payload", parts[0] + "." + admin + "." + parts[2], .unauthenticated),
-            ("ES256 header over an RSA key's kid", try provider.token(
+            ("ES256 header over an RSA key's kid", try await provider.token(
                 good, key: setup.rsa, header: ["alg": "ES256", "kid": "rsa-1"]), .unauthenticated),
             ("not base64", "eyJ.!!!.abc", .unauthenticated),
         ]
@@ -103,24 +103,24 @@ struct JWTTests {
         // The good one passes, so each refusal above is about its own fault.
         #expect(try await pull(setup.live, signed).status == 200)
         // Within the leeway (60 s), an expired clock difference is tolerated.
-        let slightly = try provider.token(with { $0["exp"] = .int(Int64(now.timeIntervalSince1970) - 30) }, key: setup.rsa)
+        let slightly = try await provider.token(with { $0["exp"] = .int(Int64(now.timeIntervalSince1970) - 30) }, key: setup.rsa)
         #expect(try await pull(setup.live, slightly).status == 200)
     }
 
     @Test func aRotatedKeyIsFetchedOnceAndAnUnreachableJWKSLeavesKnownKeysWorking() async throws {
-        let setup = try Self.setUp()
+        let setup = try await Self.setUp()
         let provider = setup.provider
         let now = setup.live.clock.now()
         let fetchesAtStart = provider.fetches
         #expect(fetchesAtStart == 1, "keys are loaded when the server starts")
         // The provider rotates: a new key is published, tokens signed by it arrive.
-        let rotated = try provider.makeKey("rsa-2", "RS256")
+        let rotated = try await provider.makeKey("rsa-2", "RS256")
         provider.publish([setup.rsa, setup.ec, rotated])
-        let fresh = try provider.token(provider.claims("ana", now: now), key: rotated)
+        let fresh = try await provider.token(provider.claims("ana", now: now), key: rotated)
         #expect(try await pull(setup.live, fresh).status == 200)
         #expect(provider.fetches == fetchesAtStart + 1)
         // Another unknown kid within the minute: refused without fetching again.
-        let unknown = try provider.token(provider.claims("ana", now: now), key: try provider.makeKey("rsa-3", "RS256"))
+        let unknown = try await provider.token(provider.claims("ana", now: now), key: try await provider.makeKey("rsa-3", "RS256"))
         #expect(try await pull(setup.live, unknown).status == 401)
         #expect(provider.fetches == fetchesAtStart + 1, "at most one fetch a minute")
 
@@ -131,19 +131,19 @@ struct JWTTests {
         let downVerifier = JWTVerifier(provider.settings(), clock: setup.live.clock, log: setup.log.append)
         downVerifier.start()
         #expect(setup.log.all.contains { $0.contains("could not be read") && $0.contains("keep working") })
-        #expect(try await pull(setup.live, try provider.token(provider.claims("ana", now: now), key: setup.ec)).status == 200)
+        #expect(try await pull(setup.live, try await provider.token(provider.claims("ana", now: now), key: setup.ec)).status == 200)
     }
 
     @Test func aJWKSFileWorksAndAMissingOneStillStartsTheServer() async throws {
         let provider = try TestIdentityProvider()
-        let key = try provider.makeKey("file-1", "ES256")
+        let key = try await provider.makeKey("file-1", "ES256")
         let file = provider.directory.path("jwks.json")
         let document: JSONObject = ["keys": .array([.object(key.jwk)])]
         try Data(try document.jsonText().utf8).write(to: URL(fileURLWithPath: file))
         var config = try ServerConfig()
         config.jwt = provider.settings(jwks: file)
         let live = try LiveServer(.sqlite, config: config)
-        let token = try provider.token(provider.claims("ana", now: live.clock.now()), key: key)
+        let token = try await provider.token(provider.claims("ana", now: live.clock.now()), key: key)
         #expect(try await pull(live, token).status == 200)
 
         config.jwt = provider.settings(jwks: provider.directory.path("missing.json"))
@@ -156,13 +156,13 @@ struct JWTTests {
     /// The library's credentials provider gives a fresh JWT when the server
     /// refuses an expired one; the capture goes through in that cycle.
     @Test func theLibraryRefreshesAnExpiredJWTThroughItsCredentialsProvider() async throws {
-        let setup = try Self.setUp()
+        let setup = try await Self.setUp()
         let provider = setup.provider
         let now = setup.live.clock.now()
         var old = provider.claims("ana", now: now)
         old["exp"] = .int(Int64(now.timeIntervalSince1970) - 3600)
-        let expired = try provider.token(old, key: setup.rsa)
-        let fresh = try provider.token(provider.claims("ana", now: now), key: setup.ec)
+        let expired = try await provider.token(old, key: setup.rsa)
+        let fresh = try await provider.token(provider.claims("ana", now: now), key: setup.ec)
         let asked = Locked<[CredentialsRequest]>([])
         let directory = try TemporaryDirectory()
         let store = try LocalStore(path: directory.path("device.sqlite"), collections: [CollectionDescriptor(name: "people")])

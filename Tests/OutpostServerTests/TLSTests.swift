@@ -14,10 +14,10 @@ import Testing
 @Suite("TLS", .timeLimit(.minutes(3)))
 struct TLSTests {
     /// A self-signed certificate for 127.0.0.1, made by the OpenSSL command line.
-    static func certificate(in directory: TemporaryDirectory, _ name: String) throws -> (certificate: String, key: String) {
+    static func certificate(in directory: TemporaryDirectory, _ name: String) async throws -> (certificate: String, key: String) {
         let certificate = directory.path("\(name).crt")
         let key = directory.path("\(name).key")
-        _ = try TestIdentityProvider.openssl([
+        _ = try await TestIdentityProvider.openssl([
             "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", certificate,
             "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
         ])
@@ -30,8 +30,8 @@ struct TLSTests {
 
     @Test func httpsAnswersWithTheCertificatePlainHTTPGetsNothingAndABadKeyIsRefusedAtStart() async throws {
         let directory = try TemporaryDirectory()
-        let first = try Self.certificate(in: directory, "first")
-        let other = try Self.certificate(in: directory, "other")
+        let first = try await Self.certificate(in: directory, "first")
+        let other = try await Self.certificate(in: directory, "other")
         let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: try ServerConfig())
         let http = try HTTPServer(port: 0, tls: HTTPServer.TLSFiles(certificate: first.certificate, key: first.key), server: server)
         defer { http.stop() }
@@ -73,8 +73,8 @@ struct TLSTests {
 
     @Test func aStreamOverTLSOutlivesACertificateReloadOnSIGHUP() async throws {
         let directory = try TemporaryDirectory()
-        let first = try Self.certificate(in: directory, "first")
-        let second = try Self.certificate(in: directory, "second")
+        let first = try await Self.certificate(in: directory, "first")
+        let second = try await Self.certificate(in: directory, "second")
         let certificate = directory.path("serving.crt")
         let key = directory.path("serving.key")
         try FileManager.default.copyItem(atPath: first.certificate, toPath: certificate)

@@ -127,9 +127,11 @@ struct ChaosProxyTests {
     @Test func passThroughSyncsBothWays() async throws {
         let network = try ChaosNetwork()
         defer { network.stop() }
-        // Nothing here times out on purpose: a loaded machine must not make it.
-        let phone = try network.device("phone", timeout: 15)
-        let tablet = try network.device("tablet", timeout: 15)
+        // Nothing here times out on purpose: a loaded machine must not make it
+        // (at a full run's start, with every suite opening its servers, one
+        // answer here has taken more than 15 s).
+        let phone = try network.device("phone", timeout: 40)
+        let tablet = try network.device("tablet", timeout: 40)
         try await waitUntilServing(network.proxy.url)
         var ledger = WriteLedger()
         let id = try await phone.store.create(ChaosPerson(name: "Ana"))

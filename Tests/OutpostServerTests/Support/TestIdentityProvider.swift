@@ -48,7 +48,13 @@ final class TestIdentityProvider: @unchecked Sendable {
     func publish(_ keys: [Key]) { served.withLock { $0 = keys.map(\.jwk) } }
     func setReachable(_ value: Bool) { reachable.withLock { $0 = value } }
 
-    static func openssl(_ arguments: [String]) throws -> Data {
+    /// Runs the OpenSSL command line on a thread of its own: key generation
+    /// takes a while, and the cooperative pool must not wait for it.
+    static func openssl(_ arguments: [String]) async throws -> Data {
+        try await runBlocking { try opensslNow(arguments) }
+    }
+
+    private static func opensslNow(_ arguments: [String]) throws -> Data {
         let result = try ChildProcess.run(URL(fileURLWithPath: "/usr/bin/openssl"), arguments)
         guard result.status == 0 else { throw JWKSTestError(description: "openssl \(arguments.first ?? ""): \(result.stderr)") }
         return Data(result.stdout.utf8)
@@ -57,20 +63,20 @@ final class TestIdentityProvider: @unchecked Sendable {
     struct JWKSTestError: Error, CustomStringConvertible { var description: String }
 
     /// A new RSA (2048-bit) or P-256 key and its public JWK.
-    func makeKey(_ id: String, _ algorithm: String) throws -> Key {
+    func makeKey(_ id: String, _ algorithm: String) async throws -> Key {
         let file = directory.path("\(id).pem")
         if algorithm == "RS256" {
-            _ = try Self.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", file])
-            let modulusLine = String(decoding: try Self.openssl(["rsa", "-in", file, "-modulus", "-noout"]), as: UTF8.self)
+            _ = try await Self.openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", file])
+            let modulusLine = String(decoding: try await Self.openssl(["rsa", "-in", file, "-modulus", "-noout"]), as: UTF8.self)
             let hex = modulusLine.trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: "Modulus=", with: "")
             let modulus = Self.bytes(hex: hex)
             return Key(
                 id: id, algorithm: algorithm, privateKeyFile: file,
                 jwk: ["kty": "RSA", "kid": .string(id), "use": "sig", "alg": "RS256", "n": .string(Base64URL.encode(modulus)), "e": "AQAB"])
         }
-        _ = try Self.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", file])
+        _ = try await Self.openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", file])
         let publicDER = directory.path("\(id).pub.der")
-        _ = try Self.openssl(["pkey", "-in", file, "-pubout", "-outform", "DER", "-out", publicDER])
+        _ = try await Self.openssl(["pkey", "-in", file, "-pubout", "-outform", "DER", "-out", publicDER])
         // A P-256 SubjectPublicKeyInfo ends with the point 04‖x‖y.
         let point = Array(try Data(contentsOf: URL(fileURLWithPath: publicDER)).suffix(65))
         return Key(
@@ -92,29 +98,29 @@ final class TestIdentityProvider: @unchecked Sendable {
 
     /// A compact JWS over `claims`, signed by `key` with its algorithm
     /// unless `header` says otherwise.
-    func token(_ claims: JSONObject, key: Key, header: JSONObject? = nil) throws -> String {
+    func token(_ claims: JSONObject, key: Key, header: JSONObject? = nil) async throws -> String {
         let header = header ?? ["alg": .string(key.algorithm), "typ": "JWT", "kid": .string(key.id)]
         let signingInput = Base64URL.encode(Array(try header.jsonText().utf8)) + "."
             + Base64URL.encode(Array(try claims.jsonText().utf8))
-        return signingInput + "." + Base64URL.encode(try sign(signingInput, key: key))
+        return signingInput + "." + Base64URL.encode(try await sign(signingInput, key: key))
     }
 
-    func sign(_ input: String, key: Key) throws -> [UInt8] {
+    func sign(_ input: String, key: Key) async throws -> [UInt8] {
         let message = directory.path("message-\(UUID().uuidString)")
         let signature = message + ".sig"
         try Data(input.utf8).write(to: URL(fileURLWithPath: message))
-        _ = try Self.openssl(["dgst", "-sha256", "-sign", key.privateKeyFile, "-out", signature, message])
+        _ = try await Self.openssl(["dgst", "-sha256", "-sign", key.privateKeyFile, "-out", signature, message])
         let der = Array(try Data(contentsOf: URL(fileURLWithPath: signature)))
         return key.algorithm == "ES256" ? Self.rawECDSA(der) : der
     }
 
     /// HMAC-SHA256 of `input` with `secret` as the key, by the OpenSSL command line.
-    func hmac(_ input: String, secret: [UInt8]) throws -> [UInt8] {
+    func hmac(_ input: String, secret: [UInt8]) async throws -> [UInt8] {
         let message = directory.path("hmac-\(UUID().uuidString)")
         let signature = message + ".sig"
         try Data(input.utf8).write(to: URL(fileURLWithPath: message))
         let hexKey = secret.map { String(format: "%02x", $0) }.joined()
-        _ = try Self.openssl(["dgst", "-sha256", "-mac", "HMAC", "-macopt", "hexkey:\(hexKey)", "-out", signature, "-binary", message])
+        _ = try await Self.openssl(["dgst", "-sha256", "-mac", "HMAC", "-macopt", "hexkey:\(hexKey)", "-out", signature, "-binary", message])
         return Array(try Data(contentsOf: URL(fileURLWithPath: signature)))
     }
 
