@@ -314,6 +314,27 @@ struct PostgresDatabaseTests {
         #expect(attempts.events.count == 2)
     }
 
+    /// Statements are prepared once per connection; PostgreSQL would switch
+    /// each to a generic plan after five runs, made from the statistics of
+    /// the moment (a new deployment's empty tables). Measured: a push's
+    /// record lookups 0.46 ms each at 10,000 records with generic plans,
+    /// intake 350/s instead of 1,900/s. Every run is planned for its values.
+    @Test func preparedStatementsArePlannedForTheirValuesEveryTime() throws {
+        let database = try PostgresDatabase(url: url, poolSize: 1, timeouts: .sharedTestDatabase)
+        defer { database.close() }
+        let table = try makeTable(database)
+        defer { drop(table, database) }
+        let plans = try database.write { sql -> SQLRow? in
+            for index in 0..<12 { _ = try sql.query("SELECT v FROM \(table) WHERE k = ?", [.text("k\(index)")]) }
+            return try sql.first(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE ?",
+                [.text("SELECT v FROM \(table) WHERE k = $1%")])
+        }
+        let row = try #require(plans, "the statement was prepared")
+        #expect(row.int(0) == 0, "generic plans were used")
+        #expect(row.int(1) >= 12)
+    }
+
     @Test func readSeesOneConsistentSnapshot() throws {
         let database = try PostgresDatabase(url: url, poolSize: 2, timeouts: .sharedTestDatabase)
         defer { database.close() }

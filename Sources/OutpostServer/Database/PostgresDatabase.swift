@@ -358,10 +358,17 @@ final class PostgresConnection {
         // NOTICEs ("relation already exists, skipping", …) would go to stderr.
         PQsetNoticeProcessor(handle, { _, _ in }, nil)
         // Session settings, so they hold for every transaction on this
-        // connection whatever the URL's own options say.
+        // connection whatever the URL's own options say. Custom plans:
+        // statements are prepared once per connection, and PostgreSQL's
+        // generic plan for one prepared while a table was still small (a new
+        // deployment, before autovacuum's ANALYZE) scanned the whole table
+        // for every record lookup of a push: 0.46 ms each at 10,000 records,
+        // push intake 350/s instead of 1,900/s. Planning each execution costs
+        // tens of microseconds and always sees the value looked up.
         let settings = """
             SET lock_timeout = \(Self.milliseconds(timeouts.lock)); SET statement_timeout = \(Self.milliseconds(timeouts.statement));
-            SET idle_in_transaction_session_timeout = \(Self.milliseconds(timeouts.statement))
+            SET idle_in_transaction_session_timeout = \(Self.milliseconds(timeouts.statement));
+            SET plan_cache_mode = force_custom_plan
             """
         let result = PQexec(handle, settings)
         defer { PQclear(result) }
