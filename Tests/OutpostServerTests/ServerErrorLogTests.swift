@@ -97,4 +97,27 @@ struct ServerErrorLogTests {
         #expect(logged(made).count == 1)
         #expect(!health.text.contains("request_id"))
     }
+
+    /// Behind a reverse proxy the log names the client the proxy forwards
+    /// for, and only when the request comes from the proxy's address: anyone
+    /// else can write `X-Forwarded-For` too.
+    @Test func aTrustedProxyNamesTheClientInTheLogAndNoOneElseCan() async throws {
+        let directory = try TemporaryDirectory()
+        let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: try ServerConfig())
+        func clients(trusting proxy: String?, forwardedFor: String?) async throws -> [String?] {
+            let lines = LogLines()
+            let http = try HTTPServer(port: 0, log: lines.append, trustedProxy: proxy, server: server)
+            defer { http.stop() }
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(http.port)/v1/health")!)
+            if let forwardedFor { request.setValue(forwardedFor, forHTTPHeaderField: "X-Forwarded-For") }
+            _ = try await TestSession.shared.data(for: request)
+            return try lines.all.map { try JSONObject.parseObject($0)["client"]?.stringValue }
+        }
+        #expect(try await clients(trusting: "127.0.0.1", forwardedFor: "203.0.113.7") == ["203.0.113.7"])
+        // The proxy appends the address it saw; earlier entries are the client's own words.
+        #expect(try await clients(trusting: "127.0.0.1", forwardedFor: "10.9.9.9, 203.0.113.7") == ["203.0.113.7"])
+        #expect(try await clients(trusting: nil, forwardedFor: "203.0.113.7") == ["127.0.0.1"])
+        #expect(try await clients(trusting: "192.0.2.1", forwardedFor: "203.0.113.7") == ["127.0.0.1"])
+        #expect(try await clients(trusting: "127.0.0.1", forwardedFor: "<script>") == ["127.0.0.1"])
+    }
 }

@@ -165,6 +165,10 @@ struct CommandLineTests {
         ["frobnicate"], ["add"], ["add", "people"], ["add", "people", "justaword"], ["edit", "not-a-uuid", "a=b"],
         ["list", "--bogus", "1"], ["serve", "--port", "99999"], ["token", "issue", "--user", "u", "--role", "king", "--team", "t"],
         ["sync", "extra"], ["simulate", "--seeds", "zero"], ["add", "people", "section:={bad"],
+        ["serve", "--write-lock", "table"], ["serve", "--tls-cert", "x.pem"], ["serve", "--jwt-jwks", "keys.json"],
+        ["serve", "--trusted-proxy", "proxy.internal"], ["serve", "--read-database", "replica.sqlite"],
+        ["serve", "--metrics-token-file", "/nonexistent/token"], ["serve", "--jwt-role-claim", "r"], ["feed", "rewind"],
+        ["feed", "restart", "--database", "/nonexistent/server.sqlite"],
     ])
     func badArgumentsGiveOneSentenceAndExitCode2(_ arguments: [String]) async throws {
         let station = try Workstation()
@@ -181,7 +185,7 @@ struct CommandLineTests {
         let station = try Workstation()
         let overview = try await station.run(["help"])
         #expect(overview.status == 0)
-        for command in ["serve", "token", "demo", "login", "add", "sync", "status", "logout", "simulate", "conflicts"] {
+        for command in ["serve", "token", "feed", "demo", "login", "add", "sync", "status", "logout", "simulate", "conflicts"] {
             #expect(overview.stdout.contains(command))
             let help = try await station.run([command, "--help"])
             #expect(help.status == 0)
