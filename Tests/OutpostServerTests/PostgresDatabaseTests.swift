@@ -238,8 +238,8 @@ struct PostgresDatabaseTests {
         #expect(try database.read { try $0.first("SELECT v FROM \(table)")?.int(0) } == 40)
     }
 
-    @Test func withRowLocksWritesOfDifferentRowsOverlapAcrossDatabases() throws {
-        // Two servers: B's write of another row commits while A's is still open.
+    /// Two databases standing for two server processes, and a fresh table.
+    func withTwoServers(_ body: (PostgresDatabase, PostgresDatabase, String) throws -> Void) throws {
         let first = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
         let second = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
         defer {
@@ -248,70 +248,72 @@ struct PostgresDatabaseTests {
         }
         let table = try makeTable(first)
         defer { drop(table, first) }
-        let log = EventLog()
-        let aInside = DispatchSemaphore(value: 0)
-        let bDone = DispatchSemaphore(value: 0)
-        let done = DispatchGroup()
-        DispatchQueue.global().async(group: done) {
-            _ = try? first.write { sql in
-                try sql.execute("INSERT INTO \(table) (k, v) VALUES ('a', 1)", [])
-                log.add("A wrote")
-                aInside.signal()
-                // Bounded: if B were serialised behind A, this times out and the order shows it.
-                _ = bDone.wait(timeout: .now() + 5)
-                log.add("A commits")
+        try body(first, second, table)
+    }
+
+    @Test func withRowLocksWritesOfDifferentRowsOverlapAcrossDatabases() throws {
+        // Two servers: B's write of another row commits while A's is still open.
+        try withTwoServers { first, second, table in
+            let log = EventLog()
+            let aInside = DispatchSemaphore(value: 0)
+            let bDone = DispatchSemaphore(value: 0)
+            let done = DispatchGroup()
+            DispatchQueue.global().async(group: done) {
+                _ = try? first.write { sql in
+                    try sql.execute("INSERT INTO \(table) (k, v) VALUES ('a', 1)", [])
+                    log.add("A wrote")
+                    aInside.signal()
+                    // Bounded: if B were serialised behind A, this times out and the order shows it.
+                    _ = bDone.wait(timeout: .now() + 5)
+                    log.add("A commits")
+                }
             }
+            aInside.wait()
+            DispatchQueue.global().async(group: done) {
+                _ = try? second.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('b', 2)", []) }
+                log.add("B committed")
+                bDone.signal()
+            }
+            done.wait()
+            #expect(log.events == ["A wrote", "B committed", "A commits"])
+            let count = try first.read { try $0.first("SELECT count(*) FROM \(table)")?.int(0) }
+            #expect(count == 2)
         }
-        aInside.wait()
-        DispatchQueue.global().async(group: done) {
-            _ = try? second.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES ('b', 2)", []) }
-            log.add("B committed")
-            bDone.signal()
-        }
-        done.wait()
-        #expect(log.events == ["A wrote", "B committed", "A commits"])
-        #expect(try first.read { try $0.first("SELECT count(*) FROM \(table)")?.int(0) } == 2)
     }
 
     @Test func withRowLocksAWriterThatMeetsAConcurrentOneIsRunAgain() throws {
         // Two creates of one key: the second waits for the first, fails on the
         // unique key, and is run again, when it sees the row.
-        let first = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
-        let second = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
-        defer {
-            first.close()
-            second.close()
-        }
-        let table = try makeTable(first)
-        defer { drop(table, first) }
-        let aInside = DispatchSemaphore(value: 0)
-        let bLooked = DispatchSemaphore(value: 0)
-        let done = DispatchGroup()
-        let attempts = EventLog()
-        DispatchQueue.global().async(group: done) {
-            _ = try? first.write { sql in
-                try sql.execute("INSERT INTO \(table) (k, v) VALUES ('k', 1)", [])
-                aInside.signal()
-                // B has looked and found nothing; give it time to block on the key.
-                _ = bLooked.wait(timeout: .now() + 10)
-                usleep(200_000)
+        try withTwoServers { first, second, table in
+            let aInside = DispatchSemaphore(value: 0)
+            let bLooked = DispatchSemaphore(value: 0)
+            let done = DispatchGroup()
+            let attempts = EventLog()
+            DispatchQueue.global().async(group: done) {
+                _ = try? first.write { sql in
+                    try sql.execute("INSERT INTO \(table) (k, v) VALUES ('k', 1)", [])
+                    aInside.signal()
+                    // B has looked and found nothing; give it time to block on the key.
+                    _ = bLooked.wait(timeout: .now() + 10)
+                    usleep(200_000)
+                }
             }
+            aInside.wait()
+            let outcome = EventLog()
+            DispatchQueue.global().async(group: done) {
+                let result = (try? second.write { sql -> String in
+                    attempts.add("attempt")
+                    if let v = try sql.first("SELECT v FROM \(table) WHERE k = 'k'")?.int(0) { return "saw \(v)" }
+                    bLooked.signal()
+                    try sql.execute("INSERT INTO \(table) (k, v) VALUES ('k', 2)", [])
+                    return "inserted"
+                }) ?? "failed"
+                outcome.add(result)
+            }
+            done.wait()
+            #expect(outcome.events == ["saw 1"])
+            #expect(attempts.events.count == 2)
         }
-        aInside.wait()
-        let outcome = EventLog()
-        DispatchQueue.global().async(group: done) {
-            let result = (try? second.write { sql -> String in
-                attempts.add("attempt")
-                if let v = try sql.first("SELECT v FROM \(table) WHERE k = 'k'")?.int(0) { return "saw \(v)" }
-                bLooked.signal()
-                try sql.execute("INSERT INTO \(table) (k, v) VALUES ('k', 2)", [])
-                return "inserted"
-            }) ?? "failed"
-            outcome.add(result)
-        }
-        done.wait()
-        #expect(outcome.events == ["saw 1"])
-        #expect(attempts.events.count == 2)
     }
 
     /// Statements are prepared once per connection; PostgreSQL would switch
