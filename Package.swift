@@ -104,7 +104,7 @@ var package = Package(
             dependencies: ["OutpostSimulation", "Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "outpost"]
         ),
         .testTarget(name: "OutpostCoreTests", dependencies: ["OutpostCore", "OutpostTesting"]),
-        .testTarget(name: "OutpostServerTests", dependencies: ["OutpostServer", "OutpostCore", "OutpostSQLite", "OutpostTesting", "outpost"]),
+        .testTarget(name: "OutpostServerTests", dependencies: ["OutpostServer", "OutpostCore", "OutpostSQLite", "OutpostTesting", "COpenSSL", "outpost"]),
         .testTarget(
             name: "OutpostTests",
             dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "OutpostSimulation", "OutpostCrashWriter"]

@@ -64,6 +64,16 @@ static inline struct MHD_Response *outpost_mhd_copied_response(const void *bytes
     return MHD_create_response_from_buffer(length, (void *)bytes, MHD_RESPMEM_MUST_COPY);
 }
 
+// An answer to HEAD: announces `length` bytes and has none (libmicrohttpd
+// never reads a HEAD answer's body).
+static ssize_t outpost_mhd_no_body(void *context, uint64_t position, char *buffer, size_t max) {
+    (void)context; (void)position; (void)buffer; (void)max;
+    return MHD_CONTENT_READER_END_OF_STREAM;
+}
+static inline struct MHD_Response *outpost_mhd_head_response(uint64_t length) {
+    return MHD_create_response_from_callback(length, 4096, outpost_mhd_no_body, NULL, NULL);
+}
+
 // A response of unknown length whose body the reader callback produces as
 // the socket can take it (a live stream).
 static inline struct MHD_Response *outpost_mhd_stream_response(

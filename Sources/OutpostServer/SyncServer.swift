@@ -21,6 +21,8 @@ public final class SyncServer: Sendable {
     package let metrics: ServerMetrics
     /// Where pull pages are read: the primary, or the read replica when fresh.
     let feed: FeedReader
+    /// Attachments' bytes (`/v1/blobs`).
+    let blobs: BlobStore
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -33,7 +35,10 @@ public final class SyncServer: Sendable {
     ) throws {
         let metrics = ServerMetrics()
         self.metrics = metrics
+        // Beside a SQLite file its blobs are files; on PostgreSQL they are rows every server reads.
+        let blobFolder = (database as? SQLiteServerDatabase).map { $0.path + ".blobs" }
         let database = MeteredDatabase(database, metrics: metrics)
+        self.blobs = BlobStore(database: database, folder: blobFolder)
         self.database = database
         let feed = FeedReader(
             primary: database, replica: readDatabase.map { MeteredDatabase($0, metrics: metrics) }, metrics: metrics)
@@ -235,6 +240,8 @@ public final class SyncServer: Sendable {
             return try json(
                 try ReadService(database: database, config: config).search(
                     collection: request.query["collection"], query: request.query["q"], limit: limit, as: principal))
+        case let path where path.count == 2 && path[0] == "blobs":
+            return try blobAnswer(request, user: &user)
         case let path where path.count == 2 && path[0] == "mutations":
             try require("GET")
             let principal = try authenticate()

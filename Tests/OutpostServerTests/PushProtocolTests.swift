@@ -4,6 +4,10 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// PROTOCOL push rules 1-7, against a live server over a real socket, once per backend.
 @Suite("Push protocol", .timeLimit(.minutes(5)))
 struct PushProtocolTests {
@@ -291,5 +295,38 @@ struct PushProtocolTests {
         let retried = try await live.push(request, token: token)
         #expect(retried.results.map(\.status) == [.applied, .applied])
         #expect(try await live.pullAll(token: token, query: "&collections=people").changes.count == 2)
+    }
+
+    /// The app's schema and version headers reach the server over a real
+    /// socket: a server that needs a newer schema refuses an older app, and
+    /// keeps what each client declared. (The HTTP layer once passed on only
+    /// the token and content type, so over a socket every app looked
+    /// undeclared.)
+    @Test(arguments: Backend.available)
+    func theAppsSchemaAndVersionHeadersArriveOverTheSocket(_ backend: Backend) async throws {
+        var config = try ServerConfig()
+        config.minSchema = 3
+        let live = try LiveServer(backend, config: config)
+        let token = try live.token("f-1")
+        let device = TestDevice()
+        let body = try WireCoding.encode(device.request(device.mutation(.create, data: ["name": "Ana"])))
+        func push(schema: String?) async throws -> LiveServer.Response {
+            var request = URLRequest(url: URL(string: "/v1/push", relativeTo: live.base)!)
+            request.httpMethod = "POST"
+            request.httpBody = body
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.setValue("org.example.field/2.4.1", forHTTPHeaderField: "Outpost-Client")
+            if let schema { request.setValue(schema, forHTTPHeaderField: "Outpost-Schema") }
+            let (data, response) = try await TestSession.shared.data(for: request)
+            return LiveServer.Response(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: data, headers: [:])
+        }
+        #expect(try await push(schema: "2").status == 426)
+        #expect(try await push(schema: nil).status == 426)
+        #expect(try await push(schema: "3").status == 200)
+        let declared = try live.database.read { sql in
+            try sql.query("SELECT schema_version, app FROM client_versions", []).map { "\($0.int(0)) \($0.string(1))" }
+        }
+        #expect(declared == ["3 org.example.field/2.4.1"])
     }
 }

@@ -55,6 +55,11 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
     public static let internalError = ErrorCode("internal_error")
     /// 505: the request was not HTTP/1.0 or 1.1 (a client bug).
     public static let httpVersionNotSupported = ErrorCode("http_version_not_supported")
+    /// 422: a completed blob upload's bytes do not hash to the blob's name; the upload was dropped.
+    public static let hashMismatch = ErrorCode("hash_mismatch")
+    /// 409: a blob upload's `Content-Range` does not start where the server's copy ends
+    /// (`Upload-Offset` says where); nothing of it was stored.
+    public static let uploadOffsetMismatch = ErrorCode("upload_offset_mismatch")
 
     /// The HTTP status docs/protocol.md pairs with each known code.
     public var httpStatus: Int {
@@ -64,13 +69,14 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
         case .tokenRevoked, .forbidden: return 403
         case .notFound: return 404
         case .methodNotAllowed: return 405
-        case .clientBehind: return 409
+        case .clientBehind, .uploadOffsetMismatch: return 409
         case .resyncRequired: return 410
         case .payloadTooLarge: return 413
         case .uriTooLong: return 414
         case .rateLimited: return 429
         case .upgradeRequired: return 426
         case .headersTooLarge: return 431
+        case .hashMismatch: return 422
         case .internalError: return 500
         case .unavailable: return 503
         case .httpVersionNotSupported: return 505

@@ -49,6 +49,8 @@ public struct ServerConfig: Sendable {
     /// A token that opens `GET /metrics` only, for the scraper (so it
     /// needs no admin token); nil: admin tokens only.
     public var metricsToken: String?
+    /// The largest attachment (blob) accepted, in bytes: 50 MiB unless set.
+    public var maxBlobBytes = 50 * 1_048_576
     /// JWTs from the app's identity provider, beside the server's own
     /// opaque tokens; nil: opaque tokens only.
     public var jwt: JWTSettings?

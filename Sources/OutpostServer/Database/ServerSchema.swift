@@ -108,6 +108,32 @@ enum ServerSchema {
             """
             INSERT INTO server_state (key, value) SELECT 'feed_base', value FROM server_state WHERE key = 'version';
             """,
+            // Attachments: what the server holds of each blob (named by its
+            // SHA-256); the bytes are files beside a SQLite database, and
+            // rows of `blob_chunks` on PostgreSQL, so servers share them.
+            """
+            CREATE TABLE blobs (
+                sha256       TEXT PRIMARY KEY,
+                size         \(bigint) NOT NULL,
+                received     \(bigint) NOT NULL,
+                complete     INTEGER NOT NULL DEFAULT 0,
+                content_type TEXT,
+                uploader     TEXT NOT NULL,
+                created_at   TEXT NOT NULL,
+                completed_at TEXT
+            );
+            CREATE TABLE blob_chunks (
+                sha256 TEXT NOT NULL,
+                offset_bytes \(bigint) NOT NULL,
+                data   \(dialect == .postgres ? "BYTEA" : "BLOB") NOT NULL,
+                PRIMARY KEY (sha256, offset_bytes)
+            );
+            CREATE TABLE blob_owners (
+                sha256  TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                PRIMARY KEY (sha256, user_id)
+            );
+            """,
         ]
     }
 

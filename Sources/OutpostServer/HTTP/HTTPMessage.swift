@@ -39,6 +39,8 @@ public struct HTTPResponse: Sendable {
     public var user: String?
     /// Why a 5xx was answered (the underlying error), for the request log only.
     package var cause: String?
+    /// An answer to HEAD: the `Content-Length` the GET would have, with no body.
+    package var declaredLength: Int64?
 
     public init(status: Int, headers: [String: String] = [:], body: [UInt8] = [], user: String? = nil) {
         self.status = status

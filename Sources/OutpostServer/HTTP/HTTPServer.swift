@@ -28,6 +28,8 @@ public final class HTTPServer: @unchecked Sendable {
     let log: Log?
     /// Where answered requests are counted (the sync server's `/metrics`).
     let metrics: ServerMetrics?
+    /// Starts a blob upload from its headers (the sync server's).
+    let uploads: (@Sendable (HTTPRequest) -> BlobUpload.Start)?
     let maxBodyBytes: Int
     private var daemon: OpaquePointer?
     private let lock = NSLock()
@@ -43,7 +45,7 @@ public final class HTTPServer: @unchecked Sendable {
     ) throws {
         try self.init(
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
-            tls: tls, trustedProxy: nil, drain: nil, metrics: nil, live: { .now(handler($0)) })
+            tls: tls, trustedProxy: nil, drain: nil, metrics: nil, uploads: nil, live: { .now(handler($0)) })
     }
 
     /// The sync server on a socket, long polls and streams included; `stop()`
@@ -59,7 +61,7 @@ public final class HTTPServer: @unchecked Sendable {
         try self.init(
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
             tls: tls, trustedProxy: trustedProxy, drain: { server.closeLiveConnections() }, metrics: server.metrics,
-            live: { server.answer($0) })
+            uploads: { BlobUpload.start($0, server: server) }, live: { server.answer($0) })
     }
 
     /// The certificate chain and key files `outpost serve --tls-cert --tls-key` name.
@@ -80,8 +82,9 @@ public final class HTTPServer: @unchecked Sendable {
     init(
         host: String, port: UInt16, threads: Int, maxBodyBytes: Int, connections: ConnectionLimits, log: Log?,
         tls: TLSFiles?, trustedProxy: String?, drain: (@Sendable () -> Void)?, metrics: ServerMetrics?,
-        live: @escaping LiveHandler
+        uploads: (@Sendable (HTTPRequest) -> BlobUpload.Start)?, live: @escaping LiveHandler
     ) throws {
+        self.uploads = uploads
         self.tls = tls
         self.trustedProxy = trustedProxy
         if tls != nil {
@@ -189,7 +192,16 @@ public final class HTTPServer: @unchecked Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         /// A long poll parked on this connection, answered when it is resumed.
         var poll: LongPoll?
+        /// A blob upload whose body goes to storage as it arrives.
+        var upload: BlobUpload?
+        /// A blob upload refused from its headers; its body is read and dropped.
+        var refusal: HTTPResponse?
     }
+
+    /// The headers the sync server reads.
+    static let requestHeaders = [
+        "Authorization", "Content-Type", "Content-Length", "Content-Range", "Range", "Outpost-Schema", "Outpost-Client",
+    ]
 
     /// A connection libmicrohttpd lets us resume from any thread (the hub's
     /// wake-ups come from the thread that committed). A parked connection
@@ -222,6 +234,19 @@ public final class HTTPServer: @unchecked Sendable {
                 MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "X-Request-Id").map { String(cString: $0) })
                 ?? server.requestCounter.next()
             state.client = server.clientAddress(connection)
+            let methodName = method.map { String(cString: $0) } ?? "GET"
+            let target = url.map { String(cString: $0) } ?? "/"
+            if methodName == "PUT", target.hasPrefix("/v1/blobs/"), let uploads = server.uploads {
+                // A blob's body streams to storage, whatever its size up to the blob limit.
+                let head = HTTPRequest(
+                    method: methodName, path: target, headers: HTTPServer.headers(connection, HTTPServer.requestHeaders))
+                switch uploads(head) {
+                case .accept(let upload): state.upload = upload
+                case .refuse(let response): state.refusal = response
+                }
+                requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
+                return outpost_mhd_yes()
+            }
             if let length = MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "Content-Length"),
                 let bytes = Int(String(cString: length)), bytes > server.maxBodyBytes
             {
@@ -231,6 +256,13 @@ public final class HTTPServer: @unchecked Sendable {
             return outpost_mhd_yes()
         }
         let state = Unmanaged<RequestState>.fromOpaque(requestContext.pointee!).takeUnretainedValue()
+        if uploadDataSize.pointee > 0, state.upload != nil || state.refusal != nil {
+            if let upload = state.upload, let uploadData {
+                upload.write(UnsafeRawBufferPointer(start: uploadData, count: uploadDataSize.pointee))
+            }
+            uploadDataSize.pointee = 0
+            return outpost_mhd_yes()
+        }
         if uploadDataSize.pointee > 0 {
             let size = uploadDataSize.pointee
             if !state.tooLarge, let uploadData {
@@ -249,7 +281,12 @@ public final class HTTPServer: @unchecked Sendable {
         var response: HTTPResponse
         let handle = ConnectionHandle(connection: connection)
         var longPoll = state.poll != nil
-        if let poll = state.poll {
+        if let refusal = state.refusal {
+            response = refusal
+        } else if let upload = state.upload {
+            state.upload = nil
+            response = upload.finish()
+        } else if let poll = state.poll {
             // Resumed: the long poll was woken (a commit, its wait ran out, or shutdown).
             state.poll = nil
             response = poll.respond()
@@ -260,7 +297,7 @@ public final class HTTPServer: @unchecked Sendable {
         } else {
             let request = HTTPRequest(
                 method: methodText, path: path, query: HTTPServer.arguments(connection),
-                headers: HTTPServer.headers(connection, ["Authorization", "Content-Type"]), body: state.body)
+                headers: HTTPServer.headers(connection, HTTPServer.requestHeaders), body: state.body)
             longPoll = request.query["wait"] != nil
             switch server.handler(request) {
             case .now(let answer):
@@ -294,6 +331,8 @@ public final class HTTPServer: @unchecked Sendable {
         guard let requestContext, let pointer = requestContext.pointee else { return }
         let state = Unmanaged<RequestState>.fromOpaque(pointer).takeRetainedValue()
         state.poll?.abandon()
+        // Cut mid-body: the pieces that arrived stay, the next PUT resumes after them.
+        state.upload?.abandon()
         requestContext.pointee = nil
     }
 
@@ -337,9 +376,9 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func send(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-        let mhdResponse = response.body.withUnsafeBytes { bytes in
-            outpost_mhd_copied_response(bytes.baseAddress, bytes.count)
-        }
+        let mhdResponse =
+            response.declaredLength.map { outpost_mhd_head_response(UInt64($0)) }
+            ?? response.body.withUnsafeBytes { bytes in outpost_mhd_copied_response(bytes.baseAddress, bytes.count) }
         guard let mhdResponse else { return outpost_mhd_no() }
         defer { MHD_destroy_response(mhdResponse) }
         for (name, value) in response.headers {

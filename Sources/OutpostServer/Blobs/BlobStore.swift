@@ -1,0 +1,237 @@
+import COpenSSL
+import Foundation
+import OutpostCore
+
+/// What the server holds of one blob.
+struct BlobState: Sendable, Equatable {
+    var size: Int64
+    /// The first `received` bytes are stored.
+    var received: Int64
+    var complete: Bool
+    var contentType: String?
+    var uploader: String
+}
+
+/// Attachments' bytes, named by their SHA-256 (64 lowercase hex digits).
+///
+/// What is held of each blob is a row of `blobs` (size, bytes received,
+/// complete, uploader). The bytes themselves are files in a folder beside a
+/// SQLite database (`<database>.blobs/<sha256>`), and rows of `blob_chunks`
+/// (hex in, `bytea` stored) on PostgreSQL, so every server on the database
+/// sees every blob with no other component. Bytes are appended in pieces as
+/// they arrive, never held whole in memory; `received` moves only after a
+/// piece is stored, and only from where it was (compare and set), so two
+/// uploads of one blob at once cannot interleave.
+final class BlobStore: Sendable {
+    let database: any ServerDatabase
+    /// The folder of blob files (SQLite); nil on PostgreSQL.
+    let folder: String?
+
+    init(database: any ServerDatabase, folder: String?) {
+        self.database = database
+        self.folder = folder
+        if let folder { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+    }
+
+    /// The largest piece kept in memory before it is stored (and the most a
+    /// cut connection loses of an upload).
+    static let pieceBytes = 256 * 1024
+
+    static func isName(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
+    func state(_ sha: String) throws -> BlobState? {
+        try database.read { sql in
+            try sql.first(
+                "SELECT size, received, complete, content_type, uploader FROM blobs WHERE sha256 = ?", [.text(sha)]
+            ).map {
+                BlobState(size: $0.int(0), received: $0.int(1), complete: $0.bool(2), contentType: $0.optionalString(3), uploader: $0.string(4))
+            }
+        }
+    }
+
+    /// Starts holding a blob of `size` bytes; the existing state when one is held.
+    func begin(_ sha: String, size: Int64, contentType: String?, uploader: String, now: String) throws -> BlobState {
+        try database.write { sql in
+            try sql.execute(
+                """
+                INSERT INTO blobs (sha256, size, received, complete, content_type, uploader, created_at)
+                VALUES (?, ?, 0, 0, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING
+                """, [.text(sha), .integer(size), .text(contentType), .text(uploader), .text(now)])
+            guard
+                let row = try sql.first(
+                    "SELECT size, received, complete, content_type, uploader FROM blobs WHERE sha256 = ?", [.text(sha)])
+            else { throw DatabaseError(kind: .failure, message: "the blob row just made cannot be read back") }
+            return BlobState(size: row.int(0), received: row.int(1), complete: row.bool(2), contentType: row.optionalString(3), uploader: row.string(4))
+        }
+    }
+
+    /// Stores `bytes` at `offset`, which must be where the held bytes end;
+    /// false when another upload moved it meanwhile (nothing is changed).
+    func append(_ sha: String, at offset: Int64, _ bytes: [UInt8]) throws -> Bool {
+        guard !bytes.isEmpty else { return true }
+        if let folder {
+            // The bytes first, then the mark: bytes past `received` are never read.
+            let path = folder + "/" + sha + ".part"
+            let fd = open(path, O_WRONLY | O_CREAT, 0o600)
+            guard fd >= 0 else { throw DatabaseError(kind: .transient, message: "cannot open \(path): \(String(cString: strerror(errno)))") }
+            defer { close(fd) }
+            var written = 0
+            while written < bytes.count {
+                let count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written)) }
+                guard count > 0 else { throw DatabaseError(kind: .transient, message: "cannot write \(path): \(String(cString: strerror(errno)))") }
+                written += count
+            }
+            return try database.write { sql in
+                try sql.execute(
+                    "UPDATE blobs SET received = ? WHERE sha256 = ? AND received = ? AND complete = 0",
+                    [.integer(offset + Int64(bytes.count)), .text(sha), .integer(offset)]) == 1
+            }
+        }
+        return try database.write { sql in
+            guard
+                try sql.execute(
+                    "UPDATE blobs SET received = ? WHERE sha256 = ? AND received = ? AND complete = 0",
+                    [.integer(offset + Int64(bytes.count)), .text(sha), .integer(offset)]) == 1
+            else { return false }
+            try sql.execute(
+                "INSERT INTO blob_chunks (sha256, offset_bytes, data) VALUES (?, ?, decode(?, 'hex'))",
+                [.text(sha), .integer(offset), .text(Self.hex(bytes))])
+            return true
+        }
+    }
+
+    /// Hands the stored bytes from `start` (up to `end`, exclusive) to `body` in pieces.
+    func read(_ sha: String, from start: Int64 = 0, to end: Int64, _ body: ([UInt8]) throws -> Void) throws {
+        guard start < end else { return }
+        if let folder {
+            let complete = folder + "/" + sha
+            let path = FileManager.default.fileExists(atPath: complete) ? complete : complete + ".part"
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw DatabaseError(kind: .failure, message: "the bytes of blob \(sha) are missing")
+            }
+            defer { try? handle.close() }
+            try handle.seek(toOffset: UInt64(start))
+            var position = start
+            while position < end {
+                let data = handle.readData(ofLength: Int(min(Int64(Self.pieceBytes), end - position)))
+                guard !data.isEmpty else { throw DatabaseError(kind: .failure, message: "the bytes of blob \(sha) end early") }
+                try body(Array(data))
+                position += Int64(data.count)
+            }
+            return
+        }
+        // Chunks are stored where each upload piece began; read the ones that overlap.
+        try database.read { sql in
+            try sql.scan(
+                """
+                SELECT offset_bytes, encode(data, 'hex') FROM blob_chunks
+                WHERE sha256 = ? AND offset_bytes < ? AND offset_bytes + length(data) > ? ORDER BY offset_bytes
+                """, [.text(sha), .integer(end), .integer(start)]
+            ) { row in
+                let offset = row.int(0)
+                guard let hex = row.text(1) else { return }
+                var bytes = Self.bytes(hex: hex)
+                let from = max(0, Int(start - offset))
+                let to = min(bytes.count, Int(end - offset))
+                if from > 0 || to < bytes.count { bytes = Array(bytes[from..<to]) }
+                try body(bytes)
+            }
+        }
+    }
+
+    /// Whether the `size` stored bytes hash to `sha`.
+    func matches(_ sha: String, size: Int64) throws -> Bool {
+        guard let context = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(context) }
+        guard EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1 else { return false }
+        try read(sha, to: size) { piece in
+            _ = piece.withUnsafeBytes { EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
+        }
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        guard EVP_DigestFinal_ex(context, &digest, &length) == 1 else { return false }
+        return Self.hex(digest) == sha
+    }
+
+    /// Marks the blob complete (its bytes checked).
+    func complete(_ sha: String, now: String) throws {
+        if let folder {
+            let part = folder + "/" + sha + ".part"
+            if FileManager.default.fileExists(atPath: part) { _ = rename(part, folder + "/" + sha) }
+        }
+        _ = try database.write { sql in
+            try sql.execute("UPDATE blobs SET complete = 1, completed_at = ? WHERE sha256 = ?", [.text(now), .text(sha)])
+        }
+    }
+
+    /// Whether `user` uploaded the blob (every byte of it, or a piece of an
+    /// upload that completed): who may read it by its hash alone.
+    func isOwner(_ sha: String, _ user: String) throws -> Bool {
+        try database.read { sql in
+            try sql.first("SELECT 1 FROM blob_owners WHERE sha256 = ? AND user_id = ?", [.text(sha), .text(user)]) != nil
+        }
+    }
+
+    func addOwner(_ sha: String, _ user: String) throws {
+        _ = try database.write { sql in
+            try sql.execute(
+                "INSERT INTO blob_owners (sha256, user_id) VALUES (?, ?) ON CONFLICT (sha256, user_id) DO NOTHING",
+                [.text(sha), .text(user)])
+        }
+    }
+
+    /// Forgets a blob and its bytes (a hash mismatch, housekeeping).
+    func drop(_ sha: String) throws {
+        _ = try database.write { sql in
+            try sql.execute("DELETE FROM blob_chunks WHERE sha256 = ?", [.text(sha)])
+            try sql.execute("DELETE FROM blob_owners WHERE sha256 = ?", [.text(sha)])
+            try sql.execute("DELETE FROM blobs WHERE sha256 = ?", [.text(sha)])
+        }
+        if let folder {
+            for path in [folder + "/" + sha, folder + "/" + sha + ".part"] { try? FileManager.default.removeItem(atPath: path) }
+        }
+    }
+
+    /// Moves the held mark back to `offset` (a request refused after some of
+    /// its bytes were stored keeps nothing of them).
+    func truncate(_ sha: String, to offset: Int64) throws {
+        _ = try database.write { sql in
+            try sql.execute("DELETE FROM blob_chunks WHERE sha256 = ? AND offset_bytes >= ?", [.text(sha), .integer(offset)])
+            try sql.execute(
+                "UPDATE blobs SET received = ? WHERE sha256 = ? AND received > ? AND complete = 0",
+                [.integer(offset), .text(sha), .integer(offset)])
+        }
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func bytes(hex: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        func value(_ digit: UInt8) -> UInt8 {
+            switch digit {
+            case 0x30...0x39: return digit - 0x30
+            case 0x61...0x66: return digit - 0x61 + 10
+            case 0x41...0x46: return digit - 0x41 + 10
+            default: return 0
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(hex.count / 2)
+        var index = 0
+        while index + 1 < hex.count {
+            out.append(value(hex[index]) << 4 | value(hex[index + 1]))
+            index += 2
+        }
+        return out
+    }
+}

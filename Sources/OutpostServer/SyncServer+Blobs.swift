@@ -1,0 +1,82 @@
+import Foundation
+import OutpostCore
+
+extension SyncServer {
+    /// `PUT`, `HEAD` and `GET /v1/blobs/{sha256}` (docs/protocol.md, "Attachments").
+    /// A socket's PUT streams through `BlobUpload` from the HTTP layer; one
+    /// handled here (in process) has its body whole already.
+    func blobAnswer(_ request: HTTPRequest, user: inout String?) throws -> HTTPResponse {
+        switch request.method {
+        case "PUT":
+            switch BlobUpload.start(request, server: self) {
+            case .refuse(let response):
+                return response
+            case .accept(let upload):
+                request.body.withUnsafeBytes { upload.write($0) }
+                return upload.finish()
+            }
+        case "HEAD", "GET":
+            let principal = try tokens.authenticate(Self.bearer(request))
+            user = principal.user
+            try limiter?.admit(principal.user)
+            guard let sha = BlobUpload.name(request.path) else {
+                throw APIError(
+                    .invalidRequest, "A blob is named by the SHA-256 of its bytes: 64 hexadecimal digits.",
+                    fields: ["sha256": "must be 64 hexadecimal digits"])
+            }
+            // Someone else's blob is "not found", as records outside the scope are.
+            guard let state = try blobs.state(sha), try blobs.isOwner(sha, principal.user) else {
+                throw APIError(.notFound, "No such blob.")
+            }
+            guard state.complete else {
+                // "Not found", saying how much is held when anything is.
+                var response = Self.errorResponse(APIError(.notFound, "This blob is not complete yet."), user: user)
+                if state.received > 0 { response.headers["Upload-Offset"] = String(state.received) }
+                return response
+            }
+            var headers = ["Cache-Control": "private, max-age=31536000, immutable", "Accept-Ranges": "bytes"]
+            headers["Content-Type"] = state.contentType ?? "application/octet-stream"
+            if request.method == "HEAD" {
+                var response = HTTPResponse(status: 200, headers: headers, user: user)
+                response.declaredLength = state.size
+                return response
+            }
+            var first: Int64 = 0
+            var last = state.size - 1
+            var status = 200
+            if let range = request.headers["range"] {
+                guard let parsed = Self.byteRange(range, size: state.size) else {
+                    var response = Self.errorResponse(
+                        APIError(.invalidRequest, "The Range cannot be served from a blob of \(state.size) bytes."), user: user)
+                    response.status = 416
+                    response.headers["Content-Range"] = "bytes */\(state.size)"
+                    return response
+                }
+                (first, last, status) = (parsed.first, parsed.last, 206)
+                headers["Content-Range"] = "bytes \(first)-\(last)/\(state.size)"
+            }
+            var body: [UInt8] = []
+            body.reserveCapacity(Int(last - first + 1))
+            try blobs.read(sha, from: first, to: last + 1) { body.append(contentsOf: $0) }
+            return HTTPResponse(status: status, headers: headers, body: body, user: user)
+        default:
+            throw APIError(.methodNotAllowed, "This endpoint answers PUT, HEAD and GET.")
+        }
+    }
+
+    /// `bytes=a-b`, `bytes=a-` or `bytes=-n` within a blob of `size` bytes; nil when it cannot be served.
+    static func byteRange(_ header: String, size: Int64) -> (first: Int64, last: Int64)? {
+        let text = header.trimmingCharacters(in: .whitespaces)
+        guard text.hasPrefix("bytes="), size > 0, !text.contains(",") else { return nil }
+        let bounds = text.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard bounds.count == 2 else { return nil }
+        if bounds[0].isEmpty {
+            guard let suffix = Int64(bounds[1]), suffix > 0 else { return nil }
+            return (max(0, size - suffix), size - 1)
+        }
+        guard let first = Int64(bounds[0]), first < size else { return nil }
+        if bounds[1].isEmpty { return (first, size - 1) }
+        guard let last = Int64(bounds[1]), last >= first else { return nil }
+        return (first, min(last, size - 1))
+    }
+}

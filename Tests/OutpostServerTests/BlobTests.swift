@@ -1,0 +1,224 @@
+import COpenSSL
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import OutpostCore
+@testable import OutpostServer
+import OutpostTesting
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `PUT`, `HEAD` and `GET /v1/blobs/{sha256}` on a real socket, on both
+/// backends: whole and resumable uploads, a connection cut mid-body that
+/// resumes from what the server kept, every bad upload refused with nothing
+/// stored, `Range` reads, and another user's blob not found.
+@Suite("Blobs", .timeLimit(.minutes(3)))
+struct BlobTests {
+    static func blob(_ count: Int, seed: UInt8 = 7) -> (bytes: [UInt8], sha: String) {
+        var state = UInt32(seed) &* 2_654_435_761
+        let bytes = (0..<count).map { _ -> UInt8 in
+            state = state &* 1_664_525 &+ 1_013_904_223
+            return UInt8(truncatingIfNeeded: state >> 24)
+        }
+        return (bytes, sha256(bytes))
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> String {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        _ = bytes.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &digest, &length, EVP_sha256(), nil) }
+        return BlobStore.hex(digest)
+    }
+
+    func put(_ live: LiveServer, _ sha: String, _ body: [UInt8], range: String? = nil, token: String) async throws -> LiveServer.Response {
+        var request = URLRequest(url: URL(string: "/v1/blobs/\(sha)", relativeTo: live.base)!)
+        request.httpMethod = "PUT"
+        request.httpBody = Data(body)
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.setValue("image/jpeg", forHTTPHeaderField: "Content-Type")
+        if let range { request.setValue(range, forHTTPHeaderField: "Content-Range") }
+        return try await send(request)
+    }
+
+    func get(_ live: LiveServer, _ sha: String, method: String = "GET", range: String? = nil, token: String) async throws -> LiveServer.Response {
+        var request = URLRequest(url: URL(string: "/v1/blobs/\(sha)", relativeTo: live.base)!)
+        request.httpMethod = method
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        if let range { request.setValue(range, forHTTPHeaderField: "Range") }
+        return try await send(request)
+    }
+
+    func send(_ request: URLRequest) async throws -> LiveServer.Response {
+        let (data, response) = try await TestSession.shared.data(for: request)
+        let http = try #require(response as? HTTPURLResponse)
+        var headers: [String: String] = [:]
+        for (key, value) in http.allHeaderFields {
+            if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
+        }
+        return LiveServer.Response(status: http.statusCode, body: data, headers: headers)
+    }
+
+    @Test(arguments: Backend.available)
+    func aWholeUploadIsHashedStoredAndReadBackWithRanges(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("f-1")
+        let photo = Self.blob(700_000)
+        let stored = try await put(live, photo.sha, photo.bytes, token: token)
+        #expect(stored.status == 200, "\(stored.text)")
+        #expect(stored.text.contains(#""complete":true"#))
+        let head = try await get(live, photo.sha, method: "HEAD", token: token)
+        #expect(head.status == 200)
+        #expect(head.headers["content-length"] == "700000")
+        let whole = try await get(live, photo.sha, token: token)
+        #expect(whole.status == 200)
+        #expect(Array(whole.body) == photo.bytes)
+        #expect(whole.headers["content-type"] == "image/jpeg")
+        let part = try await get(live, photo.sha, range: "bytes=1000-1999", token: token)
+        #expect(part.status == 206)
+        #expect(part.headers["content-range"] == "bytes 1000-1999/700000")
+        #expect(Array(part.body) == Array(photo.bytes[1000..<2000]))
+        let tail = try await get(live, photo.sha, range: "bytes=-10", token: token)
+        #expect(Array(tail.body) == Array(photo.bytes.suffix(10)))
+        #expect(try await get(live, photo.sha, range: "bytes=800000-", token: token).status == 416)
+        // Uploading it again is a no-op.
+        let again = try await put(live, photo.sha, photo.bytes, token: token)
+        #expect(again.status == 200 && again.text.contains(#""complete":true"#))
+    }
+
+    @Test(arguments: Backend.available)
+    func aResumableUploadGoesOnFromWhereTheServerStandsAndNowhereElse(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("f-1")
+        let photo = Self.blob(1_000_000, seed: 3)
+        let first = try await put(live, photo.sha, Array(photo.bytes[0..<300_000]), range: "bytes 0-299999/1000000", token: token)
+        #expect(first.status == 200)
+        #expect(first.headers["upload-offset"] == "300000")
+        #expect(first.text.contains(#""complete":false"#))
+        let head = try await get(live, photo.sha, method: "HEAD", token: token)
+        #expect(head.status == 404)
+        #expect(head.headers["upload-offset"] == "300000")
+        // Overlapping or leaving a gap: refused, saying where to go on from.
+        for range in ["bytes 0-99999/1000000", "bytes 400000-499999/1000000"] {
+            let start = Int(range.dropFirst(6).split(separator: "-")[0])!
+            let refused = try await put(live, photo.sha, Array(photo.bytes[start..<(start + 100_000)]), range: range, token: token)
+            #expect(refused.status == 409, "\(range)")
+            #expect(refused.error?.code == .uploadOffsetMismatch)
+            #expect(refused.headers["upload-offset"] == "300000")
+        }
+        let rest = try await put(live, photo.sha, Array(photo.bytes[300_000...]), range: "bytes 300000-999999/1000000", token: token)
+        #expect(rest.status == 200 && rest.text.contains(#""complete":true"#), "\(rest.text)")
+        #expect(Array(try await get(live, photo.sha, token: token).body) == photo.bytes)
+    }
+
+    @Test(arguments: Backend.available)
+    func aConnectionCutMidBodyKeepsWhatArrivedAndTheUploadResumes(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("f-1")
+        let photo = Self.blob(1_000_000, seed: 5)
+        let head = "PUT /v1/blobs/\(photo.sha) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+            + "Content-Type: image/jpeg\r\nContent-Length: 1000000\r\n\r\n"
+        let port = live.http.port
+        let bytes = Array(head.utf8) + Array(photo.bytes[0..<600_000])
+        try await runBlocking { try Self.sendAndHangUp(port: port, bytes) }
+        var offset = 0
+        let deadline = ContinuousClock.now + .seconds(30)
+        while offset < 512 * 1024 && ContinuousClock.now < deadline {
+            let answer = try await get(live, photo.sha, method: "HEAD", token: token)
+            offset = Int(answer.headers["upload-offset"] ?? "0") ?? 0
+            if offset < 512 * 1024 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(offset >= 512 * 1024, "the server kept the pieces that arrived before the cut")
+        #expect(offset <= 600_000)
+        let rest = try await put(live, photo.sha, Array(photo.bytes[offset...]), range: "bytes \(offset)-999999/1000000", token: token)
+        #expect(rest.status == 200 && rest.text.contains(#""complete":true"#), "\(rest.text)")
+        #expect(Array(try await get(live, photo.sha, token: token).body) == photo.bytes)
+    }
+
+    @Test(arguments: Backend.available)
+    func badUploadsAreClearRefusalsAndStoreNothing(_ backend: Backend) async throws {
+        var config = try ServerConfig()
+        config.maxBlobBytes = 200_000
+        let live = try LiveServer(backend, config: config)
+        let token = try live.token("f-1")
+        let photo = Self.blob(100_000, seed: 9)
+        let other = Self.blob(100_000, seed: 10)
+
+        // Bytes that do not hash to the name: dropped.
+        let wrong = try await put(live, photo.sha, other.bytes, token: token)
+        #expect(wrong.status == 422)
+        #expect(wrong.error?.code == .hashMismatch)
+        let afterWrong = try await get(live, photo.sha, method: "HEAD", token: token)
+        #expect(afterWrong.status == 404 && afterWrong.headers["upload-offset"] == nil)
+
+        let cases: [(String, String, [UInt8], String?, Int)] = [
+            ("not 64 hex digits", "abc123", photo.bytes, nil, 400),
+            ("not hex", String(repeating: "z", count: 64), photo.bytes, nil, 400),
+            ("a range past the end", photo.sha, Array(photo.bytes[0..<11]), "bytes 0-10/5", 400),
+            ("a range that is not one", photo.sha, Array(photo.bytes[0..<10]), "bytes=0-9", 400),
+            ("a body longer than declared", photo.sha, Array(photo.bytes[0..<2000]), "bytes 0-999/100000", 400),
+            ("over the limit", Self.blob(250_000, seed: 11).sha, Self.blob(250_000, seed: 11).bytes, nil, 413),
+        ]
+        for (name, sha, body, range, status) in cases {
+            let answer = try await put(live, sha, body, range: range, token: token)
+            #expect(answer.status == status, "\(name): \(answer.status) \(answer.text)")
+            #expect(answer.error != nil, "\(name): \(answer.text)")
+        }
+        // Nothing of those was kept.
+        let head = try await get(live, photo.sha, method: "HEAD", token: token)
+        #expect(head.status == 404 && head.headers["upload-offset"] == nil, "\(head.headers)")
+        #expect(try await put(live, photo.sha, photo.bytes, token: token).status == 200)
+        #expect(try await get(live, photo.sha, method: "HEAD", token: "not-a-token").status == 401)
+    }
+
+    @Test(arguments: Backend.available)
+    func anotherUsersBlobIsNotFoundUntilTheyUploadTheSameBytes(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let ana = try live.token("f-1")
+        let bea = try live.token("f-2")
+        let photo = Self.blob(50_000, seed: 12)
+        #expect(try await put(live, photo.sha, photo.bytes, token: ana).status == 200)
+        #expect(try await get(live, photo.sha, token: bea).status == 404)
+        #expect(try await get(live, photo.sha, method: "HEAD", token: bea).status == 404)
+        // Knowing the hash is not enough: a part, or other bytes, do not make Bea an owner.
+        #expect(try await put(live, photo.sha, Array(photo.bytes[0..<1000]), range: "bytes 0-999/50000", token: bea).status == 400)
+        #expect(try await put(live, photo.sha, Self.blob(50_000, seed: 13).bytes, token: bea).status == 422)
+        #expect(try await get(live, photo.sha, token: bea).status == 404)
+        // Her own copy of the same bytes: she may read it, nothing is stored twice.
+        #expect(try await put(live, photo.sha, photo.bytes, token: bea).status == 200)
+        #expect(Array(try await get(live, photo.sha, token: bea).body) == photo.bytes)
+        #expect(Array(try await get(live, photo.sha, token: ana).body) == photo.bytes)
+    }
+
+    /// Sends `bytes` and closes the socket without reading an answer: a
+    /// connection lost mid-upload.
+    static func sendAndHangUp(port: UInt16, _ bytes: [UInt8]) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw HostileSocket.Failure(description: "socket() failed") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw HostileSocket.Failure(description: "connect() failed")
+        }
+        bytes.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let sent = Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
+                guard sent > 0 else { break }
+                offset += sent
+            }
+        }
+        // Let the server read what was sent before the connection goes.
+        usleep(200_000)
+        close(fd)
+    }
+}
