@@ -284,8 +284,8 @@ struct GapFreeFeedTests {
                     group.addTask {
                         let device = TestDevice()
                         var uuids: [UUID] = []
-                        for round in 0..<20 {
-                            let batch = (0..<40).map { item in
+                        for round in 0..<12 {
+                            let batch = (0..<25).map { item in
                                 device.mutation(.create, data: ["name": .string("W\(index)-\(round)-\(item)")])
                             }
                             let request = PushRequest(clientID: device.clientID, mutations: batch)

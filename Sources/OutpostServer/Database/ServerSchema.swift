@@ -9,6 +9,8 @@ import Foundation
 /// - `client_seqs` / `mutation_results`: the dedupe state of rule 1 in docs/protocol.md,
 ///   per (user, client id).
 /// - `tokens`: hashes of bearer tokens, never the tokens themselves.
+/// - `blobs`, `blob_chunks`, `blob_owners`: attachments' state, their bytes
+///   on PostgreSQL (files beside a SQLite database), and who uploaded them.
 /// - `server_state`: the version counter (SQLite), the base of versions
 ///   made from transaction ids (PostgreSQL) and the tombstone horizon.
 enum ServerSchema {
