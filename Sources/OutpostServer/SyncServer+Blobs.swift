@@ -25,7 +25,7 @@ extension SyncServer {
                     fields: ["sha256": "must be 64 hexadecimal digits"])
             }
             // Someone else's blob is "not found", as records outside the scope are.
-            guard let state = try blobs.state(sha), try blobs.isOwner(sha, principal.user) else {
+            guard let state = try blobs.state(sha), try canRead(sha, principal) else {
                 throw APIError(.notFound, "No such blob.")
             }
             guard state.complete else {
@@ -61,6 +61,24 @@ extension SyncServer {
             return HTTPResponse(status: status, headers: headers, body: body, user: user)
         default:
             throw APIError(.methodNotAllowed, "This endpoint answers PUT, HEAD and GET.")
+        }
+    }
+
+    /// Whether `principal` may read the blob: they uploaded its bytes, or
+    /// they can read a live record that names it.
+    func canRead(_ sha: String, _ principal: Principal) throws -> Bool {
+        if try blobs.isOwner(sha, principal.user) { return true }
+        let scope = Scope(principal: principal, config: config)
+        return try database.read { sql in
+            for row in try sql.query("SELECT collection, uuid FROM blob_refs WHERE sha256 = ? LIMIT 100", [.text(sha)]) {
+                if let record = try sql.first(
+                    "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?",
+                    [.text(row.string(0)), .text(row.string(1))]
+                ).map(ServerRecord.init), !record.deleted, scope.canRead(record) {
+                    return true
+                }
+            }
+            return false
         }
     }
 

@@ -17,6 +17,9 @@ public enum FieldType: Sendable, Equatable, Codable {
     /// Any JSON value, kept as sent: a list, a nested object (an app's
     /// arrays and nested structs).
     case json
+    /// A photo or file: `{"sha256": "<64 hex>", "size": <bytes>, "content_type": "<mime>"}`,
+    /// whose bytes are a blob the server must hold completely before the record is accepted.
+    case attachment
 
     enum CodingKeys: String, CodingKey { case type, collection }
 
@@ -30,11 +33,12 @@ public enum FieldType: Sendable, Equatable, Codable {
         case "boolean": self = .boolean
         case "timestamp": self = .timestamp
         case "json": self = .json
+        case "attachment": self = .attachment
         case "reference": self = .reference(collection: try container.decodeNonEmpty(.collection))
         default:
             throw DecodingError.dataCorruptedError(
                 forKey: .type, in: container,
-                debugDescription: "must be one of text, integer, number, boolean, timestamp, reference, json (got '\(name)')")
+                debugDescription: "must be one of text, integer, number, boolean, timestamp, reference, json, attachment (got '\(name)')")
         }
     }
 
@@ -47,6 +51,7 @@ public enum FieldType: Sendable, Equatable, Codable {
         case .boolean: try container.encode("boolean", forKey: .type)
         case .timestamp: try container.encode("timestamp", forKey: .type)
         case .json: try container.encode("json", forKey: .type)
+        case .attachment: try container.encode("attachment", forKey: .type)
         case .reference(let collection):
             try container.encode("reference", forKey: .type)
             try container.encode(collection, forKey: .collection)

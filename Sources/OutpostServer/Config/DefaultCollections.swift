@@ -22,6 +22,7 @@ public enum DefaultCollections {
             "person": FieldSchema(.reference(collection: "people"), required: true),
             "visited_at": FieldSchema(.timestamp, required: true),
             "notes": FieldSchema(.text),
+            "photo": FieldSchema(.attachment),
         ],
         windowField: "visited_at")
 

@@ -9,8 +9,9 @@ import Foundation
 /// - `client_seqs` / `mutation_results`: the dedupe state of rule 1 in docs/protocol.md,
 ///   per (user, client id).
 /// - `tokens`: hashes of bearer tokens, never the tokens themselves.
-/// - `blobs`, `blob_chunks`, `blob_owners`: attachments' state, their bytes
-///   on PostgreSQL (files beside a SQLite database), and who uploaded them.
+/// - `blobs`, `blob_chunks`, `blob_owners`, `blob_refs`: attachments' state,
+///   their bytes on PostgreSQL (files beside a SQLite database), who uploaded
+///   them, and which live records name them.
 /// - `server_state`: the version counter (SQLite), the base of versions
 ///   made from transaction ids (PostgreSQL) and the tombstone horizon.
 enum ServerSchema {
@@ -135,6 +136,13 @@ enum ServerSchema {
                 user_id TEXT NOT NULL,
                 PRIMARY KEY (sha256, user_id)
             );
+            CREATE TABLE blob_refs (
+                sha256     TEXT NOT NULL,
+                collection TEXT NOT NULL,
+                uuid       TEXT NOT NULL,
+                PRIMARY KEY (sha256, collection, uuid)
+            );
+            CREATE INDEX blob_refs_by_record ON blob_refs (collection, uuid);
             """,
         ]
     }

@@ -197,6 +197,8 @@ struct PushSession {
             let data = mutation.data ?? [:]
             let problems = try validator(schema).problems(changed: data, merged: data)
             guard problems.isEmpty else { return try result(.rejected, code: "invalid_field", errors: problems) }
+            let missing = try missingAttachments(schema, changed: data, before: nil)
+            guard missing.isEmpty else { return try result(.rejected, code: "missing_attachment", errors: missing) }
             return try result(.applied, try insert(schema, mutation, data))
         case .update, .delete:
             guard let existing, scope.owns(owner: existing.owner, team: existing.team) else {
@@ -217,7 +219,36 @@ struct PushSession {
             let merged = (try existing.data() ?? [:]).applyingPatch(patch)
             let problems = try validator(schema).problems(changed: patch, merged: merged)
             guard problems.isEmpty else { return try result(.rejected, code: "invalid_field", errors: problems) }
+            let missing = try missingAttachments(schema, changed: patch, before: try existing.data())
+            guard missing.isEmpty else { return try result(.rejected, code: "missing_attachment", errors: missing) }
             return try result(.applied, try write(existing, data: merged, schema: schema, deviceTime: mutation.deviceTime))
+        }
+    }
+
+    /// Attachment fields this mutation sets to a blob the server does not
+    /// hold completely, or that the caller never uploaded (knowing a hash is
+    /// not having the photo). A value the record already had passes.
+    private func missingAttachments(_ schema: CollectionSchema, changed: JSONObject, before: JSONObject?) throws -> [String: String] {
+        var missing: [String: String] = [:]
+        for (field, attachment) in Attachment.all(in: changed, schema: schema) {
+            if let before, before[field] == changed[field] { continue }
+            let held = try sql.first(
+                """
+                SELECT 1 FROM blobs JOIN blob_owners ON blob_owners.sha256 = blobs.sha256
+                WHERE blobs.sha256 = ? AND blobs.complete = 1 AND blobs.size = ? AND blob_owners.user_id = ?
+                """, [.text(attachment.sha256), .integer(attachment.size), .text(principal.user)])
+            if held == nil { missing[field] = "names a blob this server does not hold completely: upload it first" }
+        }
+        return missing
+    }
+
+    /// Which blobs the record names now (read access to a blob follows its records).
+    private func recordReferences(_ schema: CollectionSchema, collection: String, uuid: String, data: JSONObject?) throws {
+        guard schema.fields.values.contains(where: { $0.type == .attachment }) else { return }
+        try sql.execute("DELETE FROM blob_refs WHERE collection = ? AND uuid = ?", [.text(collection), .text(uuid)])
+        for sha in Set(Attachment.all(in: data, schema: schema).values.map(\.sha256)) {
+            try sql.execute(
+                "INSERT INTO blob_refs (sha256, collection, uuid) VALUES (?, ?, ?)", [.text(sha), .text(collection), .text(uuid)])
         }
     }
 
@@ -256,6 +287,7 @@ struct PushSession {
         guard let stored = try load(mutation.collection, mutation.uuid.wireText) else {
             throw DatabaseError(kind: .failure, message: "the record just inserted cannot be read back")
         }
+        try recordReferences(schema, collection: mutation.collection, uuid: mutation.uuid.wireText, data: data)
         return stored
     }
 
@@ -273,6 +305,7 @@ struct PushSession {
                 .text(data.flatMap { Self.windowValue(schema, $0) }), .text(try data?.jsonText()),
                 .text(deviceTime?.rawValue), .integer(existing.id),
             ])
+        try recordReferences(schema, collection: existing.collection, uuid: existing.uuid, data: data)
         var updated = existing
         updated.version = version
         updated.updatedAt = now.rawValue

@@ -55,11 +55,42 @@ struct Validator {
         case .json:
             // Depth and size are bounded for every body already.
             return nil
+        case .attachment:
+            return Attachment(value) == nil
+                ? #"must be {"sha256": 64 hexadecimal digits, "size": bytes, "content_type": text}"# : nil
         case .reference(let collection):
             guard let text = value.stringValue, let uuid = UUID.fromWire(text) else {
                 return "must be the uuid of a record in \(collection)"
             }
             return try referenceExists(collection, uuid.wireText) ? nil : "refers to a \(collection) record that does not exist"
         }
+    }
+}
+
+/// An attachment field's value: the blob it names.
+struct Attachment: Equatable {
+    var sha256: String
+    var size: Int64
+    var contentType: String
+
+    init?(_ value: JSONValue) {
+        guard let object = value.objectValue, let sha = object["sha256"]?.stringValue?.lowercased(), BlobStore.isName(sha),
+            case .int(let size)? = object["size"], size >= 0,
+            let contentType = object["content_type"]?.stringValue, !contentType.isEmpty, contentType.utf8.count <= 255,
+            object.count == 3
+        else { return nil }
+        self.sha256 = sha
+        self.size = size
+        self.contentType = contentType
+    }
+
+    /// The attachments a record's data names, by field.
+    static func all(in data: JSONObject?, schema: CollectionSchema) -> [String: Attachment] {
+        guard let data else { return [:] }
+        var found: [String: Attachment] = [:]
+        for (field, fieldSchema) in schema.fields where fieldSchema.type == .attachment {
+            if let value = data[field], let attachment = Attachment(value) { found[field] = attachment }
+        }
+        return found
     }
 }
