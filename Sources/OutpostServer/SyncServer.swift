@@ -90,7 +90,7 @@ public final class SyncServer: Sendable {
 
     /// Removes tombstones past the horizon and old push results.
     public func runMaintenance() throws {
-        try Maintenance(database: database, config: config, clock: clock).run()
+        try Maintenance(database: database, config: config, clock: clock, blobs: blobs).run()
     }
 
     /// Answers one request. Never throws: every failure becomes the JSON error body.

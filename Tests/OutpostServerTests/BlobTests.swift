@@ -254,6 +254,41 @@ struct BlobTests {
         #expect(try await get(live, photo.sha, token: ana).status == 200)
     }
 
+    /// Housekeeping removes blobs no live record names once untouched for the
+    /// grace period (7 days), and never one still uploading or still named.
+    @Test(arguments: Backend.available)
+    func housekeepingRemovesOnlyBlobsNoRecordNamesPastTheirGrace(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let ana = try live.token("f-1")
+        let device = TestDevice()
+        let person = device.mutation(.create, data: ["name": "Lucía"])
+        _ = try await live.push(device.request(person), token: ana)
+        let orphan = Self.blob(40_000)
+        let named = Self.blob(40_000)
+        let uploading = Self.blob(600_000)
+        #expect(try await put(live, orphan.sha, orphan.bytes, token: ana).status == 200)
+        #expect(try await put(live, named.sha, named.bytes, token: ana).status == 200)
+        let visit = device.mutation(
+            .create, "visits",
+            data: [
+                "person": .string(person.uuid.wireText), "visited_at": "2026-12-01T10:00:00Z",
+                "photo": .object(["sha256": .string(named.sha), "size": .int(40_000), "content_type": "image/jpeg"]),
+            ])
+        #expect(try await live.push(device.request(visit), token: ana).results.first?.status == .applied)
+        #expect(try await put(live, uploading.sha, Array(uploading.bytes[0..<300_000]), range: "bytes 0-299999/600000", token: ana).status == 200)
+
+        live.clock.advance(by: 6 * 86_400)
+        // The upload goes on after six days: it is touched again.
+        #expect(try await put(live, uploading.sha, Array(uploading.bytes[300_000..<400_000]), range: "bytes 300000-399999/600000", token: ana).status == 200)
+        live.clock.advance(by: 2 * 86_400)
+        try live.server.runMaintenance()
+
+        let gone = try await get(live, orphan.sha, method: "HEAD", token: ana)
+        #expect(gone.status == 404 && gone.headers["upload-offset"] == nil, "the orphan past its grace is removed")
+        #expect(try await get(live, named.sha, method: "HEAD", token: ana).status == 200, "a photo a live visit names stays")
+        #expect(try await get(live, uploading.sha, method: "HEAD", token: ana).headers["upload-offset"] == "400000", "an upload in progress stays")
+    }
+
     /// Sends `bytes` and closes the socket without reading an answer: a
     /// connection lost mid-upload.
     static func sendAndHangUp(port: UInt16, _ bytes: [UInt8]) throws {

@@ -69,7 +69,7 @@ final class BlobStore: Sendable {
 
     /// Stores `bytes` at `offset`, which must be where the held bytes end;
     /// false when another upload moved it meanwhile (nothing is changed).
-    func append(_ sha: String, at offset: Int64, _ bytes: [UInt8]) throws -> Bool {
+    func append(_ sha: String, at offset: Int64, _ bytes: [UInt8], now: String) throws -> Bool {
         guard !bytes.isEmpty else { return true }
         if let folder {
             // The bytes first, then the mark: bytes past `received` are never read.
@@ -85,15 +85,15 @@ final class BlobStore: Sendable {
             }
             return try database.write { sql in
                 try sql.execute(
-                    "UPDATE blobs SET received = ? WHERE sha256 = ? AND received = ? AND complete = 0",
-                    [.integer(offset + Int64(bytes.count)), .text(sha), .integer(offset)]) == 1
+                    "UPDATE blobs SET received = ?, touched_at = ? WHERE sha256 = ? AND received = ? AND complete = 0",
+                    [.integer(offset + Int64(bytes.count)), .text(now), .text(sha), .integer(offset)]) == 1
             }
         }
         return try database.write { sql in
             guard
                 try sql.execute(
-                    "UPDATE blobs SET received = ? WHERE sha256 = ? AND received = ? AND complete = 0",
-                    [.integer(offset + Int64(bytes.count)), .text(sha), .integer(offset)]) == 1
+                    "UPDATE blobs SET received = ?, touched_at = ? WHERE sha256 = ? AND received = ? AND complete = 0",
+                    [.integer(offset + Int64(bytes.count)), .text(now), .text(sha), .integer(offset)]) == 1
             else { return false }
             try sql.execute(
                 "INSERT INTO blob_chunks (sha256, offset_bytes, data) VALUES (?, ?, decode(?, 'hex'))",
@@ -162,7 +162,8 @@ final class BlobStore: Sendable {
             if FileManager.default.fileExists(atPath: part) { _ = rename(part, folder + "/" + sha) }
         }
         _ = try database.write { sql in
-            try sql.execute("UPDATE blobs SET complete = 1, completed_at = ? WHERE sha256 = ?", [.text(now), .text(sha)])
+            try sql.execute(
+                "UPDATE blobs SET complete = 1, completed_at = ?, touched_at = ? WHERE sha256 = ?", [.text(now), .text(now), .text(sha)])
         }
     }
 

@@ -185,7 +185,7 @@ final class BlobUpload: @unchecked Sendable {
     private func flush() -> Bool {
         guard case .store = mode, !buffer.isEmpty, failure == nil else { return failure == nil }
         do {
-            guard try store.append(sha, at: offset, buffer) else {
+            guard try store.append(sha, at: offset, buffer, now: ServerTimestamp(clock.now()).rawValue) else {
                 failure = APIError(.uploadOffsetMismatch, "Another upload of this blob went ahead; ask where it stands.")
                 return false
             }

@@ -51,6 +51,9 @@ public struct ServerConfig: Sendable {
     public var metricsToken: String?
     /// The largest attachment (blob) accepted, in bytes: 50 MiB unless set.
     public var maxBlobBytes = 50 * 1_048_576
+    /// How long a blob no live record names is kept after it was last
+    /// touched (uploaded to, or completed): 7 days unless set.
+    public var blobGrace: TimeInterval = 7 * 86_400
     /// JWTs from the app's identity provider, beside the server's own
     /// opaque tokens; nil: opaque tokens only.
     public var jwt: JWTSettings?

@@ -123,6 +123,7 @@ enum ServerSchema {
                 content_type TEXT,
                 uploader     TEXT NOT NULL,
                 created_at   TEXT NOT NULL,
+                touched_at   TEXT,
                 completed_at TEXT
             );
             CREATE TABLE blob_chunks (

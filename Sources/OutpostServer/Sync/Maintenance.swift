@@ -4,10 +4,15 @@ import OutpostCore
 /// Housekeeping: tombstones past the horizon and push results past their
 /// retention are removed. Cursors older than the newest purged version then
 /// get 410, because the deletions they would need are gone.
+///
+/// Blobs no live record names are removed once untouched for the grace
+/// period: a photo whose record was deleted, or an upload nobody finished.
+/// One still uploading, or named by a live record, is never removed.
 struct Maintenance {
     let database: any ServerDatabase
     let config: ServerConfig
     let clock: any WallClock
+    var blobs: BlobStore?
 
     func run() throws {
         let now = clock.now()
@@ -36,5 +41,16 @@ struct Maintenance {
             try sql.execute(
                 "UPDATE mutation_results SET result = '' WHERE created_at < ? AND result <> ''", [.text(retention)])
         }
+        guard let blobs else { return }
+        let grace = ServerTimestamp(now - config.blobGrace).rawValue
+        let unreferenced = try database.read { sql in
+            try sql.query(
+                """
+                SELECT sha256 FROM blobs WHERE COALESCE(touched_at, created_at) < ?
+                AND NOT EXISTS (SELECT 1 FROM blob_refs WHERE blob_refs.sha256 = blobs.sha256) LIMIT 10000
+                """, [.text(grace)]
+            ).map { $0.string(0) }
+        }
+        for sha in unreferenced { try blobs.drop(sha) }
     }
 }
