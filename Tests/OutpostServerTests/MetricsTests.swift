@@ -1,3 +1,4 @@
+import COpenSSL
 import Foundation
 import OutpostCore
 @testable import OutpostServer
@@ -33,6 +34,15 @@ struct MetricsTests {
         let stream = try await EventReader(live, "/v1/stream?collections=people", token: field)
         try await stream.wait("the stream is open") { !$0.isEmpty }
 
+        // A blob: stored, then one refused.
+        let photo = Array("a photo".utf8)
+        var digest = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        _ = photo.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &digest, &length, EVP_sha256(), nil) }
+        let sha = BlobStore.hex(digest)
+        #expect(try await live.send("PUT", "/v1/blobs/\(sha)", token: field, body: Data(photo), contentType: "image/jpeg").status == 200)
+        #expect(try await live.send("PUT", "/v1/blobs/\(String(repeating: "0", count: 64))", token: field, body: Data(photo)).status == 422)
+
         let anonymous = try await live.get("/metrics", token: nil)
         #expect(anonymous.status == 401)
         let fieldAnswer = try await live.get("/metrics", token: field)
@@ -56,6 +66,10 @@ struct MetricsTests {
         #expect((Self.value(text, "outpost_pull_records_total") ?? 0) >= 1)
         #expect((Self.value(text, #"outpost_db_transaction_duration_seconds_count{kind="write"}"#) ?? 0) >= 1)
         #expect((Self.value(text, "outpost_process_resident_memory_bytes") ?? 0) > 1_000_000)
+        #expect(Self.value(text, #"outpost_blob_uploads_total{result="complete"}"#) == 1)
+        #expect(Self.value(text, #"outpost_blob_uploads_total{result="hash_mismatch"}"#) == 1)
+        #expect(Self.value(text, "outpost_blobs_stored") == 1)
+        #expect(Self.value(text, "outpost_blob_stored_bytes") == Double(photo.count))
         if backend == .postgres { #expect(Self.value(text, "outpost_db_lock_wait_seconds_total") != nil) }
         // Ids and tokens never become label values.
         #expect(!text.contains(field) && !text.contains(device.clientID.wireText))

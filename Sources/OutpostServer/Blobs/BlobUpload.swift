@@ -76,8 +76,21 @@ final class BlobUpload: @unchecked Sendable {
         return BlobStore.isName(name) ? name : nil
     }
 
-    /// Checks the request's headers (the body has not been read yet).
+    /// Checks the request's headers (the body has not been read yet); every
+    /// answer is counted in the server's metrics.
     static func start(_ request: HTTPRequest, server: SyncServer) -> Start {
+        switch begin(request, server: server) {
+        case .accept(let upload):
+            upload.metrics = server.metrics
+            return .accept(upload)
+        case .refuse(let response):
+            let code = (try? WireCoding.decode(ErrorBody.self, from: Data(response.body)))?.code.rawValue
+            server.metrics.blobUpload(code ?? String(response.status))
+            return .refuse(response)
+        }
+    }
+
+    private static func begin(_ request: HTTPRequest, server: SyncServer) -> Start {
         var user: String?
         do {
             try server.checkSchema(request)
@@ -210,8 +223,24 @@ final class BlobUpload: @unchecked Sendable {
         flush()
     }
 
-    /// The body ended: the answer.
+    /// Where the answer is counted (`/metrics`).
+    var metrics: ServerMetrics?
+
+    /// The body ended: the answer, counted by its result.
     func finish() -> HTTPResponse {
+        let response = answerFinished()
+        if let metrics {
+            if response.status == 200 {
+                metrics.blobUpload(String(decoding: response.body, as: UTF8.self).contains(#""complete":true"#) ? "complete" : "partial")
+            } else {
+                let code = (try? WireCoding.decode(ErrorBody.self, from: Data(response.body)))?.code.rawValue
+                metrics.blobUpload(code ?? String(response.status))
+            }
+        }
+        return response
+    }
+
+    private func answerFinished() -> HTTPResponse {
         finished = true
         if failure == nil, seen < declared {
             failure = APIError(
@@ -240,7 +269,7 @@ final class BlobUpload: @unchecked Sendable {
                 try store.addOwner(sha, user)
                 return answer(received: size, complete: true)
             case .store:
-                guard flush() else { return finish() }
+                guard flush() else { return answerFinished() }
                 try store.addOwner(sha, user)
                 guard offset == size else { return answer(received: offset, complete: false) }
                 guard try store.matches(sha, size: size) else {

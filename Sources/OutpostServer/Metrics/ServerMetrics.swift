@@ -27,6 +27,7 @@ package final class ServerMetrics: Sendable {
         var mutations: [String: UInt64] = [:]  // result status
         var pulledRecords: UInt64 = 0
         var pages: [String: UInt64] = [:]  // primary / replica
+        var blobUploads: [String: UInt64] = [:]  // result
         var transactions: [String: Histogram] = [:]  // read / write
         var transactionFailures: [String: UInt64] = [:]
     }
@@ -54,6 +55,11 @@ package final class ServerMetrics: Sendable {
     func pulled(records: Int) {
         guard records > 0 else { return }
         state.withLock { $0.pulledRecords += UInt64(records) }
+    }
+
+    /// One blob upload request answered: `complete`, `partial`, or the refusal's code.
+    func blobUpload(_ result: String) {
+        state.withLock { $0.blobUploads[result, default: 0] += 1 }
     }
 
     /// Pull pages read so far from `source` (tests look).
@@ -94,6 +100,8 @@ package final class ServerMetrics: Sendable {
         var longPolls = 0
         var streams = 0
         var database: DatabaseWaits?
+        /// Complete blobs held, and their bytes.
+        var blobs: (count: Int64, bytes: Int64)?
     }
 
     /// The text exposition format, version 0.0.4.
@@ -164,6 +172,17 @@ package final class ServerMetrics: Sendable {
                 "outpost_db_write_retries_total", "counter",
                 "Write transactions run again after meeting a concurrent one (deadlock, same new record, newer version).")
             sample("outpost_db_write_retries_total", [], String(waits.retries))
+        }
+
+        family("outpost_blob_uploads_total", "counter", "Blob upload requests, by result: complete, partial, or the refusal's code.")
+        for (result, count) in state.blobUploads.sorted(by: { $0.key < $1.key }) {
+            sample("outpost_blob_uploads_total", [("result", result)], String(count))
+        }
+        if let blobs = gauges.blobs {
+            family("outpost_blobs_stored", "gauge", "Complete blobs (attachments) the database holds.")
+            sample("outpost_blobs_stored", [], String(blobs.count))
+            family("outpost_blob_stored_bytes", "gauge", "Bytes of the complete blobs the database holds.")
+            sample("outpost_blob_stored_bytes", [], String(blobs.bytes))
         }
 
         family("outpost_process_start_time_seconds", "gauge", "When this server process started, in Unix time.")
