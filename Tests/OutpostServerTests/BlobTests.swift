@@ -40,7 +40,7 @@ struct BlobTests {
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         request.setValue("image/jpeg", forHTTPHeaderField: "Content-Type")
         if let range { request.setValue(range, forHTTPHeaderField: "Content-Range") }
-        return try await send(request)
+        return try await live.exchange(request)
     }
 
     func get(_ live: LiveServer, _ sha: String, method: String = "GET", range: String? = nil, token: String) async throws -> LiveServer.Response {
@@ -48,17 +48,7 @@ struct BlobTests {
         request.httpMethod = method
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
         if let range { request.setValue(range, forHTTPHeaderField: "Range") }
-        return try await send(request)
-    }
-
-    func send(_ request: URLRequest) async throws -> LiveServer.Response {
-        let (data, response) = try await TestSession.shared.data(for: request)
-        let http = try #require(response as? HTTPURLResponse)
-        var headers: [String: String] = [:]
-        for (key, value) in http.allHeaderFields {
-            if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
-        }
-        return LiveServer.Response(status: http.statusCode, body: data, headers: headers)
+        return try await live.exchange(request)
     }
 
     @Test(arguments: Backend.available)

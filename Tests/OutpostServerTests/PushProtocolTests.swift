@@ -318,8 +318,7 @@ struct PushProtocolTests {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.setValue("org.example.field/2.4.1", forHTTPHeaderField: "Outpost-Client")
             if let schema { request.setValue(schema, forHTTPHeaderField: "Outpost-Schema") }
-            let (data, response) = try await TestSession.shared.data(for: request)
-            return LiveServer.Response(status: (response as? HTTPURLResponse)?.statusCode ?? 0, body: data, headers: [:])
+            return try await live.exchange(request)
         }
         #expect(try await push(schema: "2").status == 426)
         #expect(try await push(schema: nil).status == 426)

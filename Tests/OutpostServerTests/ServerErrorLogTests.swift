@@ -64,13 +64,7 @@ struct ServerErrorLogTests {
         func send(_ target: String, id: String?) async throws -> LiveServer.Response {
             var request = URLRequest(url: URL(string: target, relativeTo: live.base)!)
             if let id { request.setValue(id, forHTTPHeaderField: "X-Request-Id") }
-            let (data, response) = try await TestSession.shared.data(for: request)
-            let http = try #require(response as? HTTPURLResponse)
-            var headers: [String: String] = [:]
-            for (key, value) in http.allHeaderFields {
-                if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
-            }
-            return LiveServer.Response(status: http.statusCode, body: data, headers: headers)
+            return try await live.exchange(request)
         }
         func logged(_ id: String) -> [String] { lines.all.filter { $0.contains(#""request_id":"\#(id)""#) } }
 

@@ -136,8 +136,13 @@ final class LiveServer: @unchecked Sendable {
             request.httpBody = body
             if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
         }
+        return try await exchange(request)
+    }
+
+    /// Sends a request made by the caller (its own headers) and reads the answer.
+    func exchange(_ request: URLRequest) async throws -> Response {
         let (data, response) = try await TestSession.shared.data(for: request)
-        let http = response as! HTTPURLResponse
+        let http = try #require(response as? HTTPURLResponse)
         var headers: [String: String] = [:]
         for (key, value) in http.allHeaderFields {
             if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
