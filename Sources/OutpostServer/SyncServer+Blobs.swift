@@ -9,7 +9,7 @@ extension SyncServer {
         switch request.method {
         case "PUT":
             switch BlobUpload.start(request, server: self) {
-            case .refuse(let response):
+            case .refuse(let response, _):
                 return response
             case .accept(let upload):
                 request.body.withUnsafeBytes { upload.write($0) }

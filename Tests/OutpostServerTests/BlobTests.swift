@@ -1,8 +1,5 @@
 import COpenSSL
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import OutpostCore
 @testable import OutpostServer
 import OutpostTesting
@@ -34,21 +31,13 @@ struct BlobTests {
     }
 
     func put(_ live: LiveServer, _ sha: String, _ body: [UInt8], range: String? = nil, token: String) async throws -> LiveServer.Response {
-        var request = URLRequest(url: URL(string: "/v1/blobs/\(sha)", relativeTo: live.base)!)
-        request.httpMethod = "PUT"
-        request.httpBody = Data(body)
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        request.setValue("image/jpeg", forHTTPHeaderField: "Content-Type")
-        if let range { request.setValue(range, forHTTPHeaderField: "Content-Range") }
-        return try await live.exchange(request)
+        try await live.send(
+            "PUT", "/v1/blobs/\(sha)", token: token, body: Data(body), contentType: "image/jpeg",
+            headers: range.map { ["Content-Range": $0] } ?? [:])
     }
 
     func get(_ live: LiveServer, _ sha: String, method: String = "GET", range: String? = nil, token: String) async throws -> LiveServer.Response {
-        var request = URLRequest(url: URL(string: "/v1/blobs/\(sha)", relativeTo: live.base)!)
-        request.httpMethod = method
-        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        if let range { request.setValue(range, forHTTPHeaderField: "Range") }
-        return try await live.exchange(request)
+        try await live.send(method, "/v1/blobs/\(sha)", token: token, contentType: nil, headers: range.map { ["Range": $0] } ?? [:])
     }
 
     @Test(arguments: Backend.available)
@@ -282,27 +271,8 @@ struct BlobTests {
     /// Sends `bytes` and closes the socket without reading an answer: a
     /// connection lost mid-upload.
     static func sendAndHangUp(port: UInt16, _ bytes: [UInt8]) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HostileSocket.Failure(description: "socket() failed") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(fd)
-            throw HostileSocket.Failure(description: "connect() failed")
-        }
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let sent = Glibc.send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
-                guard sent > 0 else { break }
-                offset += sent
-            }
-        }
+        let fd = try HostileSocket.connected(port: port)
+        HostileSocket.sendAll(fd, bytes)
         // Let the server read what was sent before the connection goes.
         usleep(200_000)
         close(fd)

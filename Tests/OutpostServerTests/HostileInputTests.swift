@@ -1460,10 +1460,10 @@ enum HostileSocket {
         var description: String
     }
 
-    static func exchange(port: UInt16, request: [UInt8], timeoutSeconds: Int = 30) throws -> Reply {
+    /// A socket connected to `127.0.0.1:port`, with send and receive timeouts.
+    static func connected(port: UInt16, timeoutSeconds: Int = 30) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed: errno \(errno)") }
-        defer { close(fd) }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -1474,9 +1474,16 @@ enum HostileSocket {
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw Failure(description: "connect() failed: errno \(errno)") }
-        // A server may answer (413) before reading everything: stop sending then, and read.
-        request.withUnsafeBytes { buffer in
+        guard connected == 0 else {
+            close(fd)
+            throw Failure(description: "connect() failed: errno \(errno)")
+        }
+        return fd
+    }
+
+    /// Sends all of `bytes`, or as much as the peer takes before it stops reading.
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {
                 let sent = send(fd, buffer.baseAddress! + offset, buffer.count - offset, Int32(MSG_NOSIGNAL))
@@ -1489,6 +1496,13 @@ enum HostileSocket {
                 }
             }
         }
+    }
+
+    static func exchange(port: UInt16, request: [UInt8], timeoutSeconds: Int = 30) throws -> Reply {
+        let fd = try connected(port: port, timeoutSeconds: timeoutSeconds)
+        defer { close(fd) }
+        // A server may answer (413) before reading everything: stop sending then, and read.
+        sendAll(fd, request)
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {

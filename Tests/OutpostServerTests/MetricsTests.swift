@@ -1,4 +1,3 @@
-import COpenSSL
 import Foundation
 import OutpostCore
 @testable import OutpostServer
@@ -36,10 +35,7 @@ struct MetricsTests {
 
         // A blob: stored, then one refused.
         let photo = Array("a photo".utf8)
-        var digest = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 0
-        _ = photo.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &digest, &length, EVP_sha256(), nil) }
-        let sha = BlobStore.hex(digest)
+        let sha = BlobTests.sha256(photo)
         #expect(try await live.send("PUT", "/v1/blobs/\(sha)", token: field, body: Data(photo), contentType: "image/jpeg").status == 200)
         #expect(try await live.send("PUT", "/v1/blobs/\(String(repeating: "0", count: 64))", token: field, body: Data(photo)).status == 422)
 

@@ -4,10 +4,6 @@ import OutpostCore
 import OutpostTesting
 import Testing
 
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-
 /// PROTOCOL push rules 1-7, against a live server over a real socket, once per backend.
 @Suite("Push protocol", .timeLimit(.minutes(5)))
 struct PushProtocolTests {
@@ -311,14 +307,9 @@ struct PushProtocolTests {
         let device = TestDevice()
         let body = try WireCoding.encode(device.request(device.mutation(.create, data: ["name": "Ana"])))
         func push(schema: String?) async throws -> LiveServer.Response {
-            var request = URLRequest(url: URL(string: "/v1/push", relativeTo: live.base)!)
-            request.httpMethod = "POST"
-            request.httpBody = body
-            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.setValue("org.example.field/2.4.1", forHTTPHeaderField: "Outpost-Client")
-            if let schema { request.setValue(schema, forHTTPHeaderField: "Outpost-Schema") }
-            return try await live.exchange(request)
+            var headers = ["Outpost-Client": "org.example.field/2.4.1"]
+            headers["Outpost-Schema"] = schema
+            return try await live.send("POST", "/v1/push", token: token, body: body, headers: headers)
         }
         #expect(try await push(schema: "2").status == 426)
         #expect(try await push(schema: nil).status == 426)

@@ -62,9 +62,7 @@ struct ServerErrorLogTests {
         let lines = LogLines()
         let live = try LiveServer(.sqlite, log: lines.append)
         func send(_ target: String, id: String?) async throws -> LiveServer.Response {
-            var request = URLRequest(url: URL(string: target, relativeTo: live.base)!)
-            if let id { request.setValue(id, forHTTPHeaderField: "X-Request-Id") }
-            return try await live.exchange(request)
+            try await live.send("GET", target, contentType: nil, headers: id.map { ["X-Request-Id": $0] } ?? [:])
         }
         func logged(_ id: String) -> [String] { lines.all.filter { $0.contains(#""request_id":"\#(id)""#) } }
 

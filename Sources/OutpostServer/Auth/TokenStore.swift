@@ -35,9 +35,7 @@ public struct TokenStore: Sendable {
     public func issue(user: String, role: Role, team: String, ttl: TimeInterval?) throws -> String {
         var random = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
-        let token = "opt_" + Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        let token = "opt_" + Base64URL.encode(bytes)
         let now = clock.now()
         try database.write { sql in
             try sql.execute(

@@ -23,7 +23,8 @@ final class BlobUpload: @unchecked Sendable {
     // a connection's handler from one thread at a time).
     enum Start {
         case accept(BlobUpload)
-        case refuse(HTTPResponse)
+        /// The answer, and its code for the metrics.
+        case refuse(HTTPResponse, code: ErrorCode)
     }
 
     private enum Mode {
@@ -79,15 +80,12 @@ final class BlobUpload: @unchecked Sendable {
     /// Checks the request's headers (the body has not been read yet); every
     /// answer is counted in the server's metrics.
     static func start(_ request: HTTPRequest, server: SyncServer) -> Start {
-        switch begin(request, server: server) {
-        case .accept(let upload):
-            upload.metrics = server.metrics
-            return .accept(upload)
-        case .refuse(let response):
-            let code = (try? WireCoding.decode(ErrorBody.self, from: Data(response.body)))?.code.rawValue
-            server.metrics.blobUpload(code ?? String(response.status))
-            return .refuse(response)
+        let start = begin(request, server: server)
+        switch start {
+        case .accept(let upload): upload.metrics = server.metrics
+        case .refuse(_, let code): server.metrics.blobUpload(code.rawValue)
         }
+        return start
     }
 
     private static func begin(_ request: HTTPRequest, server: SyncServer) -> Start {
@@ -158,17 +156,19 @@ final class BlobUpload: @unchecked Sendable {
                         "The server holds the first \(state.received) bytes of this blob: send from there."),
                     user: user)
                 refusal.headers["Upload-Offset"] = String(state.received)
-                return .refuse(refusal)
+                return .refuse(refusal, code: .uploadOffsetMismatch)
             }
             return .accept(BlobUpload(
                 store: store, sha: sha, user: principal.user, size: size, start: first, declared: declared, clock: server.clock,
                 mode: .store))
         } catch let error as APIError {
-            return .refuse(SyncServer.errorResponse(error, user: user))
+            return .refuse(SyncServer.errorResponse(error, user: user), code: error.body.code)
         } catch let failure as TokenStore.Failure {
-            return .refuse(SyncServer.errorResponse(SyncServer.authError(failure), user: user))
+            let error = SyncServer.authError(failure)
+            return .refuse(SyncServer.errorResponse(error, user: user), code: error.body.code)
         } catch {
-            return .refuse(SyncServer.errorResponse(APIError.unavailable, user: user, cause: String(describing: error)))
+            return .refuse(
+                SyncServer.errorResponse(APIError.unavailable, user: user, cause: String(describing: error)), code: .unavailable)
         }
     }
 
@@ -228,19 +228,13 @@ final class BlobUpload: @unchecked Sendable {
 
     /// The body ended: the answer, counted by its result.
     func finish() -> HTTPResponse {
-        let response = answerFinished()
-        if let metrics {
-            if response.status == 200 {
-                metrics.blobUpload(String(decoding: response.body, as: UTF8.self).contains(#""complete":true"#) ? "complete" : "partial")
-            } else {
-                let code = (try? WireCoding.decode(ErrorBody.self, from: Data(response.body)))?.code.rawValue
-                metrics.blobUpload(code ?? String(response.status))
-            }
-        }
+        let (response, result) = answerFinished()
+        metrics?.blobUpload(result)
         return response
     }
 
-    private func answerFinished() -> HTTPResponse {
+    /// The answer and its result for the metrics: `complete`, `partial` or an error code.
+    private func answerFinished() -> (HTTPResponse, String) {
         finished = true
         if failure == nil, seen < declared {
             failure = APIError(
@@ -253,7 +247,7 @@ final class BlobUpload: @unchecked Sendable {
             if failure.body.code == .uploadOffsetMismatch, let state = try? store.state(sha) {
                 response.headers["Upload-Offset"] = String(state.received)
             }
-            return response
+            return (response, failure.body.code.rawValue)
         }
         do {
             switch mode {
@@ -263,8 +257,7 @@ final class BlobUpload: @unchecked Sendable {
                 var digest = [UInt8](repeating: 0, count: 32)
                 var length: UInt32 = 0
                 guard EVP_DigestFinal_ex(context, &digest, &length) == 1, BlobStore.hex(digest) == sha else {
-                    return SyncServer.errorResponse(
-                        APIError(.hashMismatch, "These bytes do not hash to the blob's name; nothing was stored."), user: user)
+                    return refused(APIError(.hashMismatch, "These bytes do not hash to the blob's name; nothing was stored."))
                 }
                 try store.addOwner(sha, user)
                 return answer(received: size, complete: true)
@@ -274,24 +267,30 @@ final class BlobUpload: @unchecked Sendable {
                 guard offset == size else { return answer(received: offset, complete: false) }
                 guard try store.matches(sha, size: size) else {
                     try store.drop(sha)
-                    return SyncServer.errorResponse(
-                        APIError(.hashMismatch, "The uploaded bytes do not hash to the blob's name; the upload was dropped."),
-                        user: user)
+                    return refused(
+                        APIError(.hashMismatch, "The uploaded bytes do not hash to the blob's name; the upload was dropped."))
                 }
                 try store.complete(sha, now: ServerTimestamp(clock.now()).rawValue)
                 return answer(received: size, complete: true)
             }
         } catch {
-            return SyncServer.errorResponse(APIError.unavailable, user: user, cause: String(describing: error))
+            return (
+                SyncServer.errorResponse(APIError.unavailable, user: user, cause: String(describing: error)),
+                ErrorCode.unavailable.rawValue
+            )
         }
     }
 
-    private func answer(received: Int64, complete: Bool) -> HTTPResponse {
+    private func refused(_ error: APIError) -> (HTTPResponse, String) {
+        (SyncServer.errorResponse(error, user: user), error.body.code.rawValue)
+    }
+
+    private func answer(received: Int64, complete: Bool) -> (HTTPResponse, String) {
         var response = HTTPResponse.json(
             200, Array(#"{"sha256":"\#(sha)","size":\#(size),"received":\#(received),"complete":\#(complete)}"#.utf8),
             user: user)
         response.headers["Upload-Offset"] = String(received)
-        return response
+        return (response, complete ? "complete" : "partial")
     }
 }
 

@@ -233,7 +233,8 @@ public final class HTTPServer: @unchecked Sendable {
             state.requestID = RequestID.given(
                 MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "X-Request-Id").map { String(cString: $0) })
                 ?? server.requestCounter.next()
-            state.client = server.clientAddress(connection)
+            // Only the request log names the client.
+            if server.log != nil { state.client = server.clientAddress(connection) }
             let methodName = method.map { String(cString: $0) } ?? "GET"
             let target = url.map { String(cString: $0) } ?? "/"
             if methodName == "PUT", target.hasPrefix("/v1/blobs/"), let uploads = server.uploads {
@@ -242,7 +243,7 @@ public final class HTTPServer: @unchecked Sendable {
                     method: methodName, path: target, headers: HTTPServer.headers(connection, HTTPServer.requestHeaders))
                 switch uploads(head) {
                 case .accept(let upload): state.upload = upload
-                case .refuse(let response): state.refusal = response
+                case .refuse(let response, _): state.refusal = response
                 }
                 requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
                 return outpost_mhd_yes()

@@ -237,16 +237,11 @@ struct PullService {
 /// (from older servers) are read with `purged` 0.
 enum PullCursorCodec {
     static func encode(_ version: Int64, purgedThrough: Int64 = 0, scopeTag: String) -> String {
-        Data("v2.\(version).\(purgedThrough).\(scopeTag)".utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Base64URL.encode(Array("v2.\(version).\(purgedThrough).\(scopeTag)".utf8))
     }
 
     static func decode(_ cursor: String, scopeTag: String) throws -> (version: Int64, purgedThrough: Int64) {
-        var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        guard cursor.utf8.count <= 160, let data = Data(base64Encoded: base64),
-            let text = String(data: data, encoding: .utf8)
+        guard cursor.utf8.count <= 160, let bytes = Base64URL.decode(cursor), let text = String(validating: bytes, as: UTF8.self)
         else { throw invalid }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         let version: Int64

@@ -30,15 +30,7 @@ struct PushService {
                 versions: try FeedVersions.begin(sql))
             // A transaction retried after a busy database starts its notice again.
             notice = CommitNotice()
-            // One client's pushes run one at a time: its sequence row is locked
-            // until COMMIT (made first if new, so two first pushes meet on it).
-            try sql.execute(
-                "INSERT INTO client_seqs (user_id, client_id, last_seq, updated_at) VALUES (?, ?, 0, ?) ON CONFLICT (user_id, client_id) DO NOTHING",
-                [.text(principal.user), .text(client), .text(now.rawValue)])
-            var lastSeq =
-                try sql.first(
-                    "SELECT last_seq FROM client_seqs WHERE user_id = ? AND client_id = ?" + sql.forUpdate,
-                    [.text(principal.user), .text(client)])?.int(0) ?? 0
+            var lastSeq = try session.lockClientSeq()
             try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
             var results: [MutationResult] = []
             let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
@@ -101,6 +93,20 @@ struct PushSession {
     var notice = CommitNotice()
 
     var scope: Scope { Scope(principal: principal, config: config) }
+
+    /// The client's `last_seq`, its row locked until COMMIT: one client's
+    /// pushes run one at a time. A client's first push makes the row first
+    /// (two first pushes at once meet on its key), then locks it; every
+    /// later push locks it in one statement.
+    func lockClientSeq() throws -> Int64 {
+        let key: [SQLValue] = [.text(principal.user), .text(client)]
+        let select = "SELECT last_seq FROM client_seqs WHERE user_id = ? AND client_id = ?" + sql.forUpdate
+        if let row = try sql.first(select, key) { return row.int(0) }
+        try sql.execute(
+            "INSERT INTO client_seqs (user_id, client_id, last_seq, updated_at) VALUES (?, ?, 0, ?) ON CONFLICT (user_id, client_id) DO NOTHING",
+            key + [.text(now.rawValue)])
+        return try sql.first(select, key)?.int(0) ?? 0
+    }
 
     /// A seq at or below `last_seq` is a retry only when this server applied
     /// the same mutation id under it. A restored backup or a copied profile

@@ -126,12 +126,13 @@ final class LiveServer: @unchecked Sendable {
     /// Sends one request over the socket.
     func send(
         _ method: String, _ target: String, token: String? = nil, body: Data? = nil,
-        contentType: String? = "application/json"
+        contentType: String? = "application/json", headers: [String: String] = [:]
     ) async throws -> Response {
         var request = URLRequest(url: URL(string: target, relativeTo: base)!)
         request.httpMethod = method
         request.timeoutInterval = 30
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let body {
             request.httpBody = body
             if let contentType { request.setValue(contentType, forHTTPHeaderField: "Content-Type") }
@@ -139,8 +140,7 @@ final class LiveServer: @unchecked Sendable {
         return try await exchange(request)
     }
 
-    /// Sends a request made by the caller (its own headers) and reads the answer.
-    func exchange(_ request: URLRequest) async throws -> Response {
+    private func exchange(_ request: URLRequest) async throws -> Response {
         let (data, response) = try await TestSession.shared.data(for: request)
         let http = try #require(response as? HTTPURLResponse)
         var headers: [String: String] = [:]
