@@ -70,3 +70,51 @@ struct UUIDTextTests {
         }
     }
 }
+
+/// The library's own SHA-256 names blobs; it must agree with the standard's
+/// test vectors whatever the sizes it is fed in.
+@Suite("SHA-256")
+struct SHA256Tests {
+    @Test func standardVectors() {
+        #expect(SHA256.hex(of: [UInt8]()) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(SHA256.hex(of: Array("abc".utf8)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            SHA256.hex(of: Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        #expect(
+            SHA256.hex(of: [UInt8](repeating: 0x61, count: 1_000_000))
+                == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+    }
+
+    @Test func piecesOfAnySizeGiveTheSameDigest() {
+        var random = SeededRandom(seed: 9)
+        let bytes = (0..<10_000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        let whole = SHA256.hex(of: bytes)
+        for piece in [1, 3, 55, 56, 63, 64, 65, 1000] {
+            var hash = SHA256()
+            var index = 0
+            while index < bytes.count {
+                hash.update(bytes[index..<min(bytes.count, index + piece)])
+                index += piece
+            }
+            #expect(hash.finishHex() == whole, "pieces of \(piece)")
+        }
+        // Every length around the padding boundary.
+        for length in 50...70 {
+            let prefix = Array(bytes.prefix(length))
+            var hash = SHA256()
+            hash.update(prefix)
+            #expect(hash.finishHex() == SHA256.hex(of: prefix))
+        }
+    }
+
+    @Test func attachmentValuesAreCheckedWhenMade() {
+        #expect(Attachment(sha256: String(repeating: "A", count: 64), size: 1, contentType: "image/png")?.sha256 == String(repeating: "a", count: 64))
+        #expect(Attachment(sha256: "abc", size: 1, contentType: "image/png") == nil)
+        #expect(Attachment(sha256: String(repeating: "a", count: 64), size: -1, contentType: "image/png") == nil)
+        #expect(Attachment(sha256: String(repeating: "a", count: 64), size: 1, contentType: "") == nil)
+        let value = Attachment(sha256: String(repeating: "b", count: 64), size: 5, contentType: "image/jpeg")!
+        #expect(Attachment(value.jsonValue) == value)
+        #expect(Attachment.all(in: ["photo": value.jsonValue, "notes": .string("x")]) == ["photo": value])
+    }
+}

@@ -18,6 +18,8 @@ import OutpostSQLite
 final class Outbox {
     let connection: SQLiteConnection
     let tables: RecordTables
+    /// Attachments a change may wait for, and upload again on `missing_attachment`.
+    let attachments: AttachmentQueue
     let ids: any IDGenerator
     let clock: any WallClock
 
@@ -28,9 +30,10 @@ final class Outbox {
 
     /// `tables`: the store's record tables, which settlement and repairs
     /// update beside the queue in the same transactions.
-    init(connection: SQLiteConnection, tables: RecordTables, ids: any IDGenerator, clock: any WallClock) {
+    init(connection: SQLiteConnection, tables: RecordTables, attachments: AttachmentQueue, ids: any IDGenerator, clock: any WallClock) {
         self.connection = connection
         self.tables = tables
+        self.attachments = attachments
         self.ids = ids
         self.clock = clock
     }

@@ -58,24 +58,30 @@ extension Outbox {
     /// A batch also stays under `maxBytes` of mutation text (one entry always
     /// goes, whatever its size): a request over the server's body limit is
     /// refused whole, so the count alone cannot size it.
-    func takeBatch(clientID: UUID, limit: Int, maxBytes: Int = .max) throws -> PushBatch? {
+    ///
+    /// A never-sent change naming an attachment in `waitingFor` (one the
+    /// server does not hold yet) waits, with its record's later changes and
+    /// children, until the upload is done.
+    func takeBatch(clientID: UUID, limit: Int, maxBytes: Int = .max, waitingFor: Set<String> = []) throws -> PushBatch? {
         guard inFlight == nil else { return nil }
         // A damaged entry met while choosing means its record's queue is not
         // what it seemed (a later edit may stand alone): the choice is rolled
         // back, the entry repaired, and the batch chosen again.
         for _ in 0..<8 {
             do {
-                return try chooseBatch(clientID: clientID, limit: limit, maxBytes: maxBytes)
+                return try chooseBatch(clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor)
             } catch is DamageFoundWhileChoosing {
                 continue
             }
         }
-        return try chooseBatch(clientID: clientID, limit: limit, maxBytes: maxBytes, repairing: false)
+        return try chooseBatch(clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor, repairing: false)
     }
 
     private struct DamageFoundWhileChoosing: Error {}
 
-    private func chooseBatch(clientID: UUID, limit: Int, maxBytes: Int, repairing: Bool = true) throws -> PushBatch? {
+    private func chooseBatch(
+        clientID: UUID, limit: Int, maxBytes: Int, waitingFor: Set<String>, repairing: Bool = true
+    ) throws -> PushBatch? {
         let limit = max(1, min(limit, PushRequest.maximumMutations))
         var chosen: [OutboxRow] = []
         var bytes = 0
@@ -134,8 +140,10 @@ extension Outbox {
                     blocked.insert(row.record)
                     continue
                 }
-                var waiting = false
-                for parent in row.parents where !createdInBatch.contains(parent) {
+                var waiting =
+                    !waitingFor.isEmpty
+                    && Attachment.all(in: row.parsedData).values.contains { waitingFor.contains($0.sha256) }
+                for parent in row.parents where !waiting && !createdInBatch.contains(parent) {
                     if try isRefused(parent) {
                         held.append(HeldEntry(entry: try row.entryValue(), refusedParent: parent))
                         waiting = true

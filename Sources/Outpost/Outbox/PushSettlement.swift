@@ -25,4 +25,7 @@ package struct PushSettlement: Sendable, Equatable {
     /// processing left it, which may be older than the server's now (and a
     /// pull meanwhile skipped the newer copy while the change was waiting).
     package var adoptedOriginals: [RecordReference] = []
+    /// Changes answered `missing_attachment` whose attachments are queued to
+    /// upload again: each goes again, as a new mutation, after its upload.
+    package var reuploading: [RecordReference] = []
 }

@@ -49,6 +49,10 @@ extension Outbox {
     }
 
     private func settle(_ entry: OutboxEntry, _ result: MutationResult, into settlement: inout PushSettlement) throws {
+        if result.status == .rejected, result.code == "missing_attachment", try requeueAfterMissingAttachment(entry, result) {
+            settlement.reuploading.append(entry.record)
+            return
+        }
         var status = result.status
         if status == .duplicate {
             settlement.duplicates += 1
@@ -79,6 +83,40 @@ extension Outbox {
             settlement.rejected.append(RejectedChange(record: entry.record, mutationID: entry.mutationID, rejection: rejection))
             try reject(entry, rejection)
         }
+    }
+
+    /// How often one attachment is uploaded again after `missing_attachment`
+    /// before the change is refused like any other.
+    static let reuploadBudget = 5
+
+    /// `missing_attachment`: the server does not hold a blob this change
+    /// names (it was never uploaded there, or removed as unreferenced while
+    /// the change waited). When every such blob is still on the device, it
+    /// is queued to upload again and the change goes back to its place in
+    /// the queue as a new mutation (a new id, no seq), so it is sent after
+    /// the upload. Returns false when some blob is gone from the device: the
+    /// change is then refused visibly, never dropped in silence.
+    private func requeueAfterMissingAttachment(_ entry: OutboxEntry, _ result: MutationResult) throws -> Bool {
+        let named = Attachment.all(in: entry.data)
+        let fields = Set((result.errors ?? [:]).keys)
+        let missing = named.filter { fields.isEmpty || fields.contains($0.key) }.values
+        guard !missing.isEmpty else { return false }
+        for attachment in missing where try !attachments.requeue(attachment.sha256, budget: Self.reuploadBudget) {
+            return false
+        }
+        try connection.run(
+            """
+            INSERT INTO outbox (entry, mutation_id, collection, record_uuid, op, base_version, data, parents, queued_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .integer(entry.entry), .text(ids.next().wireText), .text(entry.record.collection), .text(entry.record.uuid.wireText),
+                .text(entry.op.rawValue), .integer(entry.baseVersion), try tables.payloads.stored(try entry.data?.jsonText()),
+                .text(OutboxRow.parentsText(Set(entry.parents))),
+                .text((entry.deviceTime ?? ServerTimestamp(clock.now())).rawValue),
+            ])
+        try tables.setState(entry.record.collection, entry.record.uuid, .pending)
+        return true
     }
 
     /// A `duplicate` says the server applied this mutation id before. Its

@@ -4,7 +4,7 @@ import OutpostSQLite
 
 extension LocalStore {
     /// Empties the store where it stands: every record, queued change,
-    /// conflict, catalog and sync cursor is deleted, the freed pages are
+    /// conflict, catalog, attachment file and sync cursor is deleted, the freed pages are
     /// zeroed and the file rebuilt, and the store takes a new client id.
     ///
     /// The handle stays open and usable: screens observing it see empty
@@ -43,6 +43,9 @@ extension LocalStore {
             try connection.execute("VACUUM")
             try connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         }
+        // The attachments' files go with their rows (the table was emptied above).
+        try translatingStorageErrors { try attachments.folder.removeAll() }
+        attachments.attachedHere = []
         identity.withLock { $0 = newID }
         StoreMarker(databasePath: path).record(newID)
         outbox.inFlight = nil
@@ -53,11 +56,13 @@ extension LocalStore {
     }
 
     /// Closes the store and removes the database with its WAL and SHM files
+    /// and the attachments' folder
     /// (deleting the account from the device). Later calls on this handle
     /// throw ``StoreError/closed``; to sign out and go on, use ``wipe()``.
     public func destroy() throws {
         close()
         StoreMarker(databasePath: path).remove()
+        try attachments.folder.removeAll()
         for suffix in ["", "-wal", "-shm", "-journal"] {
             let file = path + suffix
             if FileManager.default.fileExists(atPath: file) {

@@ -21,6 +21,13 @@ public actor LocalStore {
     let tables: RecordTables
     /// The queue of local changes, settled against those tables.
     let outbox: Outbox
+    /// Attachments: their files, uploads and eviction.
+    let attachments: AttachmentQueue
+    /// Downloads the bytes of attachments not on the device: set by the
+    /// sync engine connected to this store.
+    package nonisolated let blobSource = Locked<BlobSource?>(nil)
+    /// Bytes of attachment files kept on the device before synced ones are evicted.
+    var attachmentBudget: Int64 = LocalStore.defaultAttachmentBudget
     let registry: CollectionRegistry
     let clock: any WallClock
     let ids: any IDGenerator
@@ -112,7 +119,12 @@ public actor LocalStore {
         self.isReadOnly = readOnly
         self.connection = connection
         self.tables = RecordTables(connection: connection, payloads: payloads)
-        self.outbox = Outbox(connection: connection, tables: tables, ids: ids, clock: clock)
+        self.attachments = AttachmentQueue(
+            connection: connection, folder: BlobFolder(databasePath: path, cipher: cipher), tables: tables,
+            collections: registry.all.map(\.name))
+        self.outbox = Outbox(connection: connection, tables: tables, attachments: attachments, ids: ids, clock: clock)
+        let budgetText = try? connection.first("SELECT value FROM kv WHERE key = ?", [.text(Self.attachmentBudgetKey)]) { $0.string(0) }
+        if let budget = (budgetText ?? nil).flatMap({ Int64($0) }) { self.attachmentBudget = budget }
         self.registry = registry
         self.clock = clock
         self.ids = ids
@@ -151,7 +163,8 @@ public actor LocalStore {
         try checkOpen()
         if isReadOnly { throw StoreError.readOnly }
         let transaction = StoreTransaction(
-            connection: connection, outbox: outbox, registry: registry, clock: clock, ids: ids, captureLimits: captureLimits)
+            connection: connection, outbox: outbox, registry: registry, clock: clock, ids: ids, captureLimits: captureLimits,
+            attachments: attachments)
         let result = try translatingStorageErrors { try connection.transaction { try body(transaction) } }
         liveCounts.adjust(transaction.liveDelta)
         notify(transaction.touched)
@@ -242,7 +255,12 @@ public actor LocalStore {
     /// push is in flight or when nothing can be sent.
     package func takePushBatch(limit: Int = PushRequest.maximumMutations, maxBytes: Int = .max) throws -> PushBatch? {
         try checkOpen()
-        guard let batch = try translatingStorageErrors({ try outbox.takeBatch(clientID: clientID, limit: limit, maxBytes: maxBytes) })
+        guard
+            let batch = try translatingStorageErrors({
+                // A change naming an attachment the server does not hold yet waits for its upload.
+                let waitingFor = try attachments.anyNotUploaded() ? try attachments.notUploaded() : []
+                return try outbox.takeBatch(clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor)
+            })
         else { return nil }
         notify(Set(batch.entries.map(\.record.collection)))
         return batch

@@ -37,6 +37,13 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `clientID`): its unsent changes are gone. Restore it from a backup,
     /// or open with `ifDatabaseLost: .startOver` to begin a new store.
     case databaseLost(path: String, clientID: UUID)
+    /// A file given to ``LocalStore/attach(contentsOf:contentType:)`` could not be read; nothing was stored.
+    case attachmentUnreadable(String)
+    /// The attachment's bytes (this SHA-256) are not on this device, and no
+    /// sync engine is connected to download them.
+    case attachmentNotOnDevice(String)
+    /// The attachment's file on this device no longer holds the bytes its hash names.
+    case damagedAttachment(String)
 
     public var description: String {
         switch self {
@@ -60,6 +67,11 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .databaseLost(let path, let clientID):
             return "The database at \(path) is missing or empty, but a store existed there (client \(clientID.wireText)); "
                 + "its unsent changes are gone. Restore it from a backup, or start over with a new store."
+        case .attachmentUnreadable(let detail): return "The file could not be attached: \(detail)."
+        case .attachmentNotOnDevice(let sha):
+            return "The attachment \(sha.prefix(12))… is not on this device; connect a sync engine to download it."
+        case .damagedAttachment(let sha):
+            return "The attachment \(sha.prefix(12))… on this device is damaged; it will be downloaded again."
         }
     }
 }

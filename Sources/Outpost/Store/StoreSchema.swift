@@ -87,6 +87,27 @@ enum StoreSchema {
             PRIMARY KEY (collection, record_uuid)
         ) WITHOUT ROWID;
         """,
+        // Attachments (Attachments/AttachmentQueue.swift): one row per blob
+        // this device knows, whose bytes are a file named by the hash.
+        // `upload` is NULL for a blob that came with someone else's record
+        // (never this device's to send); `uploaded_bytes` is what the server
+        // was last known to hold; `held` says whether the file is here;
+        // `last_used` orders eviction (least recently used first).
+        """
+        CREATE TABLE blobs (
+            sha256         TEXT PRIMARY KEY,
+            size           INTEGER NOT NULL,
+            content_type   TEXT NOT NULL,
+            upload         TEXT CHECK (upload IN ('waiting', 'uploading', 'uploaded', 'failed')),
+            uploaded_bytes INTEGER NOT NULL DEFAULT 0,
+            attempts       INTEGER NOT NULL DEFAULT 0,
+            failures       INTEGER NOT NULL DEFAULT 0,
+            last_error     TEXT,
+            held           INTEGER NOT NULL DEFAULT 1,
+            last_used      INTEGER NOT NULL DEFAULT 0,
+            attached_at    TEXT
+        ) WITHOUT ROWID;
+        """,
     ]
 
     /// The table of one collection. `uuid` is made on the device and is the
@@ -120,6 +141,6 @@ enum StoreSchema {
 
     /// Names the store uses itself; a collection may not take them.
     static let reservedNames: Set<String> = [
-        "kv", "catalogs", "outbox", "conflicts", "resync_seen", "doubtful_creates",
+        "kv", "catalogs", "outbox", "conflicts", "resync_seen", "doubtful_creates", "blobs",
     ]
 }

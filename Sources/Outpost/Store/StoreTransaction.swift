@@ -18,12 +18,14 @@ public final class StoreTransaction {
     var liveDelta: [String: Int] = [:]
     /// The server's limits, once learnt: captures they would refuse are refused here.
     let captureLimits: CaptureLimits?
+    let attachments: AttachmentQueue
 
     init(
         connection: SQLiteConnection, outbox: Outbox, registry: CollectionRegistry, clock: any WallClock,
-        ids: any IDGenerator, captureLimits: CaptureLimits? = nil
+        ids: any IDGenerator, captureLimits: CaptureLimits? = nil, attachments: AttachmentQueue
     ) {
         self.captureLimits = captureLimits
+        self.attachments = attachments
         self.connection = connection
         self.outbox = outbox
         self.registry = registry
@@ -153,6 +155,37 @@ public final class StoreTransaction {
     public func query(_ query: RecordQuery) throws -> [JSONRecord] {
         _ = try registry.descriptor(query.collection)
         return try tables.query(query)
+    }
+
+    // MARK: Attachments
+
+    /// Copies bytes into the store as an attachment and returns the value
+    /// to put in a record's field. The bytes are hashed once, on the way in;
+    /// the record written in this same transaction names them. If the
+    /// transaction is undone, or the app ends before a record names them,
+    /// the copy is cleared away at a later sync.
+    public func attach(_ data: Data, contentType: String) throws -> Attachment {
+        try attach(contentType: contentType) { try attachments.folder.store(data) }
+    }
+
+    /// Copies a file into the store as an attachment, read piece by piece;
+    /// the content type is guessed from its extension when not given.
+    public func attach(contentsOf file: URL, contentType: String? = nil) throws -> Attachment {
+        try attach(contentType: contentType ?? Attachment.contentType(forExtension: file.pathExtension)) {
+            try attachments.folder.store(contentsOf: file)
+        }
+    }
+
+    private func attach(contentType: String, _ copy: () throws -> (sha: String, size: Int64)) throws -> Attachment {
+        guard !contentType.isEmpty, contentType.utf8.count <= 255, !contentType.contains(where: \.isNewline) else {
+            throw StoreError.attachmentUnreadable("a content type is 1 to 255 bytes on one line (got '\(contentType.prefix(40))')")
+        }
+        let (sha, size) = try copy()
+        guard let attachment = Attachment(sha256: sha, size: size, contentType: contentType) else {
+            throw StoreError.attachmentUnreadable("the copy produced no valid hash")
+        }
+        try attachments.attach(attachment, now: now())
+        return attachment
     }
 
     // MARK: Typed records

@@ -63,6 +63,48 @@ struct ServerClient: Sendable {
         try await call("GET", "/v1/records/\(collection)/\(uuid.wireText)")
     }
 
+    // MARK: Blobs (attachments): answers whose status the caller reads
+
+    /// `HEAD /v1/blobs/{sha256}`: 200 when the server holds it whole, 404
+    /// with `Upload-Offset` when it holds a part.
+    func blobHead(_ sha: String) async throws -> TransportResponse {
+        try await exchange("HEAD", "/v1/blobs/\(sha)", headers: headers(accept: "application/json"), body: nil, timeout: timeout)
+    }
+
+    /// `PUT /v1/blobs/{sha256}` of `bytes` from `offset` of a blob of `total` bytes.
+    func blobPut(_ attachment: Attachment, offset: Int64, bytes: Data, timeout: TimeInterval) async throws -> TransportResponse {
+        var headers = headers(accept: "application/json")
+        headers["Content-Type"] = attachment.contentType
+        if !bytes.isEmpty {
+            headers["Content-Range"] = "bytes \(offset)-\(offset + Int64(bytes.count) - 1)/\(attachment.size)"
+        }
+        return try await exchange("PUT", "/v1/blobs/\(attachment.sha256)", headers: headers, body: bytes, timeout: timeout)
+    }
+
+    /// `GET /v1/blobs/{sha256}` of the bytes `first...last`.
+    func blobGet(_ sha: String, first: Int64, last: Int64, timeout: TimeInterval) async throws -> TransportResponse {
+        var headers = headers(accept: "*/*")
+        headers["Range"] = "bytes=\(first)-\(last)"
+        return try await exchange("GET", "/v1/blobs/\(sha)", headers: headers, body: nil, timeout: timeout)
+    }
+
+    /// One request whatever its status; only "no answer" throws, as a `Failure`.
+    private func exchange(
+        _ method: String, _ target: String, headers: [String: String], body: Data?, timeout: TimeInterval
+    ) async throws -> TransportResponse {
+        let started = clock.now()
+        do {
+            return try await transport.send(
+                TransportRequest(method: method, target: target, headers: headers, body: body, timeout: timeout))
+        } catch let error as TransportError {
+            let latency = clock.now() - started
+            switch error {
+            case .notSent: throw Failure(failure: .offline, latency: latency)
+            case .noAnswer, .cancelled, .streamsUnsupported: throw Failure(failure: .noAnswer, latency: latency)
+            }
+        }
+    }
+
     private func call<Body: Decodable & Sendable>(_ method: String, _ target: String, body: Data? = nil) async throws
         -> Answer<Body>
     {

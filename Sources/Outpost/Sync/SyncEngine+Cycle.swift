@@ -59,7 +59,7 @@ extension SyncEngine {
                 // too (no network, no answer, busy, signed out) end the cycle.
                 var pushFailure: (any Error)?
                 do {
-                    try await pushPhase(generation, &report)
+                    try await sendPhase(generation, &report)
                 } catch let failure as SyncFailure where !failure.stopsThePull {
                     pushFailure = failure
                 } catch let error where !(error is SyncFailure || error is StaleGeneration || error is CancellationError) {
@@ -133,7 +133,7 @@ extension SyncEngine {
 
     // MARK: Push
 
-    private func pushPhase(_ generation: UInt64, _ report: inout SyncReport) async throws {
+    func pushPhase(_ generation: UInt64, _ report: inout SyncReport) async throws {
         // Halved while narrowing a whole-request refusal down to its culprit;
         // kept for the rest of the cycle once the culprit is found.
         var limit = options.pushBatchSize

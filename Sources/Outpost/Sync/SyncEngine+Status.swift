@@ -33,6 +33,7 @@ extension SyncEngine {
         let conflicts = try? await store.conflicts().count
         let pullState = try? await store.pullState(collections: store.syncedCollections)
         let counts = try? await store.localCounts()
+        let attachments = try? await store.attachmentSummary()
         let mode = (try? await store.metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) }
         let window = (try? await store.metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) }
 
@@ -49,6 +50,7 @@ extension SyncEngine {
             next.held = summary.held
         }
         if let conflicts { next.conflicts = conflicts }
+        if let attachments { next.attachments = attachments }
         if let pullState {
             next.lastSyncedAt = pullState.lastSyncedAt
             next.hasSynced = !pullState.lastSyncedAt.isEmpty

@@ -77,6 +77,8 @@ public actor SyncEngine {
     /// Bumped when the store is wiped: a status read from the store before
     /// then is not published.
     var statusEpoch = 0
+    /// Bytes per attachment upload request, adapted to the link.
+    var uploadPieceBytes = 1 << 20
 
     /// An engine with a token set by hand (``updateToken(_:)`` replaces it).
     ///
@@ -102,6 +104,7 @@ public actor SyncEngine {
         self.pathMonitor = pathMonitor
         self.random = SeededRandom(seed: seed)
         self.status.signInRequired = token == nil
+        connectBlobSource()
     }
 
     /// An engine that asks the app's sign-in for tokens: once before it
@@ -120,6 +123,7 @@ public actor SyncEngine {
         self.clock = clock
         self.pathMonitor = pathMonitor
         self.random = SeededRandom(seed: seed)
+        connectBlobSource()
     }
 
     // MARK: Lifecycle

@@ -29,6 +29,10 @@ public struct SyncOptions: Sendable {
     /// Most bytes of mutation text in one push; kept well under the server's
     /// body limit (4 MiB by default), which refuses a larger request whole.
     public var pushBatchBytes = 1_048_576
+    /// How long one cycle uploads attachments before it moves on to the
+    /// pull (the rest continues in a follow-up cycle, resumed where it
+    /// stopped). Default 30 s.
+    public var attachmentUploadTime: Duration = .seconds(30)
     /// Records per pull page. Default 1000.
     public var pullPageSize = 1000
     /// Backoff and retry budget.

@@ -23,6 +23,13 @@ public struct SyncReport: Sendable, Equatable {
     public var deleted = 0
     /// Server copies not applied because local changes are waiting.
     public var keptLocal = 0
+    /// Attachments whose upload completed in this cycle.
+    public var attachmentsUploaded = 0
+    /// Attachment bytes sent in this cycle (resent bytes included).
+    public var attachmentBytesSent: Int64 = 0
+    /// Changes the server answered `missing_attachment`: their attachments
+    /// are uploaded again and the changes resent.
+    public var reuploads = 0
     /// Why the cycle stopped early, if it did.
     public var failure: SyncFailure?
 
@@ -34,6 +41,7 @@ public struct SyncReport: Sendable, Equatable {
         duplicates += settlement.duplicates
         conflicts += settlement.conflicts
         rejected += settlement.rejected
+        reuploads += settlement.reuploading.count
     }
 
     mutating func add(_ page: PullPageResult) {

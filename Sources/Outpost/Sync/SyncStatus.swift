@@ -73,6 +73,10 @@ public struct SyncStatus: Sendable, Equatable {
     public var live: LiveChannelState = .off
     /// The server's time of the last event the live channel received.
     public var lastLiveEventAt: ServerTimestamp?
+    /// Attachments waiting to upload (files, bytes, progress) and refused ones.
+    public var attachments = AttachmentSummary()
+    /// Whether attachments are being uploaded now.
+    public var isUploadingAttachments = false
 
     /// Creates the status shown before the engine reports anything.
     public init() {}

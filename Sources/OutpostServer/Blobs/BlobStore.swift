@@ -37,9 +37,7 @@ final class BlobStore: Sendable {
     /// cut connection loses of an upload).
     static let pieceBytes = 256 * 1024
 
-    static func isName(_ text: String) -> Bool {
-        text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
-    }
+    static func isName(_ text: String) -> Bool { Attachment.isBlobName(text) }
 
     func state(_ sha: String) throws -> BlobState? {
         try database.read { sql in

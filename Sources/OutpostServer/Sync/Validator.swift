@@ -67,24 +67,9 @@ struct Validator {
     }
 }
 
-/// An attachment field's value: the blob it names.
-struct Attachment: Equatable {
-    var sha256: String
-    var size: Int64
-    var contentType: String
-
-    init?(_ value: JSONValue) {
-        guard let object = value.objectValue, let sha = object["sha256"]?.stringValue?.lowercased(), BlobStore.isName(sha),
-            case .int(let size)? = object["size"], size >= 0,
-            let contentType = object["content_type"]?.stringValue, !contentType.isEmpty, contentType.utf8.count <= 255,
-            object.count == 3
-        else { return nil }
-        self.sha256 = sha
-        self.size = size
-        self.contentType = contentType
-    }
-
+extension Attachment {
     /// The attachments a record's data names, by field.
+    /// Only the collection's attachment fields count: a JSON field may hold anything.
     static func all(in data: JSONObject?, schema: CollectionSchema) -> [String: Attachment] {
         guard let data else { return [:] }
         var found: [String: Attachment] = [:]

@@ -1,0 +1,75 @@
+public import Foundation
+
+/// A photo or file a record holds: the value of an `attachment` field,
+/// `{"sha256": "<64 hex>", "size": <bytes>, "content_type": "<mime>"}`.
+///
+/// The bytes travel apart from the record, as a blob named by their
+/// SHA-256, so the same photo is stored and uploaded once however many
+/// records or devices name it.
+public struct Attachment: Sendable, Hashable, Codable, CustomStringConvertible {
+    /// The SHA-256 of the bytes, as 64 lowercase hexadecimal digits.
+    public var sha256: String
+    /// How many bytes the blob holds.
+    public var size: Int64
+    /// The media type, e.g. `image/jpeg`.
+    public var contentType: String
+
+    enum CodingKeys: String, CodingKey {
+        case sha256, size
+        case contentType = "content_type"
+    }
+
+    /// An attachment naming a blob already hashed; nil unless `sha256` is 64
+    /// hexadecimal digits, `size` is not negative and `contentType` is 1-255 bytes.
+    public init?(sha256: String, size: Int64, contentType: String) {
+        let sha = sha256.lowercased()
+        guard Self.isBlobName(sha), size >= 0, !contentType.isEmpty, contentType.utf8.count <= 255 else { return nil }
+        self.sha256 = sha
+        self.size = size
+        self.contentType = contentType
+    }
+
+    /// The attachment a JSON value holds, or nil when it is not exactly one.
+    public init?(_ value: JSONValue) {
+        guard let object = value.objectValue, object.count == 3, let sha = object["sha256"]?.stringValue,
+            case .int(let size)? = object["size"], let contentType = object["content_type"]?.stringValue
+        else { return nil }
+        self.init(sha256: sha, size: size, contentType: contentType)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let sha = try container.decode(String.self, forKey: .sha256)
+        let size = try container.decode(Int64.self, forKey: .size)
+        let contentType = try container.decode(String.self, forKey: .contentType)
+        guard let made = Attachment(sha256: sha, size: size, contentType: contentType) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .sha256, in: container,
+                debugDescription: "an attachment is 64 hexadecimal digits, a size of 0 or more and a content type")
+        }
+        self = made
+    }
+
+    /// The value a record's field holds.
+    public var jsonValue: JSONValue {
+        .object(["sha256": .string(sha256), "size": .int(size), "content_type": .string(contentType)])
+    }
+
+    public var description: String { "\(contentType), \(size) bytes, \(sha256.prefix(12))…" }
+
+    /// Whether `text` names a blob: 64 lowercase hexadecimal digits.
+    public static func isBlobName(_ text: String) -> Bool {
+        text.utf8.count == 64 && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+
+    /// The attachments held by a record's top-level fields, by field.
+    public static func all(in data: JSONObject?) -> [String: Attachment] {
+        guard let data else { return [:] }
+        var found: [String: Attachment] = [:]
+        for (field, value) in data {
+            guard case .object(let object) = value, object["sha256"] != nil, let attachment = Attachment(value) else { continue }
+            found[field] = attachment
+        }
+        return found
+    }
+}
