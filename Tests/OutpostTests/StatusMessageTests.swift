@@ -114,6 +114,62 @@ struct StatusMessageTests {
         #expect(waiting(25) == "25 изменений ждут отправки.")
     }
 
+    @Test(arguments: StatusMessage.languages)
+    func attachmentsWaitingUploadingAndRefusedReadInTheLanguage(_ language: String) {
+        let locale = Locale(identifier: language)
+        func attachments(_ change: (inout SyncStatus) -> Void) -> SyncStatus {
+            var status = SyncStatus()
+            status.connectivity = .online
+            change(&status)
+            return status
+        }
+        let situations: [(String, SyncStatus)] = [1, 3, 5, 21].flatMap { count in
+            [
+                ("\(count) waiting", attachments { $0.attachments.waiting = count; $0.attachments.bytesWaiting = 4_200_000 * Int64(count) }),
+                ("\(count) refused", attachments { $0.attachments.failed = count }),
+            ]
+        } + [
+            ("uploading", attachments {
+                $0.isUploadingAttachments = true
+                $0.attachments.waiting = 2
+                $0.attachments.bytesToUpload = 8_000_000
+                $0.attachments.bytesUploaded = 3_100_000
+            })
+        ]
+        var seen: Set<String> = []
+        for (name, status) in situations {
+            let text = StatusMessage.attachmentText(for: status, locale: locale) ?? ""
+            #expect(!text.isEmpty && !text.contains("%") && !text.hasPrefix("attachments.") && !text.contains("size."), "\(language), \(name): \(text)")
+            if language != "en" {
+                #expect(text != StatusMessage.attachmentText(for: status, locale: Locale(identifier: "en")), "\(language), \(name) is English")
+            }
+            seen.insert(text)
+        }
+        #expect(seen.count == situations.count)
+        #expect(StatusMessage.attachmentText(for: SyncStatus(), locale: locale) == nil, "nothing to say when nothing waits")
+    }
+
+    @Test func attachmentSentencesGiveCountsAndSizes() {
+        var status = SyncStatus()
+        status.attachments.waiting = 2
+        status.attachments.bytesWaiting = 4_230_000
+        let english = Locale(identifier: "en")
+        #expect(StatusMessage.attachmentText(for: status, locale: english) == "2 photos or files (4.2 MB) are waiting to upload.")
+        status.attachments.waiting = 1
+        status.attachments.bytesWaiting = 812_000
+        #expect(StatusMessage.attachmentText(for: status, locale: english) == "1 photo or file (812 KB) is waiting to upload.")
+        #expect(StatusMessage.attachmentText(for: status, locale: Locale(identifier: "it")) == "1 foto o file (812 kB) in attesa di caricamento.")
+        status.isUploadingAttachments = true
+        status.isSyncing = true
+        status.attachments.bytesToUpload = 8_000_000
+        status.attachments.bytesUploaded = 3_150_000
+        #expect(StatusMessage.text(for: status, locale: english) == "Uploading photos and files: 3.2 MB of 8.0 MB.")
+        status.attachments.waiting = 3
+        status.attachments.bytesWaiting = 1_500_000
+        status.isUploadingAttachments = false
+        #expect(StatusMessage.attachmentText(for: status, locale: Locale(identifier: "ru")) == "3 фото или файла (1,5 МБ) ждут отправки.")
+    }
+
     /// Every key English has, every language has (no sentence falls back
     /// to English in silence).
     @Test func everyLanguageHasEveryKey() throws {

@@ -36,7 +36,10 @@ public enum StatusMessage {
         }
         if status.rejected > 0 { return phrases.counted("rejected", status.rejected) }
         if status.conflicts > 0 { return phrases.counted("conflicts", status.conflicts) }
-        if status.isSyncing { return phrases["syncing"] }
+        if status.isSyncing {
+            if status.isUploadingAttachments, let uploading = uploadingText(status.attachments, phrases) { return uploading }
+            return phrases["syncing"]
+        }
         if status.unsent > 0 { return phrases.counted("waiting", status.unsent) }
         if let updated { return phrases["all_sent", updated] }
         return phrases[status.connectivity == .unknown ? "checking" : "not_synced"]
@@ -47,6 +50,23 @@ public enum StatusMessage {
     /// they happen, or only at the next sync.
     public static func liveText(for status: SyncStatus, locale: Locale = .current) -> String {
         Phrases(locale)["live.\(status.live.rawValue)"]
+    }
+
+    /// A sentence about attachments, for a detail line beside
+    /// ``text(for:timeZone:locale:)``: refused files first, then the
+    /// upload's progress, then files waiting; nil when none waits.
+    public static func attachmentText(for status: SyncStatus, locale: Locale = .current) -> String? {
+        let phrases = Phrases(locale)
+        let attachments = status.attachments
+        if attachments.failed > 0 { return phrases.counted("attachments.failed", attachments.failed) }
+        guard attachments.waiting > 0 else { return nil }
+        if status.isUploadingAttachments, let uploading = uploadingText(attachments, phrases) { return uploading }
+        return phrases.counted("attachments.waiting", attachments.waiting, phrases.size(attachments.bytesWaiting))
+    }
+
+    private static func uploadingText(_ attachments: AttachmentSummary, _ phrases: Phrases) -> String? {
+        guard attachments.waiting > 0 else { return nil }
+        return phrases["attachments.uploading", phrases.size(attachments.bytesUploaded), phrases.size(attachments.bytesToUpload)]
     }
 
     /// "3 Aug at 09:42" (English), "3 ago alle 09:42" (Italian), in the
@@ -101,11 +121,29 @@ struct Phrases {
 
     /// A sentence about `count` things: the `.single` form for exactly
     /// one where the language has it, else the language's plural category.
-    func counted(_ key: String, _ count: Int) -> String {
+    func counted(_ key: String, _ count: Int, _ more: String...) -> String {
         var keys = count == 1 ? ["\(key).single"] : []
         keys += ["\(key).\(PluralCategory(count, language: language).rawValue)", "\(key).other"]
         let chosen = keys.first { lookup($0) != nil } ?? "\(key).other"
-        return self[chosen, number(Int64(count))]
+        let format = lookup(chosen) ?? chosen
+        return String(format: format, arguments: ([number(Int64(count))] + more).map { $0 as any CVarArg })
+    }
+
+    /// A size in kilobytes, megabytes or gigabytes (decimal units, as
+    /// phones show storage), one digit after the point above 10 kB.
+    func size(_ bytes: Int64) -> String {
+        let (value, unit): (Double, String) =
+            bytes >= 1_000_000_000 ? (Double(bytes) / 1e9, "size.gb")
+            : bytes >= 1_000_000 ? (Double(bytes) / 1e6, "size.mb") : (max(Double(bytes) / 1e3, bytes > 0 ? 0.1 : 0), "size.kb")
+        let digits = value >= 100 ? 0 : 1
+        let formatter = NumberFormatter()
+        formatter.locale = locale
+        formatter.numberStyle = .decimal
+        formatter.maximumFractionDigits = digits
+        formatter.minimumFractionDigits = digits
+        // Rounded here too: not every Foundation honours the fraction digits.
+        let rounded = digits == 0 ? value.rounded() : (value * 10).rounded() / 10
+        return self[unit, formatter.string(from: NSNumber(value: rounded)) ?? String(rounded)]
     }
 
     /// A number as the person's locale writes it (1,234 · 1.234 · 1 234).
