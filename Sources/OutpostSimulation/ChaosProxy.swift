@@ -36,6 +36,13 @@ public enum ChaosMode: Sendable, Equatable, CustomStringConvertible {
     /// the new stream's first chunk: old events delivered after a
     /// reconnection, which the client must drop.
     case replayOldEvents
+    /// Each connection is cut (reset both ways) once it has carried this
+    /// many bytes from the client: an upload that stops mid-body, as when
+    /// a phone walks out of coverage.
+    case cutAfterClientBytes(Int)
+    /// Bytes from the client reach the server at most this fast: a slow
+    /// uplink, so an upload is still under way when a test interrupts it.
+    case slowUpload(bytesPerSecond: Int)
 
     public var description: String {
         switch self {
@@ -47,6 +54,8 @@ public enum ChaosMode: Sendable, Equatable, CustomStringConvertible {
         case .silentOpen: return "silentOpen"
         case .refuse: return "refuse"
         case .replayOldEvents: return "replayOldEvents"
+        case .cutAfterClientBytes(let bytes): return "cutAfterClientBytes(\(bytes))"
+        case .slowUpload(let rate): return "slowUpload(\(rate) B/s)"
         }
     }
 }
@@ -147,6 +156,8 @@ public final class ChaosProxy: Sendable {
     public var bytesToClients: Int { shared.withLock { $0.bytesToClients } }
     /// Client connections ended with a reset (``ChaosMode/resetAfterRequest``, ``ChaosMode/refuse``).
     public var resetsSent: Int { shared.withLock { $0.resetsSent } }
+    /// Connections cut mid-way by ``ChaosMode/cutAfterClientBytes(_:)``.
+    public var cuts: Int { shared.withLock { $0.cuts } }
     /// Old events repeated on newer streams (``ChaosMode/replayOldEvents``).
     public var lateDuplicatesInjected: Int { shared.withLock { $0.lateDuplicatesInjected } }
 
@@ -205,6 +216,7 @@ private final class ChaosShared: Sendable {
         var bytesFromServer = 0
         var bytesToClients = 0
         var resetsSent = 0
+        var cuts = 0
         var lateDuplicatesInjected = 0
         /// `changes` events streams carried, with the connection that carried them.
         var streamEvents: [(connection: Int, event: [UInt8])] = []
@@ -255,6 +267,8 @@ private struct ChaosConnection {
     var tap = EventStreamTap()
     /// Old events were repeated on this connection already.
     var replayed = false
+    /// Client bytes forwarded on this connection (``ChaosMode/cutAfterClientBytes(_:)``).
+    var forwardedFromClient = 0
 
     init(shared: ChaosShared, client: Int32, upstreamPort: UInt16, number: Int) {
         self.shared = shared
@@ -358,6 +372,19 @@ private struct ChaosConnection {
             fate = .silent
         case .refuse:
             resetClient()
+        case .slowUpload:
+            dripUp(count)
+        case .cutAfterClientBytes(let limit):
+            let allowed = max(0, min(count, limit - forwardedFromClient))
+            if allowed > 0 { forward(allowed, to: upstream) }
+            forwardedFromClient += allowed
+            if forwardedFromClient >= limit {
+                // Both ways: the server sees its request's body stop short.
+                resetClient()
+                ChaosSocket.reset(upstream)
+                upstream = -1
+                shared.withLock { $0.cuts += 1 }
+            }
         }
     }
 
@@ -368,7 +395,7 @@ private struct ChaosConnection {
             return
         }
         switch mode {
-        case .pass, .resetAfterRequest:
+        case .pass, .resetAfterRequest, .cutAfterClientBytes, .slowUpload:
             forward(count, to: client)
         case .replayOldEvents:
             forwardReplaying(count)
@@ -426,6 +453,27 @@ private struct ChaosConnection {
             }
             let end = min(count, offset + max(1, rate / 50))
             forward(offset..<end, to: client)
+            guard fate == .live else { return }
+            offset = end
+            if offset < count { Thread.sleep(forTimeInterval: 0.02) }
+        }
+    }
+
+    /// Sends the client's bytes in pieces of 1/50 of the rate every 20 ms
+    /// (all at once when the mode changes meanwhile).
+    private mutating func dripUp(_ count: Int) {
+        var offset = 0
+        while offset < count {
+            guard !shared.isStopped else {
+                fate = .closed
+                return
+            }
+            guard case .slowUpload(let rate) = shared.mode else {
+                forward(offset..<count, to: upstream)
+                return
+            }
+            let end = min(count, offset + max(1, rate / 50))
+            forward(offset..<end, to: upstream)
             guard fate == .live else { return }
             offset = end
             if offset < count { Thread.sleep(forTimeInterval: 0.02) }

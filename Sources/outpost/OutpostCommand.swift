@@ -11,10 +11,11 @@ enum OutpostCommand {
         ("simulate", "Run the fault-injecting multi-device simulation and check invariants."),
         ("bench", "Measure sync speed against baselines taken in the same run."),
         ("login", "Sign in to a server with a token (per --profile)."),
-        ("add", "Capture a record, online or not: outpost add people name=Ana."),
+        ("add", "Capture a record, online or not: outpost add people name=Ana (photo=@door.jpg attaches a file)."),
         ("edit", "Change fields of a record."),
         ("delete", "Delete a record."),
-        ("list", "List records with their sync state and age."),
+        ("list", "List records with their sync state, age and attachments."),
+        ("get-blob", "Write an attachment's bytes to standard output (downloading them if needed)."),
         ("sync", "Send unsent changes and download what changed."),
         ("status", "Connection, unsent changes, how current the data is."),
         ("conflicts", "Edits that lost to a newer server copy."),
@@ -52,6 +53,7 @@ enum OutpostCommand {
             case "edit": try await CaptureCommands.edit(words)
             case "delete": try await CaptureCommands.delete(words)
             case "list": try await CaptureCommands.list(words)
+            case "get-blob": try await CaptureCommands.getBlob(words)
             case "sync": try await SyncCommands.sync(words)
             case "status": try await SyncCommands.status(words)
             case "conflicts": try await SyncCommands.conflicts(words)
@@ -96,7 +98,7 @@ enum OutpostCommand {
         case "simulate": return SimulateCommand.help
         case "bench": return BenchCommand.help
         case "login", "logout": return AccountCommands.help
-        case "add", "edit", "delete", "list": return CaptureCommands.help
+        case "add", "edit", "delete", "list", "get-blob": return CaptureCommands.help
         case "sync", "status", "conflicts": return SyncCommands.help
         case "watch": return WatchCommand.help
         case "help": return overview

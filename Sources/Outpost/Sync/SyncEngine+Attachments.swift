@@ -247,6 +247,22 @@ extension SyncEngine {
 
     static let downloadPieceBytes = 1 << 20
 
+    /// What the server says of a blob known only by its hash (`HEAD`): its
+    /// size and type, for a download. Not found (or not this person's) throws.
+    package func describeBlob(_ sha: String) async throws -> Attachment {
+        let head = try await blobExchange { try await $0.blobHead(sha) }
+        guard head.status == 200 else {
+            if head.status == 404 {
+                throw SyncFailure.refused(ErrorBody(code: .notFound, message: "The server holds no such attachment for this person."))
+            }
+            throw ServerClient.failure(for: head)
+        }
+        guard let size = head.headers["content-length"].flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }),
+            let attachment = Attachment(sha256: sha, size: size, contentType: head.headers["content-type"] ?? "application/octet-stream")
+        else { throw SyncFailure.invalidAnswer("the server's HEAD gave no usable Content-Length") }
+        return attachment
+    }
+
     /// Lets the store download attachments it does not hold through this engine.
     nonisolated func connectBlobSource() {
         store.blobSource.withLock { source in

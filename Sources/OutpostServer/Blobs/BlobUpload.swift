@@ -203,6 +203,7 @@ final class BlobUpload: @unchecked Sendable {
                 return false
             }
             offset += Int64(buffer.count)
+            metrics?.blobBytesReceived(buffer.count)
             buffer.removeAll(keepingCapacity: true)
             // Whoever stored bytes of it may ask where it stands (and read it once complete).
             if !owner {

@@ -28,6 +28,8 @@ package final class ServerMetrics: Sendable {
         var pulledRecords: UInt64 = 0
         var pages: [String: UInt64] = [:]  // primary / replica
         var blobUploads: [String: UInt64] = [:]  // result
+        /// Body bytes of blob uploads stored, resent ones included.
+        var blobBytesReceived: UInt64 = 0
         var transactions: [String: Histogram] = [:]  // read / write
         var transactionFailures: [String: UInt64] = [:]
     }
@@ -61,6 +63,18 @@ package final class ServerMetrics: Sendable {
     func blobUpload(_ result: String) {
         state.withLock { $0.blobUploads[result, default: 0] += 1 }
     }
+
+    /// Body bytes of an upload stored (a resumed upload that sent a byte
+    /// twice would show here as more than the blobs' sizes).
+    func blobBytesReceived(_ count: Int) {
+        state.withLock { $0.blobBytesReceived += UInt64(count) }
+    }
+
+    /// Blob upload requests by result (tests look).
+    package var blobUploadResults: [String: UInt64] { state.withLock { $0.blobUploads } }
+
+    /// Blob body bytes stored so far (tests look).
+    package var blobBytesReceivedTotal: UInt64 { state.withLock { $0.blobBytesReceived } }
 
     /// Pull pages read so far from `source` (tests look).
     package func pages(from source: String) -> UInt64 { state.withLock { $0.pages[source] ?? 0 } }
@@ -178,6 +192,8 @@ package final class ServerMetrics: Sendable {
         for (result, count) in state.blobUploads.sorted(by: { $0.key < $1.key }) {
             sample("outpost_blob_uploads_total", [("result", result)], String(count))
         }
+        family("outpost_blob_received_bytes_total", "counter", "Body bytes of blob uploads stored, bytes sent again included.")
+        sample("outpost_blob_received_bytes_total", [], String(state.blobBytesReceived))
         if let blobs = gauges.blobs {
             family("outpost_blobs_stored", "gauge", "Complete blobs (attachments) the database holds.")
             sample("outpost_blobs_stored", [], String(blobs.count))

@@ -9,11 +9,45 @@ enum CaptureCommands {
                outpost edit <uuid> field=value … [--profile NAME]
                outpost delete <uuid> [--profile NAME]
                outpost list [collection] [--limit N] [--profile NAME]
+               outpost get-blob <sha256> [--output FILE] [--profile NAME]
 
         Works with no network: changes are kept on this computer and sent by 'outpost sync'.
         field=value sets text; field:=JSON sets a number, true/false, null or other JSON
         (e.g. section:=3). In edit, field:=null clears a field.
+        field=@FILE attaches a file (a photo): it is copied into this computer's store and
+        uploaded before the record by 'outpost sync' (e.g. photo=@./door.jpg).
+        list shows each attachment's state; get-blob writes an attachment's bytes to
+        standard output (or FILE), downloading them if they are not on this computer.
         """
+
+    /// A `field=@FILE` word: the file to attach to the field.
+    struct FileField {
+        var field: String
+        var file: URL
+    }
+
+    /// `fields`, with `field=@FILE` words apart: their files are attached
+    /// in the transaction that writes the record.
+    static func fieldsAndFiles(_ words: ArraySlice<String>) throws -> (JSONObject, [FileField]) {
+        var files: [FileField] = []
+        var plain: [String] = []
+        for word in words {
+            if word.range(of: ":=") == nil, let equals = word.firstIndex(of: "="), word[word.index(after: equals)...].hasPrefix("@") {
+                let name = String(word[..<equals])
+                let path = String(word[word.index(equals, offsetBy: 2)...])
+                guard !name.isEmpty else { throw UsageError("'\(word)' has no field name before '='.") }
+                guard !path.isEmpty else { throw UsageError("Name the file to attach after '@', e.g. \(name)=@./photo.jpg.") }
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                    throw UsageError("There is no file \(path) to attach to \(name).")
+                }
+                files.append(FileField(field: name, file: URL(fileURLWithPath: path)))
+            } else {
+                plain.append(word)
+            }
+        }
+        return (try fields(plain[...]), files)
+    }
 
     /// Parses `field=value` (text) and `field:=json` words into a patch.
     static func fields(_ words: ArraySlice<String>) throws -> JSONObject {
@@ -45,12 +79,17 @@ enum CaptureCommands {
         guard let collection = arguments.positional.first else {
             throw UsageError("Say what to add: outpost add <collection> field=value …")
         }
-        let data = try fields(arguments.positional.dropFirst())
-        guard !data.isEmpty else { throw UsageError("Give at least one field=value to add.") }
+        let (data, files) = try fieldsAndFiles(arguments.positional.dropFirst())
+        guard !data.isEmpty || !files.isEmpty else { throw UsageError("Give at least one field=value to add.") }
         _ = try profile.loadAccount()
         let store = try profile.openStore()
         defer { Task { await store.close() } }
-        let uuid = try await store.create(in: collection, data)
+        // The files and the record are written together: a failure keeps neither.
+        let uuid = try await store.write { transaction in
+            var data = data
+            for file in files { data[file.field] = try transaction.attach(contentsOf: file.file).jsonValue }
+            return try transaction.create(in: collection, data)
+        }
         print(uuid.wireText)
     }
 
@@ -60,12 +99,16 @@ enum CaptureCommands {
         try arguments.checkAllUsed()
         guard let uuidText = arguments.positional.first else { throw UsageError("Say which record: outpost edit <uuid> field=value …") }
         guard let uuid = UUID.fromWire(uuidText) else { throw UsageError("'\(uuidText)' is not a record id (a UUID).") }
-        let patch = try fields(arguments.positional.dropFirst())
-        guard !patch.isEmpty else { throw UsageError("Give at least one field=value to change.") }
+        let (patch, files) = try fieldsAndFiles(arguments.positional.dropFirst())
+        guard !patch.isEmpty || !files.isEmpty else { throw UsageError("Give at least one field=value to change.") }
         _ = try profile.loadAccount()
         let store = try profile.openStore()
         let collection = try await locate(uuid, in: store)
-        try await store.update(in: collection, uuid, patch: patch)
+        try await store.write { transaction in
+            var patch = patch
+            for file in files { patch[file.field] = try transaction.attach(contentsOf: file.file).jsonValue }
+            try transaction.update(in: collection, uuid, patch: patch)
+        }
         print("Changed \(collection) record \(uuid.wireText); it will be sent with the next sync.")
     }
 
@@ -106,11 +149,16 @@ enum CaptureCommands {
             let records = try await store.query(RecordQuery(name, order: [.localUpdatedAt()], limit: limit))
             for record in records {
                 let age = record.localUpdatedAt ?? record.serverUpdatedAt?.date
-                let summary = record.value.keys.sorted().prefix(4).compactMap { key -> String? in
+                let attachments = Attachment.all(in: record.value)
+                var summary = record.value.keys.sorted().filter { attachments[$0] == nil }.prefix(4).compactMap { key -> String? in
                     guard let value = record.value[key] else { return nil }
                     let text = value.stringValue ?? (try? value.jsonText()) ?? ""
                     return "\(key)=\(text.count > 28 ? String(text.prefix(27)) + "…" : text)"
                 }.joined(separator: " ")
+                for (field, attachment) in attachments.sorted(by: { $0.key < $1.key }) {
+                    let state = (try? await store.attachmentState(attachment))?.description ?? "unknown"
+                    summary += " \(field)=[\(attachment.contentType), \(attachment.size) bytes, \(attachment.sha256.prefix(12)): \(state)]"
+                }
                 print(
                     "\(record.uuid.wireText)  \(name.padding(toLength: 7, withPad: " ", startingAt: 0))  \(record.syncState.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))  \(Age.describe(age, now: now).padding(toLength: 12, withPad: " ", startingAt: 0))  \(summary)"
                 )
@@ -118,6 +166,58 @@ enum CaptureCommands {
             }
         }
         if shown == 0 { print("No records on this computer yet.") }
+    }
+}
+
+extension CaptureCommands {
+    /// `get-blob SHA256`: an attachment's bytes, from this computer or the server.
+    static func getBlob(_ words: [String]) async throws {
+        var arguments = try Arguments(words)
+        let profile = try Profile.from(&arguments)
+        let output = arguments.option("output")
+        try arguments.checkAllUsed()
+        guard let sha = arguments.positional.first?.lowercased(), arguments.positional.count == 1 else {
+            throw UsageError("Say which attachment: outpost get-blob <sha256>")
+        }
+        guard Attachment.isBlobName(sha) else { throw UsageError("'\(sha)' is not a SHA-256: 64 hexadecimal digits.") }
+        let account = try profile.loadAccount()
+        let store = try profile.openStore()
+        defer { Task { await store.close() } }
+        let engine = try profile.engine(store: store, account: account, timeout: 30)
+        // The record naming it says its size; else the server does.
+        var known: Attachment?
+        for descriptor in Profile.collections where known == nil {
+            for record in try await store.query(RecordQuery(descriptor.name)) {
+                if let found = Attachment.all(in: record.value).values.first(where: { $0.sha256 == sha }) {
+                    known = found
+                    break
+                }
+            }
+        }
+        let attachment: Attachment
+        if let known {
+            attachment = known
+        } else {
+            do {
+                attachment = try await engine.describeBlob(sha)
+            } catch let failure as SyncFailure {
+                throw CommandFailure("The attachment \(sha.prefix(12))… could not be had: \(SyncCommands.describe(failure)).")
+            }
+        }
+        let data: Data
+        do {
+            data = try await engine.attachmentData(attachment).data
+        } catch let failure as SyncFailure {
+            throw CommandFailure("The attachment \(sha.prefix(12))… could not be downloaded: \(SyncCommands.describe(failure)).")
+        }
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: data) else {
+                throw CommandFailure("Could not write \(output).")
+            }
+            FileHandle.standardError.write(Data("Wrote \(data.count) bytes (\(attachment.contentType)) to \(output).\n".utf8))
+        } else {
+            FileHandle.standardOutput.write(data)
+        }
     }
 }
 

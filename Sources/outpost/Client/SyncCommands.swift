@@ -43,6 +43,7 @@ enum SyncCommands {
             if report.duplicates > 0 { parts[1] += " (\(report.duplicates) already on the server)" }
             parts += ["conflicts \(report.conflicts.count)", "rejected \(report.rejected.count)", "received \(report.received)"]
             if report.deleted > 0 { parts.append("removed \(report.deleted)") }
+            if report.attachmentsUploaded > 0 { parts.append("attachments uploaded \(report.attachmentsUploaded)") }
             print("Synced: " + parts.joined(separator: ", ") + ".")
             for rejected in report.rejected {
                 let problems = rejected.rejection.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
@@ -104,8 +105,11 @@ enum SyncCommands {
             print("  \(collection.padding(toLength: 10, withPad: " ", startingAt: 0))  \(line)")
         }
         print("Conflicts:    \(status.conflicts)")
+        let attachments = status.attachments
+        print("Attachments:  \(attachments.waiting) waiting (\(attachments.bytesWaiting) bytes), \(attachments.failed) refused, \(attachments.bytesOnDevice) bytes on this computer")
         print("")
         print(StatusMessage.text(for: status))
+        if let line = StatusMessage.attachmentText(for: status) { print(line) }
     }
 
     static func conflicts(_ words: [String]) async throws {
