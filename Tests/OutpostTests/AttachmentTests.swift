@@ -281,6 +281,36 @@ struct AttachmentTests {
         #expect(try await field.store.attachmentState(photo) == .notDownloaded)
     }
 
+    @Test func aPhoneRestoredFromABackupSendsItsPhotoOnceAndStoresItOnce() async throws {
+        let harness = try SyncHarness()
+        let phone = try harness.device("u-1", name: "phone")
+        let bytes = photoBytes(500_000, seed: 50)
+        let photo = try await phone.store.attach(bytes, contentType: "image/jpeg")
+        let visit = try await captureVisit(phone, photo: photo)
+        // Backed up with the photo unsent, then synced.
+        let backup = harness.directory.path("phone-backup.sqlite")
+        try RestoredDeviceTests.backup(phone.store.path, to: backup)
+        try FileManager.default.copyItem(atPath: phone.store.path + ".blobs", toPath: backup + ".blobs")
+        try await phone.engine.sync()
+        await phone.engine.stop()
+        await phone.store.close()
+        // The phone comes back on the backup: the photo and its visit look unsent again.
+        try RestoredDeviceTests.restore(backup, to: phone.store.path)
+        try FileManager.default.removeItem(atPath: phone.store.path + ".blobs")
+        try FileManager.default.copyItem(atPath: backup + ".blobs", toPath: phone.store.path + ".blobs")
+        let restored = try harness.device("u-1", name: "phone", seed: 99)
+        #expect(try await restored.store.attachmentState(photo) == .waiting)
+        let report = try await restored.engine.sync()
+        #expect(report.failure == nil && report.rejected.isEmpty, "\(report)")
+        let blobs = try harness.server.database.read { sql in
+            try sql.query("SELECT sha256, complete FROM blobs", []).map { ($0.string(0), $0.bool(1)) }
+        }
+        #expect(blobs.count == 1 && blobs[0] == (photo.sha256, true), "one blob, named by its content: \(blobs)")
+        #expect(try harness.serverRecords("visits").count == 1, "the visit once")
+        #expect(try await restored.store.get(PhotoVisit.self, visit)?.syncState == .synced)
+        #expect(try await restored.store.attachmentState(photo) == .onDevice)
+    }
+
     @Test func badAttachmentsAreRefusedAndStoreNothing() async throws {
         let fixture = try StoreFixture()
         await #expect(throws: StoreError.self) {
