@@ -98,3 +98,13 @@ extension SyncServer {
         return (first, min(last, size - 1))
     }
 }
+
+extension SyncServer {
+    /// Whether the server holds a blob whole, of `size` bytes, hashing to
+    /// its name (the simulation's checker asks for every attachment a live
+    /// record names).
+    package func holdsIntactBlob(_ sha: String, size: Int64) throws -> Bool {
+        guard let state = try blobs.state(sha), state.complete, state.size == size else { return false }
+        return try blobs.matches(sha, size: size)
+    }
+}

@@ -5,7 +5,7 @@ public import OutpostServer
 
 /// One broken invariant, with the records involved.
 public struct Violation: Sendable, Equatable, CustomStringConvertible {
-    /// `I1` … `I8` (docs/reliability.md lists them).
+    /// `I1` … `I9` (docs/reliability.md lists them).
     public var invariant: String
     public var detail: String
 
@@ -36,7 +36,7 @@ public struct InvariantReport: Sendable {
     public var isClean: Bool { violations.isEmpty }
 }
 
-/// Checks the invariants I1-I8 against the server's database and every
+/// Checks the invariants I1-I9 against the server's database and every
 /// device's database, after quiescence (network healed, outboxes drained,
 /// every device pulled last).
 public enum InvariantChecker {
@@ -78,8 +78,28 @@ public enum InvariantChecker {
             report.violations.append(Violation(invariant: "I2", detail: "mutation \(id) took effect \(count) times"))
         }
 
+        // I9: every attachment a live record names is on the server whole,
+        // hashing to its name.
+        for (uuid, row) in byUUID where !row.deleted {
+            guard let text = row.data, text.contains("sha256"), let data = try? JSONObject.parseObject(text) else { continue }
+            for (field, attachment) in Attachment.all(in: data) {
+                report.checks["I9", default: 0] += 1
+                if try !server.holdsIntactBlob(attachment.sha256, size: attachment.size) {
+                    report.violations.append(
+                        Violation(
+                            invariant: "I9",
+                            detail: "\(row.collection) \(uuid) names in \(field) a blob \(attachment.sha256.prefix(12)) the server does not hold whole"))
+                }
+            }
+        }
+
         for device in devices {
             let store = device.store
+            // I9: no photo a device still needs was evicted, and every file holds its bytes.
+            report.checks["I9", default: 0] += 1
+            for problem in try await store.attachmentProblems() {
+                report.violations.append(Violation(invariant: "I9", detail: "\(device.name): \(problem)"))
+            }
             var rejected: Set<UUID> = []
             for record in try await store.rejectedRecords() { rejected.insert(record.uuid) }
             let conflictReports = try await store.conflicts()

@@ -1,6 +1,6 @@
 public import Foundation
 public import Outpost
-import OutpostCore
+public import OutpostCore
 public import OutpostServer
 import OutpostSQLite
 public import OutpostTesting
@@ -111,6 +111,8 @@ public final class SimulatedDevice: @unchecked Sendable {
         let connection = try SQLiteConnection(path: path)
         defer { connection.close() }
         _ = try connection.run("VACUUM INTO ?", [.text(copy)])
+        // The photos' folder is part of the app's data: backed up with it.
+        Self.copyFolder(path + ".blobs", to: copy + ".blobs")
         backup = (copy, ledger)
     }
 
@@ -128,6 +130,7 @@ public final class SimulatedDevice: @unchecked Sendable {
         await store.close()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         try FileManager.default.copyItem(atPath: backup.path, toPath: path)
+        Self.copyFolder(backup.path + ".blobs", to: path + ".blobs")
         // No exemption: a create the replaced timeline sent and this copy
         // still holds as unsent must not come back after a local delete
         // (the 409 and the pull tell the device; see DoubtfulCreates.swift).
@@ -149,6 +152,7 @@ public final class SimulatedDevice: @unchecked Sendable {
         defer { connection.close() }
         try? FileManager.default.removeItem(atPath: clonePath)
         _ = try connection.run("VACUUM INTO ?", [.text(clonePath)])
+        Self.copyFolder(path + ".blobs", to: clonePath + ".blobs")
         ledger.recordAnotherCopy(of: ledger.created)
         let clone = try SimulatedDevice(
             name: name, principal: principal, path: clonePath, token: token, network: network, now: wallClock.now(), skew: 0,
@@ -184,6 +188,24 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// Moves the device's wall clock (a skewed clock must change nothing).
     public func skewClock(by seconds: TimeInterval) {
         wallClock.advance(by: seconds)
+    }
+
+    /// Replaces `destination` with a copy of the folder (nothing when there is none).
+    static func copyFolder(_ source: String, to destination: String) {
+        try? FileManager.default.removeItem(atPath: destination)
+        guard FileManager.default.fileExists(atPath: source) else { return }
+        try? FileManager.default.copyItem(atPath: source, toPath: destination)
+    }
+
+    /// A photo taken at the door: seeded bytes attached to the store.
+    public func attachPhoto(size: Int, seed: UInt64) async throws -> Attachment {
+        var random = SeededRandom(seed: seed)
+        var bytes = [UInt8](repeating: 0, count: size)
+        for index in stride(from: 0, to: size, by: 8) {
+            let word = random.next()
+            for offset in 0..<min(8, size - index) { bytes[index + offset] = UInt8(truncatingIfNeeded: word >> (offset * 8)) }
+        }
+        return try await store.attach(Data(bytes), contentType: "image/jpeg")
     }
 
     public var checked: CheckedDevice {

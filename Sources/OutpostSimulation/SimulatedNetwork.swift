@@ -42,6 +42,13 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     /// A replaced channel's read hands over an event after the snapshot
     /// that replaced it.
     case liveStaleGeneration = "live_stale_generation"
+    /// An attachment upload's connection is cut mid-body: the server keeps
+    /// what arrived, the device hears nothing.
+    case uploadCut = "upload_cut"
+    /// An attachment upload reaches the server twice.
+    case uploadDuplicated = "upload_duplicated"
+    /// An attachment upload is held back and reaches the server after newer ones.
+    case uploadReordered = "upload_reordered"
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }
@@ -116,7 +123,10 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
         if request.target.contains("&wait=") { return try await live.poll(request) }
         state.withLock { $0.requestCount += 1 }
         if isPartitioned { throw TransportError.notSent("partitioned") }
-        guard roll(100) < UInt64(faultRate) else { return try await server.send(request) }
+        // Uploads are few and long: they meet faults three times as often.
+        let isUpload = request.method == "PUT" && request.target.hasPrefix("/v1/blobs/")
+        guard roll(100) < UInt64(min(100, faultRate * (isUpload ? 3 : 1))) else { return try await server.send(request) }
+        if isUpload { return try await uploadFault(request) }
         switch roll(7) {
         case 0:
             count(.requestDropped)
@@ -145,6 +155,47 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
             _ = try await server.send(request)
             throw TransportError.noAnswer("the device died before the answer")
         }
+    }
+
+    /// What a bad network does to an attachment upload.
+    private func uploadFault(_ request: TransportRequest) async throws -> TransportResponse {
+        switch roll(5) {
+        case 0:
+            count(.uploadCut)
+            // The first bytes of the body arrive, then the connection is gone.
+            if let cut = Self.cut(request, keeping: { self.roll(UInt64($0)) }) { _ = try? await server.send(cut) }
+            throw TransportError.noAnswer("upload cut mid-body")
+        case 1:
+            count(.uploadDuplicated)
+            _ = try await server.send(request)
+            return try await server.send(request)
+        case 2:
+            count(.uploadReordered)
+            state.withLock { $0.held.append(request) }
+            throw TransportError.noAnswer("upload delayed past the timeout")
+        case 3:
+            count(.responseDropped)
+            _ = try await server.send(request)
+            throw TransportError.noAnswer("response dropped after the server stored the piece")
+        default:
+            count(.unavailable)
+            return Self.errorResponse(503, retryAfter: Int(roll(3)))
+        }
+    }
+
+    /// The request as the server sees it when the connection dies after
+    /// some of its body: a shorter range of the same bytes (the server
+    /// stores what arrived). Nil when fewer than two bytes were to be sent.
+    static func cut(_ request: TransportRequest, keeping: (Int) -> UInt64) -> TransportRequest? {
+        guard let body = request.body, body.count > 1, let range = request.headers["Content-Range"],
+            range.hasPrefix("bytes "), let slash = range.firstIndex(of: "/"), let dash = range.firstIndex(of: "-"),
+            let first = Int64(range[range.index(range.startIndex, offsetBy: 6)..<dash])
+        else { return nil }
+        let kept = 1 + Int(keeping(body.count - 1))
+        var cut = request
+        cut.body = body.prefix(kept)
+        cut.headers["Content-Range"] = "bytes \(first)-\(first + Int64(kept) - 1)\(range[slash...])"
+        return cut
     }
 
     static func errorResponse(_ status: Int, retryAfter: Int?) -> TransportResponse {

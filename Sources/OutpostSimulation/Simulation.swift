@@ -91,6 +91,8 @@ public enum Simulation {
                     token: token, network: network, now: serverClock.now(), skew: skew, seed: random.next(),
                     monotonic: ManualMonotonicClock(), live: config.liveChannels))
         }
+        // A small storage budget, so synced photos are evicted during the run.
+        for device in devices { try await device.store.setAttachmentStorageBudget(Self.attachmentBudget) }
         var cursors: [Int: Int64] = [:]
         var mark = 0
         // Disks that are full, with the operation at which space is freed.
@@ -155,10 +157,17 @@ public enum Simulation {
                     let people = try await device.store.query(RecordQuery("people"))
                     guard !people.isEmpty else { continue }
                     let parent = people[Int(random.next() % UInt64(people.count))]
-                    let uuid = try await device.store.create(
-                        in: "visits", ["person": .string(parent.uuid.wireText), "visited_at": "2026-11-29T10:00:00Z"])
+                    var data: JSONObject = ["person": .string(parent.uuid.wireText), "visited_at": "2026-11-29T10:00:00Z"]
+                    // Half the visits come with a photo of the house front.
+                    var photo = ""
+                    if random.next() % 2 == 0 {
+                        let attachment = try await device.attachPhoto(size: 1_000 + Int(random.next() % 60_000), seed: random.next())
+                        data["photo"] = attachment.jsonValue
+                        photo = " with photo \(attachment.sha256.prefix(8)) (\(attachment.size) bytes)"
+                    }
+                    let uuid = try await device.store.create(in: "visits", data)
                     device.ledger.recordCreate(uuid)
-                    trace("\(step) create visits \(uuid.wireText) for \(parent.uuid.wireText)")
+                    trace("\(step) create visits \(uuid.wireText) for \(parent.uuid.wireText)\(photo)")
                     result.writes += 1
                 case 34..<54:
                     let collection = random.next() % 3 == 0 ? "visits" : "people"
@@ -167,7 +176,12 @@ public enum Simulation {
                     let target = records[Int(random.next() % UInt64(records.count))]
                     mark += 1
                     let text = "mark-\(config.seed)-\(index)-\(mark)"
-                    try await device.store.update(in: collection, target.uuid, patch: ["notes": .string(text)])
+                    var patch: JSONObject = ["notes": .string(text)]
+                    if collection == "visits", random.next() % 4 == 0 {
+                        // A better photo replaces the first.
+                        patch["photo"] = try await device.attachPhoto(size: 1_000 + Int(random.next() % 30_000), seed: random.next()).jsonValue
+                    }
+                    try await device.store.update(in: collection, target.uuid, patch: patch)
                     device.ledger.recordUpdate(target.uuid, mark: text)
                     trace("\(step) update \(collection) \(target.uuid.wireText) \(text)")
                     result.writes += 1
@@ -196,6 +210,10 @@ public enum Simulation {
                     try await device.settleLive()
                     trace("\(step) sync: \(Self.describe(outcome))")
                     if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
+                    // I9: no photo still to upload was evicted to fit the budget.
+                    for problem in try await device.store.attachmentProblems() {
+                        result.violations.append(Violation(invariant: "I9", detail: "\(device.name): \(problem)"))
+                    }
                     if device.network.crashRequested { try await device.crashAndRestart() }
                 case 85..<90:
                     device.network.isPartitioned.toggle()
@@ -306,6 +324,9 @@ public enum Simulation {
         case .failure(let error): return "failed: \(error)"
         }
     }
+
+    /// Bytes of photos each device keeps (the default is 512 MiB): a few photos.
+    static let attachmentBudget: Int64 = 120_000
 
     /// The server's body limit in the simulation (the default is 4 MiB):
     /// a capture over it alone, or a batch of large ones, meets it.

@@ -231,8 +231,9 @@ final class AttachmentQueue {
         return named
     }
 
-    /// Blobs named by records the server refused: the person may fix and
-    /// resend them, so their bytes stay.
+    /// Blobs named by records the server refused and by edits that lost a
+    /// conflict: the person may fix and resend them, or apply the lost edit
+    /// again, so their bytes stay.
     func namedByRefusedRecords() throws -> Set<String> {
         var named: Set<String> = []
         for collection in collections {
@@ -240,7 +241,34 @@ final class AttachmentQueue {
                 for attachment in Attachment.all(in: record.value).values { named.insert(attachment.sha256) }
             }
         }
+        try connection.forEach("SELECT local_change FROM conflicts WHERE local_change IS NOT NULL") { [payloads = tables.payloads] row in
+            guard let text = try? payloads.text(row, 0), Self.mayName(text), let object = try? JSONObject.parseObject(text) else { return }
+            for attachment in Attachment.all(in: object).values { named.insert(attachment.sha256) }
+        }
         return named
+    }
+
+    /// What breaks the promise that no photo still needed was evicted: a
+    /// blob still to upload (or refused, so the person can retry) without
+    /// its file, one a queued change or a refused record names without its
+    /// file, and a file whose bytes no longer hash to its name.
+    func problems() throws -> [String] {
+        var problems: [String] = []
+        let rows = try connection.query("SELECT \(Self.columns) FROM blobs") { row($0) }.compactMap { $0 }
+        let byName = Dictionary(rows.map { ($0.attachment.sha256, $0) }, uniquingKeysWith: { first, _ in first })
+        for row in rows where row.upload != nil && row.upload != "uploaded" {
+            if !row.held || !folder.holds(row.attachment.sha256) {
+                problems.append("the \(row.upload ?? "") blob \(row.attachment.sha256.prefix(12)) has no file")
+            }
+        }
+        for sha in try namedByQueuedChanges().union(namedByRefusedRecords()) {
+            guard let row = byName[sha] else { continue }
+            if !row.held || !folder.holds(sha) { problems.append("the blob \(sha.prefix(12)) a change still needs was evicted") }
+        }
+        for row in rows where row.held && !folder.verify(row.attachment.sha256, size: row.attachment.size) {
+            problems.append("the file of blob \(row.attachment.sha256.prefix(12)) does not hold its bytes")
+        }
+        return problems
     }
 
     /// Text that cannot hold an attachment is not parsed.

@@ -203,6 +203,13 @@ extension LocalStore {
             message: "The attachment (\(attachment.contentType), \(attachment.size) bytes) could not be uploaded: \(reason)")
     }
 
+    /// Attachments whose bytes are gone though something still needs them
+    /// (the simulation's checker asks after every sync).
+    package func attachmentProblems() throws -> [String] {
+        try checkOpen()
+        return try attachments.problems()
+    }
+
     /// Evicts synced attachment files above the storage budget.
     package func evictAttachments() throws -> [String] {
         try checkOpen()
