@@ -75,11 +75,7 @@ struct ServerClient: Sendable {
     func blobPut(_ attachment: Attachment, offset: Int64, bytes: Data, timeout: TimeInterval) async throws -> TransportResponse {
         var headers = headers(accept: "application/json")
         headers["Content-Type"] = attachment.contentType
-        // Each piece on a connection of its own. Foundation on Linux, when a
-        // kept-alive connection dies mid-body, sends the request again on a
-        // new one by itself, and that body did not start at its beginning:
-        // the server stored bytes at the wrong offsets (the hash check at the
-        // end caught it, and the upload began again from zero).
+        // Each piece on a connection of its own (see URLSessionTransport.send).
         headers["Connection"] = "close"
         if !bytes.isEmpty {
             headers["Content-Range"] = "bytes \(offset)-\(offset + Int64(bytes.count) - 1)/\(attachment.size)"

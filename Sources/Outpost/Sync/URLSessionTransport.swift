@@ -10,6 +10,9 @@ public final class URLSessionTransport: SyncTransport {
     /// The server's address; request targets are resolved against it.
     public let baseURL: URL
     private let session: URLSession
+    /// Attachment uploads only (`PUT`): each on a connection of its own,
+    /// never one that other requests left open (see ``send(_:)``).
+    private let uploadSession = Locked<URLSession?>(nil)
     /// The session for streams, made on the first stream: most transports
     /// (the CLI, tests, a device in the background) never open one.
     private let streamSession = Locked<URLSessionStreams?>(nil)
@@ -39,6 +42,7 @@ public final class URLSessionTransport: SyncTransport {
 
     deinit {
         session.finishTasksAndInvalidate()
+        uploadSession.current?.finishTasksAndInvalidate()
         streamSession.current?.invalidate()
     }
 
@@ -75,9 +79,30 @@ public final class URLSessionTransport: SyncTransport {
         }
     }
 
+    /// The session for uploads, made on the first one.
+    private var uploads: URLSession {
+        uploadSession.withLock { session in
+            if let session { return session }
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            configuration.urlCache = nil
+            configuration.httpMaximumConnectionsPerHost = 2
+            let made = URLSession(configuration: configuration)
+            session = made
+            return made
+        }
+    }
+
     /// Sends `request`, ending it at its timeout; failures are classified as `TransportError`s.
+    ///
+    /// A `PUT` (an attachment's piece) goes through a session of its own:
+    /// when a reused connection dies mid-body, Foundation on Linux sends
+    /// the request again by itself on a new one, and that body did not
+    /// start at its beginning (the server stored bytes at the wrong
+    /// offsets), or it stalled until the server gave up on it.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         let urlRequest = try self.urlRequest(request, timeout: request.timeout)
+        let session = request.method == "PUT" ? uploads : self.session
         do {
             let (data, response) = try await withDeadline(request.timeout) { [session, urlRequest] in
                 try await session.data(for: urlRequest)
