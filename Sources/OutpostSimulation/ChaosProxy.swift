@@ -40,6 +40,10 @@ public enum ChaosMode: Sendable, Equatable, CustomStringConvertible {
     /// many bytes from the client: an upload that stops mid-body, as when
     /// a phone walks out of coverage.
     case cutAfterClientBytes(Int)
+    /// Whichever connection carries the client's byte number N, 2N, 3N…
+    /// (counted over all connections) is cut there: an uplink that drops
+    /// every N bytes of upload, whatever the requests.
+    case cutEvery(bytes: Int)
     /// Bytes from the client reach the server at most this fast: a slow
     /// uplink, so an upload is still under way when a test interrupts it.
     case slowUpload(bytesPerSecond: Int)
@@ -56,6 +60,7 @@ public enum ChaosMode: Sendable, Equatable, CustomStringConvertible {
         case .replayOldEvents: return "replayOldEvents"
         case .cutAfterClientBytes(let bytes): return "cutAfterClientBytes(\(bytes))"
         case .slowUpload(let rate): return "slowUpload(\(rate) B/s)"
+        case .cutEvery(let bytes): return "cutEvery(\(bytes) B)"
         }
     }
 }
@@ -217,6 +222,8 @@ private final class ChaosShared: Sendable {
         var bytesToClients = 0
         var resetsSent = 0
         var cuts = 0
+        /// Client bytes forwarded on every connection (``ChaosMode/cutEvery(bytes:)``).
+        var clientBytesForwarded = 0
         var lateDuplicatesInjected = 0
         /// `changes` events streams carried, with the connection that carried them.
         var streamEvents: [(connection: Int, event: [UInt8])] = []
@@ -374,6 +381,20 @@ private struct ChaosConnection {
             resetClient()
         case .slowUpload:
             dripUp(count)
+        case .cutEvery(let every):
+            let allowed = shared.withLock { state -> Int in
+                let next = (state.clientBytesForwarded / every + 1) * every
+                let allowed = min(count, next - state.clientBytesForwarded)
+                state.clientBytesForwarded += allowed
+                return allowed
+            }
+            forward(allowed, to: upstream)
+            if allowed < count || shared.withLock({ $0.clientBytesForwarded % every == 0 }) {
+                resetClient()
+                ChaosSocket.reset(upstream)
+                upstream = -1
+                shared.withLock { $0.cuts += 1 }
+            }
         case .cutAfterClientBytes(let limit):
             let allowed = max(0, min(count, limit - forwardedFromClient))
             if allowed > 0 { forward(allowed, to: upstream) }
@@ -395,7 +416,7 @@ private struct ChaosConnection {
             return
         }
         switch mode {
-        case .pass, .resetAfterRequest, .cutAfterClientBytes, .slowUpload:
+        case .pass, .resetAfterRequest, .cutAfterClientBytes, .slowUpload, .cutEvery:
             forward(count, to: client)
         case .replayOldEvents:
             forwardReplaying(count)

@@ -78,7 +78,7 @@ public actor SyncEngine {
     /// then is not published.
     var statusEpoch = 0
     /// Bytes per attachment upload request, adapted to the link.
-    var uploadPieceBytes = 1 << 20
+    var uploadPieceBytes = 4 << 20
 
     /// An engine with a token set by hand (``updateToken(_:)`` replaces it).
     ///

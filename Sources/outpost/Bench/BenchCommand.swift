@@ -4,7 +4,7 @@ import OutpostCore
 /// `outpost bench`: every figure with its baseline measured in the same run.
 enum BenchCommand {
     static let help = """
-        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [--quick] [--json FILE]
+        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [--quick] [--json FILE]
                              [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series]
 
         Runs the benchmarks (all when none is named) and prints each figure, its baseline
@@ -21,9 +21,12 @@ enum BenchCommand {
           --json FILE      also write the results as JSON
           --idle N         live: idle streams held open on one server (default 10,000)
           --live-devices L live: the device counts to measure propagation with (default 1,100,1000)
+
+        attachments uploads 100 photos of 2 MB through the engine against curl PUTting the same
+        bytes (same run), then through a proxy that cuts the upload every 5 MB.
         """
 
-    static let names = ["initial-sync", "local-write", "push", "many-devices", "live"]
+    static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments"]
 
     static func run(_ words: [String]) async throws {
         var arguments = try Arguments(words, flagNames: ["quick", "series"])
@@ -87,6 +90,8 @@ enum BenchCommand {
                         jitter: quick ? .seconds(2) : .seconds(10)))
             case "live":
                 report(try await LiveBench.run(deviceCounts: liveDevices, rounds: quick ? 10 : 50, idleConnections: idle))
+            case "attachments":
+                report(try await AttachmentBench.run(photos: quick ? 10 : 100, photoBytes: 2_000_000))
             default: break
             }
         }

@@ -1,0 +1,149 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostServer
+import OutpostSimulation
+import OutpostTesting
+
+/// `outpost bench attachments`: photos uploaded by the engine over loopback
+/// against `curl` PUTting the same bytes to a server of its own in the same
+/// run; then the same photos through a proxy that cuts the upload every 5 MB.
+enum AttachmentBench {
+    static func run(photos: Int, photoBytes: Int) async throws -> [BenchResult] {
+        let directory = try TemporaryDirectory(prefix: "outpost-bench-blobs")
+        var files: [URL] = []
+        for index in 0..<photos {
+            let url = URL(fileURLWithPath: directory.path("photo-\(index).jpg"))
+            try bytes(photoBytes, seed: UInt64(index + 1)).write(to: url)
+            files.append(url)
+        }
+        let total = Double(photos * photoBytes)
+
+        // curl, one process, one kept-alive connection, every file whole.
+        let curlServer = try BlobServer(directory.path("curl"))
+        defer { curlServer.http.stop() }
+        let token = try curlServer.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil)
+        var arguments = ["-s", "-f", "-o", "/dev/null", "-H", "Authorization: Bearer \(token)", "-H", "Content-Type: image/jpeg"]
+        for file in files {
+            let sha = SHA256.hex(of: [UInt8](try Data(contentsOf: file)))
+            arguments += ["-T", file.path, "\(curlServer.base.absoluteString)/v1/blobs/\(sha)"]
+        }
+        let curlSeconds = try await Bench.time {
+            let output = try await runBlocking { [arguments] in try ChildProcess.run(URL(fileURLWithPath: "/usr/bin/curl"), arguments) }
+            guard output.status == 0 else { throw CommandFailure("curl failed (\(output.status)): \(output.stderr)") }
+        }
+
+        // The engine: each photo attached to a visit, then one sync.
+        let engineServer = try BlobServer(directory.path("engine"))
+        defer { engineServer.http.stop() }
+        let (store, engine) = try await device(engineServer, directory.path("device.sqlite"))
+        let attachSeconds = try await Bench.time { try await capture(files, into: store) }
+        var report = SyncReport(trigger: .manual)
+        let engineSeconds = try await Bench.time { report = try await engine.sync(timeout: .seconds(600)) }
+        guard report.attachmentsUploaded == photos else {
+            throw CommandFailure("the engine uploaded \(report.attachmentsUploaded) of \(photos) photos")
+        }
+        await store.close()
+        let engineRate = total / engineSeconds / 1e6
+        let curlRate = total / curlSeconds / 1e6
+        let ratio = engineRate / curlRate
+        var upload = BenchResult(
+            name: "attachments-upload", figure: engineRate, unit: "MB/s", baseline: curlRate, baselineLabel: "curl PUT, same bytes",
+            ratio: ratio, ratioMeaning: "engine throughput / curl throughput", target: "≥ 0.8× curl", met: ratio >= 0.8)
+        upload.details = [
+            "photos": Double(photos), "photo_bytes": Double(photoBytes), "engine_seconds": engineSeconds, "curl_seconds": curlSeconds,
+            "attach_seconds": attachSeconds,
+        ]
+        upload.notes = [
+            "The engine's sync also pushes the \(photos) visits that name the photos; attaching (copy and hash into the store) is counted apart."
+        ]
+
+        // Through a proxy that cuts the upload every 5 MB.
+        let cutServer = try BlobServer(directory.path("cut"))
+        defer { cutServer.http.stop() }
+        let proxy = try ChaosProxy(upstreamPort: cutServer.http.port, mode: .cutEvery(bytes: 5_000_000))
+        defer { proxy.stop() }
+        let (cutStore, cutEngine) = try await device(cutServer, directory.path("cut-device.sqlite"), through: proxy.url)
+        try await capture(files, into: cutStore)
+        var attempts = 0
+        let cutSeconds = try await Bench.time {
+            while true {
+                attempts += 1
+                if let report = try? await cutEngine.sync(timeout: .seconds(600)), report.failure == nil,
+                    try await cutStore.attachmentSummary().waiting == 0
+                {
+                    return
+                }
+                guard attempts < 10 * photos else { throw CommandFailure("the uploads through the cutting proxy never finished") }
+            }
+        }
+        await cutStore.close()
+        let cuts = proxy.cuts
+        let sent = Double(proxy.bytesFromClients)
+        let stored = Double(cutServer.server.metrics.blobBytesReceivedTotal)
+        let resentPerCut = cuts > 0 ? (sent - total) / Double(cuts) : 0
+        var cut = BenchResult(
+            name: "attachments-upload-cut-every-5MB", figure: resentPerCut / 1e3, unit: "kB sent again per cut",
+            baseline: Double(photoBytes) / 2e3, baselineLabel: "half a photo, what restarting a photo loses on average",
+            ratio: resentPerCut / (Double(photoBytes) / 2), ratioMeaning: "bytes sent again per cut / half a photo",
+            target: "every byte stored once; less sent again per cut than a restart would", met: stored == total && resentPerCut < Double(photoBytes) / 2)
+        cut.details = [
+            "cuts": Double(cuts), "syncs": Double(attempts), "seconds": cutSeconds, "bytes_from_client": sent,
+            "bytes_stored": stored, "photo_bytes_total": total,
+        ]
+        cut.notes = [
+            "Sent again: request heads, and bytes a cut destroys in the sockets before the server reads them; the server's copy of every photo holds each byte once (bytes_stored)."
+        ]
+        return [upload, cut]
+    }
+
+    /// A server on SQLite with uploads streamed to files, on a socket.
+    struct BlobServer {
+        let server: SyncServer
+        let http: HTTPServer
+        let base: URL
+
+        init(_ folder: String) throws {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            server = try SyncServer(database: try SQLiteServerDatabase(path: folder + "/server.sqlite"), config: ServerConfig())
+            http = try HTTPServer(port: 0, threads: 4, server: server)
+            base = URL(string: "http://127.0.0.1:\(http.port)")!
+        }
+    }
+
+    static func device(_ server: BlobServer, _ path: String, through: URL? = nil) async throws -> (LocalStore, SyncEngine) {
+        try await waitUntilServing(server.base)
+        let store = try LocalStore(
+            path: path, collections: [CollectionDescriptor(name: "people"), CollectionDescriptor(name: "visits", references: ["person": "people"])])
+        var options = SyncOptions()
+        options.periodicInterval = nil
+        options.liveUpdates = false
+        options.attachmentUploadTime = .seconds(600)
+        let engine = SyncEngine(
+            store: store, transport: URLSessionTransport(baseURL: through ?? server.base),
+            token: try server.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil), options: options)
+        return (store, engine)
+    }
+
+    /// A person and one visit per photo, each photo attached from its file.
+    static func capture(_ files: [URL], into store: LocalStore) async throws {
+        let person = try await store.create(in: "people", ["name": "Romero"])
+        for file in files {
+            try await store.write { transaction in
+                let photo = try transaction.attach(contentsOf: file)
+                try transaction.create(
+                    in: "visits", ["person": .string(person.wireText), "visited_at": "2026-11-29T10:00:00Z", "photo": photo.jsonValue])
+            }
+        }
+    }
+
+    static func bytes(_ count: Int, seed: UInt64) -> Data {
+        var random = SeededRandom(seed: seed)
+        var bytes = [UInt8](repeating: 0, count: count)
+        bytes.withUnsafeMutableBytes { raw in
+            let words = raw.bindMemory(to: UInt64.self)
+            for index in 0..<words.count { words[index] = random.next() }
+        }
+        return Data(bytes)
+    }
+}
