@@ -82,7 +82,7 @@ public enum InvariantChecker {
         // hashing to its name.
         for (uuid, row) in byUUID where !row.deleted {
             guard let text = row.data, text.contains("sha256"), let data = try? JSONObject.parseObject(text) else { continue }
-            for (field, attachment) in Attachment.all(in: data) {
+            for (field, attachment) in AttachedFile.all(in: data) {
                 report.checks["I9", default: 0] += 1
                 if try !server.holdsIntactBlob(attachment.sha256, size: attachment.size) {
                     report.violations.append(

@@ -198,7 +198,7 @@ public final class SimulatedDevice: @unchecked Sendable {
     }
 
     /// A photo taken at the door: seeded bytes attached to the store.
-    public func attachPhoto(size: Int, seed: UInt64) async throws -> Attachment {
+    public func attachPhoto(size: Int, seed: UInt64) async throws -> AttachedFile {
         var random = SeededRandom(seed: seed)
         var bytes = [UInt8](repeating: 0, count: size)
         for index in stride(from: 0, to: size, by: 8) {

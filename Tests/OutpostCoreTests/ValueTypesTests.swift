@@ -109,12 +109,12 @@ struct SHA256Tests {
     }
 
     @Test func attachmentValuesAreCheckedWhenMade() {
-        #expect(Attachment(sha256: String(repeating: "A", count: 64), size: 1, contentType: "image/png")?.sha256 == String(repeating: "a", count: 64))
-        #expect(Attachment(sha256: "abc", size: 1, contentType: "image/png") == nil)
-        #expect(Attachment(sha256: String(repeating: "a", count: 64), size: -1, contentType: "image/png") == nil)
-        #expect(Attachment(sha256: String(repeating: "a", count: 64), size: 1, contentType: "") == nil)
-        let value = Attachment(sha256: String(repeating: "b", count: 64), size: 5, contentType: "image/jpeg")!
-        #expect(Attachment(value.jsonValue) == value)
-        #expect(Attachment.all(in: ["photo": value.jsonValue, "notes": .string("x")]) == ["photo": value])
+        #expect(AttachedFile(sha256: String(repeating: "A", count: 64), size: 1, contentType: "image/png")?.sha256 == String(repeating: "a", count: 64))
+        #expect(AttachedFile(sha256: "abc", size: 1, contentType: "image/png") == nil)
+        #expect(AttachedFile(sha256: String(repeating: "a", count: 64), size: -1, contentType: "image/png") == nil)
+        #expect(AttachedFile(sha256: String(repeating: "a", count: 64), size: 1, contentType: "") == nil)
+        let value = AttachedFile(sha256: String(repeating: "b", count: 64), size: 5, contentType: "image/jpeg")!
+        #expect(AttachedFile(value.jsonValue) == value)
+        #expect(AttachedFile.all(in: ["photo": value.jsonValue, "notes": .string("x")]) == ["photo": value])
     }
 }

@@ -12,7 +12,7 @@ struct ChaosVisit: SyncRecord, Equatable {
     static let references = ["person": "people"]
     var person: String
     var visitedAt: String
-    var photo: OutpostCore.Attachment?
+    var photo: OutpostCore.AttachedFile?
 
     enum CodingKeys: String, CodingKey {
         case person, photo

@@ -13,7 +13,7 @@ struct PhotoVisit: SyncRecord, Equatable {
     var person: String
     var visitedAt: String
     var notes: String?
-    var photo: OutpostCore.Attachment?
+    var photo: OutpostCore.AttachedFile?
 
     enum CodingKeys: String, CodingKey {
         case person, notes, photo
@@ -44,7 +44,7 @@ extension SyncHarness {
 @Suite("Attachments on the device", .timeLimit(.minutes(2)))
 struct AttachmentTests {
     /// A person and a visit naming a photo, captured on `device`.
-    func captureVisit(_ device: SyncHarness.Device, photo: OutpostCore.Attachment?, notes: String = "door") async throws -> UUID {
+    func captureVisit(_ device: SyncHarness.Device, photo: OutpostCore.AttachedFile?, notes: String = "door") async throws -> UUID {
         let person = try await device.store.create(Person(name: "Romero"))
         return try await device.store.create(
             PhotoVisit(person: person.wireText, visitedAt: "2026-11-29T10:00:00Z", notes: notes, photo: photo))
@@ -118,13 +118,13 @@ struct AttachmentTests {
         let bytes = photoBytes(6_000_000, seed: 3)
         let photo = try await field.store.attach(bytes, contentType: "image/jpeg")
         _ = try await captureVisit(field, photo: photo)
-        // The second piece reaches the server, its answer is lost.
+        // The first piece reaches the server, its answer is lost.
         let puts = Locked(0)
         field.network.inject(.dropResponse) { request in
             guard request.method == "PUT" else { return false }
             return puts.withLock { count in
                 count += 1
-                return count == 2
+                return count == 1
             }
         }
         await #expect(throws: SyncFailure.noAnswer) { try await field.engine.sync() }
@@ -191,7 +191,7 @@ struct AttachmentTests {
         let field = try harness.device("u-1")
         try await field.store.setAttachmentStorageBudget(250_000)
         field.network.isOffline = true
-        var photos: [OutpostCore.Attachment] = []
+        var photos: [OutpostCore.AttachedFile] = []
         var data: [Data] = []
         for seed in 10..<14 {
             let bytes = photoBytes(100_000, seed: UInt64(seed))
@@ -320,7 +320,7 @@ struct AttachmentTests {
         await #expect(throws: StoreError.self) { try await fixture.store.attach(Data([1]), contentType: "image/jpeg\nX-Evil: 1") }
         #expect(try await fixture.store.attachmentSummary() == AttachmentSummary())
         let files = (try? FileManager.default.contentsOfDirectory(atPath: fixture.path + ".blobs")) ?? []
-        #expect(files.allSatisfy { !OutpostCore.Attachment.isBlobName($0) }, "\(files)")
+        #expect(files.allSatisfy { !OutpostCore.AttachedFile.isBlobName($0) }, "\(files)")
         // A file is copied piece by piece and named by its hash.
         let source = fixture.directory.path("door.JPG")
         let bytes = photoBytes(3_000_001, seed: 41)

@@ -18,14 +18,16 @@ enum ReadmeExample {
         static let references = ["person": "people"]   // children are sent after their parent
         var person: RecordLink<Person>
         var visitedAt: Date                              // the field "visited_at", RFC 3339 text on the wire
+        var photo: AttachedFile?                         // bytes apart, uploaded before the visit
     }
 
-    static func run(dbPath: String, serverURL: URL, token: String) async throws -> (SyncReport, SyncEngine) {
+    static func run(dbPath: String, serverURL: URL, token: String, doorJPEG: URL) async throws -> (SyncReport, SyncEngine) {
         // Open locally: works offline from the first line.
         let store = try LocalStore(path: dbPath, collections: [Person.descriptor, Visit.descriptor])
         let ana = try await store.create(Person(name: "Ana"))          // record + outbox entry, one transaction
         try await store.update(Person.self, ana) { $0.phone = "555" }   // only changed fields are sent
-        try await store.create(Visit(person: RecordLink(ana), visitedAt: Date()))
+        let photo = try await store.attach(contentsOf: doorJPEG)     // copied and hashed into the store
+try await store.create(Visit(person: RecordLink(ana), visitedAt: Date(), photo: photo))
 
         // Connect separately; the app's sign-in gives tokens (asked at start and on 401, never offline).
         let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: serverURL)) { _ in token }
@@ -41,18 +43,24 @@ struct ReadmeExampleTests {
         let directory = try TemporaryDirectory()
         let server = try SyncServer(
             database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig())
-        let http = try HTTPServer(port: 0, threads: 2) { server.handle($0) }
+        let http = try HTTPServer(port: 0, threads: 2, server: server)
         defer { http.stop() }
         let token = try server.tokens.issue(user: "ana", role: .field, team: "north", ttl: nil)
         try await waitUntilServing(URL(string: "http://127.0.0.1:\(http.port)")!)
+        let door = URL(fileURLWithPath: directory.path("door.jpg"))
+        try Data(repeating: 0xd8, count: 300_000).write(to: door)
         let (_, engine) = try await ReadmeExample.run(
-            dbPath: directory.path("device.sqlite"), serverURL: URL(string: "http://127.0.0.1:\(http.port)")!, token: token)
+            dbPath: directory.path("device.sqlite"), serverURL: URL(string: "http://127.0.0.1:\(http.port)")!, token: token,
+            doorJPEG: door)
         await engine.waitForIdle()
         let people = try server.database.read { try $0.query("SELECT data FROM records WHERE collection = 'people'", []) }
         #expect(people.count == 1)
         #expect(people.first?.string(0).contains(#""phone":"555""#) == true, "the edit reached the server")
         let visits = try server.database.read { try $0.query("SELECT data FROM records WHERE collection = 'visits'", []) }
         #expect(visits.first?.string(0).contains(#""visited_at":"20"#) == true, "the visit's date arrived as RFC 3339 text")
+        #expect(visits.first?.string(0).contains(#""content_type":"image/jpeg""#) == true, "the visit names its photo")
+        let blobs = try server.database.read { try $0.query("SELECT complete FROM blobs", []) }
+        #expect(blobs.count == 1 && blobs.first?.bool(0) == true, "the photo is on the server whole")
         await engine.stop()
     }
 

@@ -32,7 +32,7 @@ final class AttachmentQueue {
     }
 
     struct Row: Sendable, Equatable {
-        var attachment: Attachment
+        var attachment: AttachedFile
         var upload: String?
         var uploadedBytes: Int64
         var attempts: Int
@@ -44,7 +44,7 @@ final class AttachmentQueue {
     private static let columns = "sha256, size, content_type, upload, uploaded_bytes, attempts, failures, last_error, held"
 
     private func row(_ sql: SQLiteRow) -> Row? {
-        guard let attachment = Attachment(sha256: sql.string(0), size: sql.int64(1), contentType: sql.string(2)) else { return nil }
+        guard let attachment = AttachedFile(sha256: sql.string(0), size: sql.int64(1), contentType: sql.string(2)) else { return nil }
         return Row(
             attachment: attachment, upload: sql.optionalString(3), uploadedBytes: sql.int64(4), attempts: Int(sql.int64(5)),
             failures: Int(sql.int64(6)), lastError: sql.optionalString(7), held: sql.int64(8) != 0)
@@ -67,7 +67,7 @@ final class AttachmentQueue {
     /// an uploaded blob stays uploaded; one that came with someone else's
     /// record, or failed, is this device's to upload now (the server lets a
     /// record name only a blob its writer uploaded).
-    func attach(_ attachment: Attachment, now: String) throws {
+    func attach(_ attachment: AttachedFile, now: String) throws {
         try connection.run(
             """
             INSERT INTO blobs (sha256, size, content_type, upload, held, last_used, attached_at)
@@ -83,7 +83,7 @@ final class AttachmentQueue {
     }
 
     /// Bytes downloaded for a record: held here, not this device's to upload.
-    func cached(_ attachment: Attachment) throws {
+    func cached(_ attachment: AttachedFile) throws {
         try connection.run(
             """
             INSERT INTO blobs (sha256, size, content_type, upload, held, last_used) VALUES (?, ?, ?, NULL, 1, ?)
@@ -226,7 +226,7 @@ final class AttachmentQueue {
             guard let text = try? payloads.text(row, 0), Self.mayName(text),
                 let object = try? JSONObject.parseObject(text)
             else { return }
-            for attachment in Attachment.all(in: object).values { named.insert(attachment.sha256) }
+            for attachment in AttachedFile.all(in: object).values { named.insert(attachment.sha256) }
         }
         return named
     }
@@ -238,12 +238,12 @@ final class AttachmentQueue {
         var named: Set<String> = []
         for collection in collections {
             for record in try tables.query(RecordQuery(collection, filter: .syncState(.rejected))) {
-                for attachment in Attachment.all(in: record.value).values { named.insert(attachment.sha256) }
+                for attachment in AttachedFile.all(in: record.value).values { named.insert(attachment.sha256) }
             }
         }
         try connection.forEach("SELECT local_change FROM conflicts WHERE local_change IS NOT NULL") { [payloads = tables.payloads] row in
             guard let text = try? payloads.text(row, 0), Self.mayName(text), let object = try? JSONObject.parseObject(text) else { return }
-            for attachment in Attachment.all(in: object).values { named.insert(attachment.sha256) }
+            for attachment in AttachedFile.all(in: object).values { named.insert(attachment.sha256) }
         }
         return named
     }
@@ -327,7 +327,7 @@ final class AttachmentQueue {
         return summary
     }
 
-    func state(of attachment: Attachment) throws -> AttachmentState {
+    func state(of attachment: AttachedFile) throws -> AttachmentState {
         guard let row = try row(attachment.sha256) else { return .notDownloaded }
         switch row.upload {
         case "waiting": return .waiting

@@ -78,7 +78,7 @@ public struct AttachmentProgress: Sendable, Equatable {
 public struct AttachmentDownload: AsyncSequence, Sendable {
     public typealias Element = AttachmentProgress
     /// The attachment being fetched.
-    public let attachment: Attachment
+    public let attachment: AttachedFile
     let steps: AsyncThrowingStream<AttachmentProgress, any Error>
     let task: Task<Data, any Error>
 

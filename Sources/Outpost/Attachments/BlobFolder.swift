@@ -42,7 +42,7 @@ final class BlobFolder: Sendable {
     /// The blob names present, and the temporary files an interrupted copy left.
     func listing() -> (blobs: [String], leftovers: [String]) {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
-        return (names.filter(Attachment.isBlobName), names.filter { $0.hasPrefix(".incoming-") })
+        return (names.filter(AttachedFile.isBlobName), names.filter { $0.hasPrefix(".incoming-") })
     }
 
     // MARK: Writing

@@ -4,9 +4,9 @@ public import OutpostCore
 /// What downloads attachments the device does not hold: the sync engine
 /// connected to the store sets it.
 package struct BlobSource: Sendable {
-    package var fetch: @Sendable (Attachment, @escaping @Sendable (AttachmentProgress) -> Void) async throws -> Data
+    package var fetch: @Sendable (AttachedFile, @escaping @Sendable (AttachmentProgress) -> Void) async throws -> Data
 
-    package init(fetch: @escaping @Sendable (Attachment, @escaping @Sendable (AttachmentProgress) -> Void) async throws -> Data) {
+    package init(fetch: @escaping @Sendable (AttachedFile, @escaping @Sendable (AttachmentProgress) -> Void) async throws -> Data) {
         self.fetch = fetch
     }
 }
@@ -27,18 +27,18 @@ extension LocalStore {
     ///
     /// To write the record in the same transaction, call
     /// ``StoreTransaction/attach(_:contentType:)`` inside ``write(_:)``.
-    public func attach(_ data: Data, contentType: String) throws -> Attachment {
+    public func attach(_ data: Data, contentType: String) throws -> AttachedFile {
         try write { try $0.attach(data, contentType: contentType) }
     }
 
     /// Copies a file into the store as an attachment (read piece by piece,
     /// never whole in memory); the content type is guessed from the extension when not given.
-    public func attach(contentsOf file: URL, contentType: String? = nil) throws -> Attachment {
+    public func attach(contentsOf file: URL, contentType: String? = nil) throws -> AttachedFile {
         try write { try $0.attach(contentsOf: file, contentType: contentType) }
     }
 
     /// Where an attachment stands: waiting, uploading, failed, on this device or only on the server.
-    public func attachmentState(_ attachment: Attachment) throws -> AttachmentState {
+    public func attachmentState(_ attachment: AttachedFile) throws -> AttachmentState {
         try checkOpen()
         return try attachments.state(of: attachment)
     }
@@ -80,7 +80,7 @@ extension LocalStore {
     ///
     /// Without a sync engine, bytes not on the device fail with
     /// ``StoreError/attachmentNotOnDevice(_:)``.
-    public nonisolated func attachmentData(_ attachment: Attachment) -> AttachmentDownload {
+    public nonisolated func attachmentData(_ attachment: AttachedFile) -> AttachmentDownload {
         let (steps, continuation) = AsyncThrowingStream.makeStream(of: AttachmentProgress.self, bufferingPolicy: .bufferingNewest(8))
         let source = blobSource
         let task = Task<Data, any Error> {
@@ -108,7 +108,7 @@ extension LocalStore {
 
     /// The bytes when the device holds them intact; a file that no longer
     /// matches its hash is dropped (and downloaded again).
-    func heldData(_ attachment: Attachment) throws -> Data? {
+    func heldData(_ attachment: AttachedFile) throws -> Data? {
         try checkOpen()
         let sha = attachment.sha256
         guard let row = try attachments.row(sha), row.held, attachments.folder.holds(sha) else { return nil }
@@ -128,7 +128,7 @@ extension LocalStore {
     }
 
     /// Keeps downloaded bytes (already checked against their hash), then evicts what no longer fits.
-    func keepDownloaded(_ attachment: Attachment, _ data: Data) throws {
+    func keepDownloaded(_ attachment: AttachedFile, _ data: Data) throws {
         try checkOpen()
         guard !isReadOnly else { return }
         try translatingStorageErrors {
@@ -159,43 +159,43 @@ extension LocalStore {
     }
 
     /// Bytes of an attachment being uploaded.
-    package func attachmentBytes(_ attachment: Attachment, from offset: Int64, count: Int) throws -> Data {
+    package func attachmentBytes(_ attachment: AttachedFile, from offset: Int64, count: Int) throws -> Data {
         try checkOpen()
         return try attachments.folder.read(attachment.sha256, size: attachment.size, from: offset, count: count)
     }
 
     /// Whether the file still matches its hash (asked after the server said it does not).
-    package func attachmentFileIsIntact(_ attachment: Attachment) -> Bool {
+    package func attachmentFileIsIntact(_ attachment: AttachedFile) -> Bool {
         attachments.folder.verify(attachment.sha256, size: attachment.size)
     }
 
-    package func noteUploadStarted(_ attachment: Attachment) throws {
+    package func noteUploadStarted(_ attachment: AttachedFile) throws {
         try translatingStorageErrors { try attachments.noteAttempt(attachment.sha256) }
     }
 
-    package func noteUploadProgress(_ attachment: Attachment, bytes: Int64) throws {
+    package func noteUploadProgress(_ attachment: AttachedFile, bytes: Int64) throws {
         try translatingStorageErrors { try attachments.noteProgress(attachment.sha256, bytes: bytes) }
     }
 
     /// The server holds the whole blob: changes naming it may go.
-    package func markUploaded(_ attachment: Attachment) throws {
+    package func markUploaded(_ attachment: AttachedFile) throws {
         try translatingStorageErrors { try attachments.markUploaded(attachment.sha256) }
     }
 
     /// A refusal that may pass if tried again; true once the budget is spent
     /// and the upload failed for good.
-    package func countUploadFailure(_ attachment: Attachment, reason: String, budget: Int) throws -> Bool {
+    package func countUploadFailure(_ attachment: AttachedFile, reason: String, budget: Int) throws -> Bool {
         try translatingStorageErrors { try attachments.countFailure(attachment.sha256, reason: reason, budget: budget) }
     }
 
     /// Refused for good: the upload is `failed`, and every never-sent change
     /// naming it is refused visibly (its record shows why and stays
     /// editable), so nothing waits for it in silence.
-    package func failUpload(_ attachment: Attachment, reason: String) throws -> [RejectedChange] {
+    package func failUpload(_ attachment: AttachedFile, reason: String) throws -> [RejectedChange] {
         try checkOpen()
         try translatingStorageErrors { try attachments.markFailed(attachment.sha256, reason: reason) }
         let waiting = try outbox.rows(where: "seq IS NULL AND data IS NOT NULL").filter { row in
-            Attachment.all(in: row.parsedData).values.contains { $0.sha256 == attachment.sha256 }
+            AttachedFile.all(in: row.parsedData).values.contains { $0.sha256 == attachment.sha256 }
         }
         guard !waiting.isEmpty else { return [] }
         return try rejectLocally(
@@ -220,14 +220,14 @@ extension LocalStore {
 
 /// One attachment to upload, as the store hands it to the sync engine.
 package struct AttachmentUpload: Sendable, Equatable {
-    package var attachment: Attachment
+    package var attachment: AttachedFile
     /// What the server was last known to hold (0 when unknown).
     package var knownOffset: Int64
     /// Earlier tries: after one, the server is asked where it stands first.
     package var attempts: Int
 }
 
-extension Attachment {
+extension AttachedFile {
     /// A media type for a file extension, `application/octet-stream` when unknown.
     public static func contentType(forExtension pathExtension: String) -> String {
         switch pathExtension.lowercased() {

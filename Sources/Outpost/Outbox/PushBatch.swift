@@ -142,7 +142,7 @@ extension Outbox {
                 }
                 var waiting =
                     !waitingFor.isEmpty
-                    && Attachment.all(in: row.parsedData).values.contains { waitingFor.contains($0.sha256) }
+                    && AttachedFile.all(in: row.parsedData).values.contains { waitingFor.contains($0.sha256) }
                 for parent in row.parents where !waiting && !createdInBatch.contains(parent) {
                     if try isRefused(parent) {
                         held.append(HeldEntry(entry: try row.entryValue(), refusedParent: parent))

@@ -97,7 +97,7 @@ extension Outbox {
     /// the upload. Returns false when some blob is gone from the device: the
     /// change is then refused visibly, never dropped in silence.
     private func requeueAfterMissingAttachment(_ entry: OutboxEntry, _ result: MutationResult) throws -> Bool {
-        let named = Attachment.all(in: entry.data)
+        let named = AttachedFile.all(in: entry.data)
         let fields = Set((result.errors ?? [:]).keys)
         let missing = named.filter { fields.isEmpty || fields.contains($0.key) }.values
         guard !missing.isEmpty else { return false }

@@ -164,24 +164,24 @@ public final class StoreTransaction {
     /// the record written in this same transaction names them. If the
     /// transaction is undone, or the app ends before a record names them,
     /// the copy is cleared away at a later sync.
-    public func attach(_ data: Data, contentType: String) throws -> Attachment {
+    public func attach(_ data: Data, contentType: String) throws -> AttachedFile {
         try attach(contentType: contentType) { try attachments.folder.store(data) }
     }
 
     /// Copies a file into the store as an attachment, read piece by piece;
     /// the content type is guessed from its extension when not given.
-    public func attach(contentsOf file: URL, contentType: String? = nil) throws -> Attachment {
-        try attach(contentType: contentType ?? Attachment.contentType(forExtension: file.pathExtension)) {
+    public func attach(contentsOf file: URL, contentType: String? = nil) throws -> AttachedFile {
+        try attach(contentType: contentType ?? AttachedFile.contentType(forExtension: file.pathExtension)) {
             try attachments.folder.store(contentsOf: file)
         }
     }
 
-    private func attach(contentType: String, _ copy: () throws -> (sha: String, size: Int64)) throws -> Attachment {
+    private func attach(contentType: String, _ copy: () throws -> (sha: String, size: Int64)) throws -> AttachedFile {
         guard !contentType.isEmpty, contentType.utf8.count <= 255, !contentType.contains(where: \.isNewline) else {
             throw StoreError.attachmentUnreadable("a content type is 1 to 255 bytes on one line (got '\(contentType.prefix(40))')")
         }
         let (sha, size) = try copy()
-        guard let attachment = Attachment(sha256: sha, size: size, contentType: contentType) else {
+        guard let attachment = AttachedFile(sha256: sha, size: size, contentType: contentType) else {
             throw StoreError.attachmentUnreadable("the copy produced no valid hash")
         }
         try attachments.attach(attachment, now: now())

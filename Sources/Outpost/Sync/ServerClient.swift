@@ -72,7 +72,7 @@ struct ServerClient: Sendable {
     }
 
     /// `PUT /v1/blobs/{sha256}` of `bytes` from `offset` of a blob of `total` bytes.
-    func blobPut(_ attachment: Attachment, offset: Int64, bytes: Data, timeout: TimeInterval) async throws -> TransportResponse {
+    func blobPut(_ attachment: AttachedFile, offset: Int64, bytes: Data, timeout: TimeInterval) async throws -> TransportResponse {
         var headers = headers(accept: "application/json")
         headers["Content-Type"] = attachment.contentType
         // Each piece on a connection of its own (see URLSessionTransport.send).

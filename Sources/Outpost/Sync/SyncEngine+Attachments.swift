@@ -199,13 +199,13 @@ extension SyncEngine {
 
     /// An attachment's bytes, from the device when it holds them, else
     /// downloaded (with progress) and kept within the storage budget.
-    public nonisolated func attachmentData(_ attachment: Attachment) -> AttachmentDownload {
+    public nonisolated func attachmentData(_ attachment: AttachedFile) -> AttachmentDownload {
         store.attachmentData(attachment)
     }
 
     /// Downloads a blob in ranges, so progress is reported as it comes and
     /// a cut resumes where it stopped; the whole is checked against its hash.
-    func downloadBlob(_ attachment: Attachment, progress: @Sendable (AttachmentProgress) -> Void) async throws -> Data {
+    func downloadBlob(_ attachment: AttachedFile, progress: @Sendable (AttachmentProgress) -> Void) async throws -> Data {
         guard !status.signInRequired else { throw SyncFailure.signInRequired }
         var data = Data()
         data.reserveCapacity(Int(attachment.size))
@@ -249,7 +249,7 @@ extension SyncEngine {
 
     /// What the server says of a blob known only by its hash (`HEAD`): its
     /// size and type, for a download. Not found (or not this person's) throws.
-    package func describeBlob(_ sha: String) async throws -> Attachment {
+    package func describeBlob(_ sha: String) async throws -> AttachedFile {
         let head = try await blobExchange { try await $0.blobHead(sha) }
         guard head.status == 200 else {
             if head.status == 404 {
@@ -258,7 +258,7 @@ extension SyncEngine {
             throw ServerClient.failure(for: head)
         }
         guard let size = head.headers["content-length"].flatMap({ Int64($0.trimmingCharacters(in: .whitespaces)) }),
-            let attachment = Attachment(sha256: sha, size: size, contentType: head.headers["content-type"] ?? "application/octet-stream")
+            let attachment = AttachedFile(sha256: sha, size: size, contentType: head.headers["content-type"] ?? "application/octet-stream")
         else { throw SyncFailure.invalidAnswer("the server's HEAD gave no usable Content-Length") }
         return attachment
     }

@@ -37,7 +37,7 @@ final class BlobStore: Sendable {
     /// cut connection loses of an upload).
     static let pieceBytes = 256 * 1024
 
-    static func isName(_ text: String) -> Bool { Attachment.isBlobName(text) }
+    static func isName(_ text: String) -> Bool { AttachedFile.isBlobName(text) }
 
     func state(_ sha: String) throws -> BlobState? {
         try database.read { sql in

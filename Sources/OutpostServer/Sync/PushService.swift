@@ -236,7 +236,7 @@ struct PushSession {
     /// not having the photo). A value the record already had passes.
     private func missingAttachments(_ schema: CollectionSchema, changed: JSONObject, before: JSONObject?) throws -> [String: String] {
         var missing: [String: String] = [:]
-        for (field, attachment) in Attachment.all(in: changed, schema: schema) {
+        for (field, attachment) in AttachedFile.all(in: changed, schema: schema) {
             if let before, before[field] == changed[field] { continue }
             let held = try sql.first(
                 """
@@ -252,7 +252,7 @@ struct PushSession {
     private func recordReferences(_ schema: CollectionSchema, collection: String, uuid: String, data: JSONObject?) throws {
         guard schema.fields.values.contains(where: { $0.type == .attachment }) else { return }
         try sql.execute("DELETE FROM blob_refs WHERE collection = ? AND uuid = ?", [.text(collection), .text(uuid)])
-        for sha in Set(Attachment.all(in: data, schema: schema).values.map(\.sha256)) {
+        for sha in Set(AttachedFile.all(in: data, schema: schema).values.map(\.sha256)) {
             try sql.execute(
                 "INSERT INTO blob_refs (sha256, collection, uuid) VALUES (?, ?, ?)", [.text(sha), .text(collection), .text(uuid)])
         }

@@ -56,7 +56,7 @@ struct Validator {
             // Depth and size are bounded for every body already.
             return nil
         case .attachment:
-            return Attachment(value) == nil
+            return AttachedFile(value) == nil
                 ? #"must be {"sha256": 64 hexadecimal digits, "size": bytes, "content_type": text}"# : nil
         case .reference(let collection):
             guard let text = value.stringValue, let uuid = UUID.fromWire(text) else {
@@ -67,14 +67,14 @@ struct Validator {
     }
 }
 
-extension Attachment {
+extension AttachedFile {
     /// The attachments a record's data names, by field.
     /// Only the collection's attachment fields count: a JSON field may hold anything.
-    static func all(in data: JSONObject?, schema: CollectionSchema) -> [String: Attachment] {
+    static func all(in data: JSONObject?, schema: CollectionSchema) -> [String: AttachedFile] {
         guard let data else { return [:] }
-        var found: [String: Attachment] = [:]
+        var found: [String: AttachedFile] = [:]
         for (field, fieldSchema) in schema.fields where fieldSchema.type == .attachment {
-            if let value = data[field], let attachment = Attachment(value) { found[field] = attachment }
+            if let value = data[field], let attachment = AttachedFile(value) { found[field] = attachment }
         }
         return found
     }

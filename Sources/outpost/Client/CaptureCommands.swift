@@ -149,7 +149,7 @@ enum CaptureCommands {
             let records = try await store.query(RecordQuery(name, order: [.localUpdatedAt()], limit: limit))
             for record in records {
                 let age = record.localUpdatedAt ?? record.serverUpdatedAt?.date
-                let attachments = Attachment.all(in: record.value)
+                let attachments = AttachedFile.all(in: record.value)
                 var summary = record.value.keys.sorted().filter { attachments[$0] == nil }.prefix(4).compactMap { key -> String? in
                     guard let value = record.value[key] else { return nil }
                     let text = value.stringValue ?? (try? value.jsonText()) ?? ""
@@ -179,22 +179,22 @@ extension CaptureCommands {
         guard let sha = arguments.positional.first?.lowercased(), arguments.positional.count == 1 else {
             throw UsageError("Say which attachment: outpost get-blob <sha256>")
         }
-        guard Attachment.isBlobName(sha) else { throw UsageError("'\(sha)' is not a SHA-256: 64 hexadecimal digits.") }
+        guard AttachedFile.isBlobName(sha) else { throw UsageError("'\(sha)' is not a SHA-256: 64 hexadecimal digits.") }
         let account = try profile.loadAccount()
         let store = try profile.openStore()
         defer { Task { await store.close() } }
         let engine = try profile.engine(store: store, account: account, timeout: 30)
         // The record naming it says its size; else the server does.
-        var known: Attachment?
+        var known: AttachedFile?
         for descriptor in Profile.collections where known == nil {
             for record in try await store.query(RecordQuery(descriptor.name)) {
-                if let found = Attachment.all(in: record.value).values.first(where: { $0.sha256 == sha }) {
+                if let found = AttachedFile.all(in: record.value).values.first(where: { $0.sha256 == sha }) {
                     known = found
                     break
                 }
             }
         }
-        let attachment: Attachment
+        let attachment: AttachedFile
         if let known {
             attachment = known
         } else {

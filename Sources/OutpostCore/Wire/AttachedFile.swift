@@ -6,7 +6,7 @@ public import Foundation
 /// The bytes travel apart from the record, as a blob named by their
 /// SHA-256, so the same photo is stored and uploaded once however many
 /// records or devices name it.
-public struct Attachment: Sendable, Hashable, Codable, CustomStringConvertible {
+public struct AttachedFile: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The SHA-256 of the bytes, as 64 lowercase hexadecimal digits.
     public var sha256: String
     /// How many bytes the blob holds.
@@ -42,7 +42,7 @@ public struct Attachment: Sendable, Hashable, Codable, CustomStringConvertible {
         let sha = try container.decode(String.self, forKey: .sha256)
         let size = try container.decode(Int64.self, forKey: .size)
         let contentType = try container.decode(String.self, forKey: .contentType)
-        guard let made = Attachment(sha256: sha, size: size, contentType: contentType) else {
+        guard let made = AttachedFile(sha256: sha, size: size, contentType: contentType) else {
             throw DecodingError.dataCorruptedError(
                 forKey: .sha256, in: container,
                 debugDescription: "an attachment is 64 hexadecimal digits, a size of 0 or more and a content type")
@@ -63,11 +63,11 @@ public struct Attachment: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     /// The attachments held by a record's top-level fields, by field.
-    public static func all(in data: JSONObject?) -> [String: Attachment] {
+    public static func all(in data: JSONObject?) -> [String: AttachedFile] {
         guard let data else { return [:] }
-        var found: [String: Attachment] = [:]
+        var found: [String: AttachedFile] = [:]
         for (field, value) in data {
-            guard case .object(let object) = value, object["sha256"] != nil, let attachment = Attachment(value) else { continue }
+            guard case .object(let object) = value, object["sha256"] != nil, let attachment = AttachedFile(value) else { continue }
             found[field] = attachment
         }
         return found
