@@ -22,6 +22,27 @@ enum ArticleExamples {
         var person: RecordLink<Person>
         var visitedAt: Date
         var notes: String?
+        var photo: AttachedFile?
+    }
+
+    static func captureVisit(store: LocalStore, ana: UUID, doorPhoto: URL) async throws -> UUID {
+        let visit = try await store.write { transaction in
+            let attached = try transaction.attach(contentsOf: doorPhoto)
+            return try transaction.create(Visit(person: RecordLink(ana), visitedAt: Date(), photo: attached))
+        }
+        return visit
+    }
+
+    static func attachmentLine(engine: SyncEngine) async -> String? {
+        let line = StatusMessage.attachmentText(for: await engine.currentStatus)
+        return line
+    }
+
+    static func photoData(of visit: Visit, store: LocalStore) async throws -> Data? {
+        guard let photo = visit.photo else { return nil }
+        let download = store.attachmentData(photo)
+        for try await step in download { print("\(Int(step.fraction * 100)) %") }
+        return try await download.data
     }
 
     /// Stands for the app's own sign-in.
@@ -126,7 +147,7 @@ struct ArticleExampleTests {
     @Test func theArticlesExamplesRunAgainstALiveServer() async throws {
         let directory = try TemporaryDirectory()
         let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig())
-        let http = try HTTPServer(port: 0, threads: 2) { server.handle($0) }
+        let http = try HTTPServer(port: 0, threads: 2, server: server)
         defer { http.stop() }
         let url = URL(string: "http://127.0.0.1:\(http.port)")!
         try await waitUntilServing(url)
@@ -143,6 +164,14 @@ struct ArticleExampleTests {
         let sentence = try await ArticleExamples.syncStatus(store: store, engine: engine)
         #expect(!sentence.isEmpty)
         try await ArticleExamples.conflictsAndRejections(store: store)
+        let door = URL(fileURLWithPath: directory.path("door.jpg"))
+        try Data(repeating: 0x42, count: 120_000).write(to: door)
+        let person = try #require(try await store.query(ArticleExamples.Person.self).first?.uuid)
+        let visit = try await ArticleExamples.captureVisit(store: store, ana: person, doorPhoto: door)
+        try await engine.sync()
+        #expect(await ArticleExamples.attachmentLine(engine: engine) == nil, "nothing waits once uploaded")
+        let captured = try #require(try await store.get(ArticleExamples.Visit.self, visit))
+        #expect(try await ArticleExamples.photoData(of: captured.value, store: store) == Data(repeating: 0x42, count: 120_000))
         await engine.stop()
         #expect(try await ArticleExamples.testing(serverURL: url, token: signIn.token) == nil)
         let sealed = try await ArticleExamples.security(databasePath: directory.path("sealed.sqlite"))

@@ -75,6 +75,9 @@ struct AttachmentTests {
         #expect(try await field.store.get(PhotoVisit.self, visit)?.syncState == .synced)
         #expect(try await field.store.attachmentState(photo) == .onDevice)
         #expect(try await field.store.attachmentSummary().waiting == 0)
+        // A record type with a photo is queried by key path like any other.
+        #expect(try await field.store.query(PhotoVisit.self, where: .isNil(\.photo)).isEmpty)
+        #expect(try await field.store.query(PhotoVisit.self, where: .equals(\.photo, photo)).map(\.uuid) == [visit])
 
         let coordinator = try harness.device("c-1", role: .coordinator)
         try await coordinator.engine.sync()

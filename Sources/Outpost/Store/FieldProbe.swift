@@ -163,6 +163,10 @@ private final class ProbeState {
             case is UUID.Type: UUID(uuidString: strings[pick])
             case is URL.Type: URL(string: "https://probe.invalid/\(pick)")
             case is Data.Type: Data([UInt8(pick)])
+            // Checked when decoded (64 hex digits), so made up whole: a field
+            // to compare or test for nil, not to look into.
+            case is AttachedFile.Type:
+                AttachedFile(sha256: String(repeating: pick == 1 ? "b" : "a", count: 64), size: Int64(pick + 1), contentType: "image/jpeg")
             default: nil
             }
         if let value { return value as? T }
