@@ -66,6 +66,7 @@ struct MetricsTests {
         #expect(Self.value(text, #"outpost_blob_uploads_total{result="hash_mismatch"}"#) == 1)
         #expect(Self.value(text, "outpost_blobs_stored") == 1)
         #expect(Self.value(text, "outpost_blob_stored_bytes") == Double(photo.count))
+        #expect((Self.value(text, "outpost_blob_received_bytes_total") ?? 0) >= Double(photo.count), "the upload's bytes are counted")
         if backend == .postgres { #expect(Self.value(text, "outpost_db_lock_wait_seconds_total") != nil) }
         // Ids and tokens never become label values.
         #expect(!text.contains(field) && !text.contains(device.clientID.wireText))

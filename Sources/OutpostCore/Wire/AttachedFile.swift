@@ -1,5 +1,3 @@
-public import Foundation
-
 /// A photo or file a record holds: the value of an `attachment` field,
 /// `{"sha256": "<64 hex>", "size": <bytes>, "content_type": "<mime>"}`.
 ///
