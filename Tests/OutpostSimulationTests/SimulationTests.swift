@@ -4,7 +4,7 @@ import OutpostSimulation
 import Testing
 
 /// The deterministic simulation: many seeds, several devices each, every
-/// fault kind, invariants I1-I8 checked after each run.
+/// fault kind, invariants I1-I9 checked after each run.
 @Suite("Simulation", .timeLimit(.minutes(10)))
 struct SimulationTests {
     /// CI runs at least 300 seeds; `OUTPOST_SIM_SEEDS` asks for more.

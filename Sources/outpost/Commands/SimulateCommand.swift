@@ -14,7 +14,7 @@ enum SimulateCommand {
         Devices keep live channels between syncs; their streams stall, are cut, fail to open,
         repeat old events and hand over events of channels already replaced. After each seed the
         network heals, every device signs in once, the live channels alone bring it up to date
-        (no manual sync), and invariants I1-I8 are checked. A failing seed prints a command that
+        (no manual sync), and invariants I1-I9 are checked. A failing seed prints a command that
         replays it.
 
           --seeds N           how many seeds to run (default 100)
