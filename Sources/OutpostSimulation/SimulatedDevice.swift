@@ -84,6 +84,9 @@ public final class SimulatedDevice: @unchecked Sendable {
         // in the background, racing the next step.)
         options.reconnectJitter = .seconds(1)
         options.pushBatchSize = 20
+        // One upload at a time: two at once would interleave as the threads
+        // please, and a seed must replay exactly.
+        options.attachmentUploadsAtOnce = 1
         options.pullPageSize = 25
         let engine = SyncEngine(store: store, transport: network, token: token, options: options, clock: monotonic, seed: seed)
         return (store, engine)

@@ -27,42 +27,69 @@ extension SyncEngine {
         if uploaded { _ = try? await store.evictAttachments() }
     }
 
-    /// Uploads what is due; true when at least one upload completed.
+    /// Uploads what is due, a few at once (``SyncOptions/attachmentUploadsAtOnce``);
+    /// true when at least one upload completed.
     private func uploadPhase(_ generation: UInt64, _ report: inout SyncReport) async throws -> Bool {
-        let due = try await store.attachmentUploadsDue()
-        guard !due.isEmpty else { return false }
+        var pending = try await store.attachmentUploadsDue()[...]
+        guard !pending.isEmpty else { return false }
         let deadline = clock.now() + options.attachmentUploadTime
+        let sentBefore = attachmentBytesSent
         var completed = false
+        var failure: (any Error)?
+        var rejected: [RejectedChange] = []
         defer { status.isUploadingAttachments = false }
         status.isUploadingAttachments = true
-        for upload in due {
-            guard schedule.isCurrent(generation) else { throw StaleGeneration() }
-            guard clock.now() < deadline else {
-                // The rest goes in the next cycle: the pull is not held back.
-                schedule.requestFollowUp(.retry)
-                break
+        await withTaskGroup(of: (AttachmentUpload, Result<Bool, any Error>).self) { group in
+            func start(_ upload: AttachmentUpload) {
+                group.addTask {
+                    do {
+                        return (upload, .success(try await self.upload(upload, until: deadline)))
+                    } catch {
+                        return (upload, .failure(error))
+                    }
+                }
             }
-            do {
-                if try await self.upload(upload, until: deadline, &report) {
+            for _ in 0..<max(1, min(options.attachmentUploadsAtOnce, pending.count)) { start(pending.removeFirst()) }
+            while let (upload, outcome) = await group.next() {
+                switch outcome {
+                case .success(true):
                     completed = true
                     report.attachmentsUploaded += 1
-                } else if clock.now() >= deadline {
-                    schedule.requestFollowUp(.retry)
+                case .success(false):
                     break
+                case .failure(let refusal as UploadRefusal):
+                    // Refused for good: its changes are refused visibly, the others go on.
+                    do {
+                        rejected += try await store.failUpload(upload.attachment, reason: refusal.reason)
+                    } catch {
+                        failure = failure ?? error
+                    }
+                case .failure(let error):
+                    // "Not now" (or the store failed): no new upload starts; those running end.
+                    failure = failure ?? error
                 }
-            } catch let refusal as UploadRefusal {
-                // Refused for good: its changes are refused visibly, the others go on.
-                report.rejected += try await store.failUpload(upload.attachment, reason: refusal.reason)
+                await publishStatus()
+                guard failure == nil, schedule.isCurrent(generation), !pending.isEmpty else { continue }
+                guard clock.now() < deadline else {
+                    // The rest goes in the next cycle: the pull is not held back.
+                    schedule.requestFollowUp(.retry)
+                    pending.removeAll()
+                    continue
+                }
+                start(pending.removeFirst())
             }
-            await publishStatus()
         }
+        report.rejected += rejected
+        report.attachmentBytesSent += attachmentBytesSent - sentBefore
+        guard schedule.isCurrent(generation) else { throw StaleGeneration() }
+        if let failure { throw failure }
         return completed
     }
 
     /// Uploads one attachment from where the server stands. True when the
     /// server holds it whole; false when the cycle's time ran out first or a
     /// refusal that may pass later was counted.
-    private func upload(_ upload: AttachmentUpload, until deadline: Duration, _ report: inout SyncReport) async throws -> Bool {
+    private func upload(_ upload: AttachmentUpload, until deadline: Duration) async throws -> Bool {
         let attachment = upload.attachment
         var offset: Int64 = 0
         try await store.noteUploadStarted(attachment)
@@ -105,12 +132,12 @@ extension SyncEngine {
                     try await $0.blobPut(attachment, offset: offset, bytes: bytes, timeout: timeout)
                 }
             } catch let failure as SyncFailure {
-                report.attachmentBytesSent += Int64(count)
+                attachmentBytesSent += Int64(count)
                 // A cut mid-body keeps what arrived; smaller pieces lose less next time.
                 if failure == .noAnswer { uploadPieceBytes = max(Self.smallestUploadPiece, uploadPieceBytes / 2) }
                 throw failure
             }
-            report.attachmentBytesSent += Int64(count)
+            attachmentBytesSent += Int64(count)
             adaptPieceSize(count: count, took: clock.now() - started)
             let received = answer.headers["upload-offset"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
             let code = (try? WireCoding.decode(ErrorBody.self, from: answer.body))?.code

@@ -79,6 +79,8 @@ public actor SyncEngine {
     var statusEpoch = 0
     /// Bytes per attachment upload request, adapted to the link.
     var uploadPieceBytes = 4 << 20
+    /// Attachment bytes sent since the engine started (resent ones included).
+    var attachmentBytesSent: Int64 = 0
 
     /// An engine with a token set by hand (``updateToken(_:)`` replaces it).
     ///

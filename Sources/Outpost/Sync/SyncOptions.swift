@@ -33,6 +33,9 @@ public struct SyncOptions: Sendable {
     /// pull (the rest continues in a follow-up cycle, resumed where it
     /// stopped). Default 30 s.
     public var attachmentUploadTime: Duration = .seconds(30)
+    /// Attachments uploaded at the same time (each on its own connection).
+    /// Default 2: one request's own pauses are filled by the other's bytes.
+    public var attachmentUploadsAtOnce = 2
     /// Records per pull page. Default 1000.
     public var pullPageSize = 1000
     /// Backoff and retry budget.
