@@ -68,7 +68,7 @@ extension SyncEngine {
                     // "Not now" (or the store failed): no new upload starts; those running end.
                     failure = failure ?? error
                 }
-                await publishStatus()
+                await publishAttachmentProgress()
                 guard failure == nil, schedule.isCurrent(generation), !pending.isEmpty else { continue }
                 guard clock.now() < deadline else {
                     // The rest goes in the next cycle: the pull is not held back.
@@ -150,7 +150,7 @@ extension SyncEngine {
                 }
                 offset = now
                 try await store.noteUploadProgress(attachment, bytes: offset)
-                await publishStatus()
+                await publishAttachmentProgress()
             case 409 where code == .uploadOffsetMismatch:
                 // Another try got further (or less far): go on from the server's copy.
                 offset = received ?? 0
@@ -184,6 +184,18 @@ extension SyncEngine {
                 return false
             }
         }
+    }
+
+    /// Refreshes only the attachments' figures of the status: after every
+    /// upload, where reading the whole status again (the outbox's summary,
+    /// held children, coverage) cost more than the upload of a photo.
+    func publishAttachmentProgress() async {
+        guard let summary = try? await store.attachmentSummary() else { return }
+        var next = status
+        next.attachments = summary
+        guard next != status else { return }
+        status = next
+        statusListeners.yield(next)
     }
 
     /// Below this speed a piece's upload is taken for dead: its timeout

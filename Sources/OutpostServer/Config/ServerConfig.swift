@@ -120,6 +120,8 @@ public struct ServerConfig: Sendable {
             var minSchema: Int?
             var heartbeatSeconds: Int?
             var maxStreamSeconds: Int?
+            var maxBlobMiB: Int?
+            var blobGraceDays: Double?
             var jwt: JWTFile?
             struct JWTFile: Decodable {
                 var jwks: String
@@ -149,6 +151,8 @@ public struct ServerConfig: Sendable {
                 case minSchema = "min_schema"
                 case heartbeatSeconds = "heartbeat_seconds"
                 case maxStreamSeconds = "max_stream_seconds"
+                case maxBlobMiB = "max_blob_mib"
+                case blobGraceDays = "blob_grace_days"
             }
         }
         do {
@@ -173,6 +177,14 @@ public struct ServerConfig: Sendable {
             if let seconds = file.maxStreamSeconds {
                 guard seconds >= 10 else { throw ConfigError("max_stream_seconds must be at least 10") }
                 config.maxStreamSeconds = seconds
+            }
+            if let mib = file.maxBlobMiB {
+                guard (1...4_096).contains(mib) else { throw ConfigError("max_blob_mib must be 1 to 4096") }
+                config.maxBlobBytes = mib * 1_048_576
+            }
+            if let days = file.blobGraceDays {
+                guard days > 0, days <= 3_650 else { throw ConfigError("blob_grace_days must be more than 0 and at most 3650") }
+                config.blobGrace = days * 86_400
             }
             if let jwt = file.jwt {
                 var settings = JWTSettings(jwks: jwt.jwks, issuer: jwt.issuer, audience: jwt.audience)

@@ -8,7 +8,7 @@ enum ServeCommand {
         Usage: outpost serve [--database PATH|URL] [--read-database URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N]
                              [--rate-limit N] [--lock-timeout S] [--statement-timeout S]
                              [--connection-limit N] [--connections-per-address N] [--idle-timeout S]
-                             [--write-lock rows|schema] [--feed-hold-ms N]
+                             [--write-lock rows|schema] [--feed-hold-ms N] [--max-blob-mib N] [--blob-grace-days N]
                              [--tls-cert FILE --tls-key FILE] [--trusted-proxy ADDRESS]
                              [--metrics-token-file FILE] [--metrics-public]
                              [--jwt-jwks FILE|URL --jwt-issuer ISS --jwt-audience AUD
@@ -44,6 +44,9 @@ enum ServeCommand {
                                write behind one lock (the older design, kept to compare the two)
           --feed-hold-ms N     PostgreSQL: milliseconds a pull waits for changes held back by a
                                transaction still running before it answers without them (default 250)
+          --max-blob-mib N     the largest attachment accepted, in MiB (default 50; "max_blob_mib")
+          --blob-grace-days N  days an attachment no live record names is kept before housekeeping
+                               removes it (default 7; "blob_grace_days")
           --tls-cert FILE      serve HTTPS only, with this PEM certificate chain (libmicrohttpd's GnuTLS);
                                SIGHUP reads it and the key again without closing a connection
           --tls-key FILE       the certificate's PEM private key (unencrypted; keep the file private)
@@ -87,6 +90,8 @@ enum ServeCommand {
             throw UsageError("--write-lock must be \"rows\" or \"schema\", not \"\(writeLockName)\".")
         }
         let feedHold = try arguments.integer("feed-hold-ms", in: 0...600_000)
+        let maxBlobMiB = try arguments.integer("max-blob-mib", in: 1...4_096)
+        let blobGraceDays = try arguments.integer("blob-grace-days", in: 1...3_650)
         let metricsTokenFile = arguments.option("metrics-token-file")
         let metricsPublic = arguments.flag("metrics-public")
         let tlsCertificate = arguments.option("tls-cert")
@@ -113,6 +118,8 @@ enum ServeCommand {
                 perAddress: perAddress ?? min(config.connections.perAddress, connectionLimit ?? config.connections.total),
                 idleTimeoutSeconds: idleTimeout ?? config.connections.idleTimeoutSeconds)
             if let feedHold { config.feedHoldWait = .milliseconds(feedHold) }
+            if let maxBlobMiB { config.maxBlobBytes = maxBlobMiB * 1_048_576 }
+            if let blobGraceDays { config.blobGrace = TimeInterval(blobGraceDays) * 86_400 }
             config.metricsPublic = metricsPublic || config.metricsPublic
             if jwks != nil || issuer != nil || audience != nil {
                 guard let jwks, let issuer, let audience else {
