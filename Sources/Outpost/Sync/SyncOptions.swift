@@ -34,8 +34,10 @@ public struct SyncOptions: Sendable {
     /// stopped). Default 30 s.
     public var attachmentUploadTime: Duration = .seconds(30)
     /// Attachments uploaded at the same time (each on its own connection).
-    /// Default 2: one request's own pauses are filled by the other's bytes.
-    public var attachmentUploadsAtOnce = 2
+    /// Default 1: on Linux two URLSession uploads at once took 1.8× as
+    /// long as the same uploads one after the other (`outpost bench
+    /// attachments`); a link with a long round trip may gain from 2.
+    public var attachmentUploadsAtOnce = 1
     /// Records per pull page. Default 1000.
     public var pullPageSize = 1000
     /// Backoff and retry budget.
