@@ -235,12 +235,12 @@ struct CommandLineTests {
         for name in [
             "initial-sync", "initial-sync-encrypted", "local-write", "push", "many-devices", "reconnect-storm-no-jitter",
             "reconnect-storm-jitter", "live-propagation-1", "live-propagation-20", "live-delivery-20", "idle-connections-rss",
-            "pull-p99-with-idle-connections",
+            "pull-p99-with-idle-connections", "attachments-upload", "attachments-upload-cut-every-5MB",
         ] {
             #expect(result.stdout.contains("\(name):"), "\(name) missing")
         }
         let data = try #require(FileManager.default.contents(atPath: json))
         let object = try JSONValue.parse(data).objectValue
-        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 12)
+        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 14)
     }
 }

@@ -56,7 +56,9 @@ extension SyncEngine {
                     completed = true
                     report.attachmentsUploaded += 1
                 case .success(false):
-                    break
+                    // Stopped at the cycle's upload time (or a refusal was
+                    // counted): a follow-up cycle goes on from the offset.
+                    schedule.requestFollowUp(.retry)
                 case .failure(let refusal as UploadRefusal):
                     // Refused for good: its changes are refused visibly, the others go on.
                     do {

@@ -24,17 +24,22 @@ final class RevocationWatch: Sendable {
     /// revocation committed while the last read ran is not missed).
     func recentlyRevoked() -> Set<String> {
         let now = DispatchTime.now().uptimeNanoseconds
-        let since: String? = state.withLock { state in
+        let window: (from: String, next: String)? = state.withLock { state in
             guard now - state.lastRead >= 1_000_000_000 else { return nil }
             state.lastRead = now
-            let from = state.since ?? ServerTimestamp(clock.now().addingTimeInterval(-5)).rawValue
-            state.since = ServerTimestamp(clock.now().addingTimeInterval(-5)).rawValue
-            return from
+            let next = ServerTimestamp(clock.now().addingTimeInterval(-5)).rawValue
+            return (state.since ?? next, next)
         }
-        guard let since else { return [] }
-        let rows = (try? database.read { sql in
-            try sql.query("SELECT hash FROM tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?", [.text(since)])
-        }) ?? []
+        guard let window else { return [] }
+        // The window moves on only after a read that worked: a read that
+        // failed (a busy database under load) must not skip the
+        // revocations it would have found.
+        guard
+            let rows = try? database.read({ sql in
+                try sql.query("SELECT hash FROM tokens WHERE revoked_at IS NOT NULL AND revoked_at >= ?", [.text(window.from)])
+            })
+        else { return [] }
+        state.withLock { $0.since = window.next }
         return Set(rows.map { $0.string(0) })
     }
 }

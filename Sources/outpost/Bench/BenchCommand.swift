@@ -91,7 +91,7 @@ enum BenchCommand {
             case "live":
                 report(try await LiveBench.run(deviceCounts: liveDevices, rounds: quick ? 10 : 50, idleConnections: idle))
             case "attachments":
-                report(try await AttachmentBench.run(photos: quick ? 10 : 100, photoBytes: 2_000_000))
+                report(try await AttachmentBench.run(photos: quick ? 4 : 100, photoBytes: quick ? 500_000 : 2_000_000))
             default: break
             }
         }
