@@ -39,7 +39,8 @@ final class BlobNetwork: Sendable {
         http.stop()
     }
 
-    func device(_ name: String, user: String = "u-1", role: Role = .field) throws -> (store: LocalStore, engine: SyncEngine) {
+    /// A device through the proxy, or (`direct`) straight to the server.
+    func device(_ name: String, user: String = "u-1", role: Role = .field, direct: Bool = false) throws -> (store: LocalStore, engine: SyncEngine) {
         let store = try LocalStore(
             path: directory.path("\(name).sqlite"), collections: [ChaosPerson.descriptor, ChaosVisit.descriptor])
         var options = SyncOptions()
@@ -48,7 +49,7 @@ final class BlobNetwork: Sendable {
         // Generous: a full test run keeps both cores busy.
         options.requestTimeout = 30
         let engine = SyncEngine(
-            store: store, transport: URLSessionTransport(baseURL: proxy.url),
+            store: store, transport: URLSessionTransport(baseURL: direct ? URL(string: "http://127.0.0.1:\(http.port)")! : proxy.url),
             token: try server.tokens.issue(user: user, role: role, team: "t-1", ttl: nil), options: options,
             clock: ChaosTestClock())
         return (store, engine)
@@ -118,18 +119,19 @@ struct AttachmentChaosTests {
     @Test func aCoordinatorReadsTheTeamsPhotoAndAnotherFieldUserCannot() async throws {
         let network = try BlobNetwork()
         defer { network.stop() }
-        let field = try network.device("field", user: "u-1")
+        // Over real sockets, with no proxy between: this is about who may read.
+        let field = try network.device("field", user: "u-1", direct: true)
         let bytes = seededBytes(400_000, seed: 9)
         let photo = try await field.store.attach(bytes, contentType: "image/jpeg")
         let person = try await field.store.create(ChaosPerson(name: "Romero"))
         _ = try await field.store.create(ChaosVisit(person: person.wireText, visitedAt: "2026-11-29T10:00:00Z", photo: photo))
         try await field.engine.sync(timeout: .seconds(30))
 
-        let coordinator = try network.device("coordinator", user: "c-1", role: .coordinator)
+        let coordinator = try network.device("coordinator", user: "c-1", role: .coordinator, direct: true)
         try await coordinator.engine.sync(timeout: .seconds(30))
         #expect(try await coordinator.engine.attachmentData(photo).data == bytes)
 
-        let other = try network.device("other", user: "u-2")
+        let other = try network.device("other", user: "u-2", direct: true)
         await #expect(throws: SyncFailure.self) { try await other.engine.attachmentData(photo).data }
         #expect(try await other.store.attachmentState(photo) == .notDownloaded, "nothing kept of a refused read")
     }
