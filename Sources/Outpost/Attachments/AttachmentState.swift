@@ -76,6 +76,7 @@ public struct AttachmentProgress: Sendable, Equatable {
 /// let image = UIImage(data: try await download.data)
 /// ```
 public struct AttachmentDownload: AsyncSequence, Sendable {
+    /// Each step: the bytes received so far out of the whole.
     public typealias Element = AttachmentProgress
     /// The attachment being fetched.
     public let attachment: AttachedFile
