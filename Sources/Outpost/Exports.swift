@@ -18,7 +18,6 @@
 @_exported public import protocol OutpostCore.IDGenerator
 @_exported public import enum OutpostCore.Role
 @_exported public import struct OutpostCore.AttachedFile
-@_exported public import struct OutpostCore.SHA256
 
 @_exported public import struct OutpostSQLite.SQLiteError
 @_exported public import enum OutpostSQLite.FileProtection
