@@ -82,6 +82,18 @@ static inline struct MHD_Response *outpost_mhd_stream_response(
     return MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block_size, reader, context, free_context);
 }
 
+// A response of known length whose body the reader callback produces in
+// blocks as the socket takes them (a blob read from storage, never whole in memory).
+static inline struct MHD_Response *outpost_mhd_sized_response(
+    uint64_t size, size_t block_size, MHD_ContentReaderCallback reader, void *context,
+    MHD_ContentReaderFreeCallback free_context)
+{
+    return MHD_create_response_from_callback(size, block_size, reader, context, free_context);
+}
+
+// What a content reader returns when storage failed mid-body: the connection is closed.
+static inline ssize_t outpost_mhd_content_error(void) { return MHD_CONTENT_READER_END_WITH_ERROR; }
+
 // What a content reader returns when the body is complete.
 static inline ssize_t outpost_mhd_content_end(void) { return MHD_CONTENT_READER_END_OF_STREAM; }
 

@@ -55,6 +55,12 @@ extension SyncServer {
                 (first, last, status) = (parsed.first, parsed.last, 206)
                 headers["Content-Range"] = "bytes \(first)-\(last)/\(state.size)"
             }
+            if request.fromSocket, let reader = blobs.bodyReader(sha, first: first, length: last - first + 1) {
+                // On a socket the bytes go out as it takes them, never whole in memory.
+                var response = HTTPResponse(status: status, headers: headers, user: user)
+                response.bodyReader = reader
+                return response
+            }
             var body: [UInt8] = []
             body.reserveCapacity(Int(last - first + 1))
             try blobs.read(sha, from: first, to: last + 1) { body.append(contentsOf: $0) }

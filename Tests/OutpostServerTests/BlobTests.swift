@@ -59,6 +59,9 @@ struct BlobTests {
         #expect(part.status == 206)
         #expect(part.headers["content-range"] == "bytes 1000-1999/700000")
         #expect(Array(part.body) == Array(photo.bytes[1000..<2000]))
+        // A range across the storage's pieces (256 KiB) and the socket's blocks (64 KiB).
+        let across = try await get(live, photo.sha, range: "bytes=262000-600000", token: token)
+        #expect(across.status == 206 && Array(across.body) == Array(photo.bytes[262000...600000]))
         let tail = try await get(live, photo.sha, range: "bytes=-10", token: token)
         #expect(Array(tail.body) == Array(photo.bytes.suffix(10)))
         #expect(try await get(live, photo.sha, range: "bytes=800000-", token: token).status == 416)

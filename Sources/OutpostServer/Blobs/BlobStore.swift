@@ -234,3 +234,38 @@ final class BlobStore: Sendable {
         return out
     }
 }
+
+extension BlobStore {
+    /// The bytes `first ..< first + length` of a complete blob, read as the
+    /// socket takes them: from the open file beside a SQLite database, from
+    /// the overlapping `blob_chunks` rows on PostgreSQL. Nil when the file
+    /// cannot be opened.
+    func bodyReader(_ sha: String, first: Int64, length: Int64) -> ResponseBodyReader? {
+        if let folder {
+            let descriptor = open(folder + "/" + sha, O_RDONLY)
+            guard descriptor >= 0 else { return nil }
+            return ResponseBodyReader(
+                length: length,
+                read: { position, buffer in
+                    let count = pread(descriptor, buffer.baseAddress, buffer.count, off_t(first + position))
+                    return count > 0 ? count : nil
+                },
+                finished: { close(descriptor) })
+        }
+        return ResponseBodyReader(length: length) { [self] position, buffer in
+            var filled = 0
+            do {
+                try read(sha, from: first + position, to: first + position + Int64(buffer.count)) { piece in
+                    let count = min(piece.count, buffer.count - filled)
+                    piece.withUnsafeBytes { bytes in
+                        buffer.baseAddress!.advanced(by: filled).copyMemory(from: bytes.baseAddress!, byteCount: count)
+                    }
+                    filled += count
+                }
+            } catch {
+                return nil
+            }
+            return filled > 0 ? filled : nil
+        }
+    }
+}

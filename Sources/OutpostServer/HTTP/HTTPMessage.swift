@@ -11,6 +11,9 @@ public struct HTTPRequest: Sendable {
     /// Header names in lowercase.
     public var headers: [String: String]
     public var body: Data
+    /// Arrived on a socket (libmicrohttpd), so an answer may stream its
+    /// body from storage; one handled in process needs it whole.
+    package var fromSocket = false
 
     public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: Data = Data()) {
         self.method = method
@@ -30,6 +33,24 @@ public struct HTTPRequest: Sendable {
     }
 }
 
+/// A body of `length` bytes produced on demand: `read(position, buffer)`
+/// fills the buffer with the bytes from `position` and returns how many,
+/// or nil when storage failed (the connection is then closed mid-body).
+package final class ResponseBodyReader: Sendable {
+    package let length: Int64
+    let read: @Sendable (Int64, UnsafeMutableRawBufferPointer) -> Int?
+    let finished: @Sendable () -> Void
+
+    package init(
+        length: Int64, read: @escaping @Sendable (Int64, UnsafeMutableRawBufferPointer) -> Int?,
+        finished: @escaping @Sendable () -> Void = {}
+    ) {
+        self.length = length
+        self.read = read
+        self.finished = finished
+    }
+}
+
 /// The answer to a request.
 public struct HTTPResponse: Sendable {
     public var status: Int
@@ -41,6 +62,9 @@ public struct HTTPResponse: Sendable {
     package var cause: String?
     /// An answer to HEAD: the `Content-Length` the GET would have, with no body.
     package var declaredLength: Int64?
+    /// A body read from storage block by block as the socket takes it
+    /// (instead of `body`): a blob of 50 MiB is never whole in memory.
+    package var bodyReader: ResponseBodyReader?
 
     public init(status: Int, headers: [String: String] = [:], body: [UInt8] = [], user: String? = nil) {
         self.status = status

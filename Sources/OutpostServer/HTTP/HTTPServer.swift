@@ -296,9 +296,10 @@ public final class HTTPServer: @unchecked Sendable {
                 APIError(.payloadTooLarge, "The request body is larger than \(server.maxBodyBytes / 1_048_576) MiB."),
                 user: nil)
         } else {
-            let request = HTTPRequest(
+            var request = HTTPRequest(
                 method: methodText, path: path, query: HTTPServer.arguments(connection),
                 headers: HTTPServer.headers(connection, HTTPServer.requestHeaders), body: state.body)
+            request.fromSocket = true
             longPoll = request.query["wait"] != nil
             switch server.handler(request) {
             case .now(let answer):
@@ -371,15 +372,39 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
+    static let bodyReader: MHD_ContentReaderCallback = { context, position, buffer, capacity in
+        guard let context, let buffer else { return outpost_mhd_content_error() }
+        let reader = Unmanaged<ResponseBodyReader>.fromOpaque(context).takeUnretainedValue()
+        let remaining = reader.length - Int64(position)
+        guard remaining > 0 else { return outpost_mhd_content_end() }
+        let count = Int(min(Int64(capacity), remaining))
+        guard let read = reader.read(Int64(position), UnsafeMutableRawBufferPointer(start: buffer, count: count)), read > 0 else {
+            return outpost_mhd_content_error()
+        }
+        return read
+    }
+
+    static let bodyFreed: MHD_ContentReaderFreeCallback = { context in
+        guard let context else { return }
+        Unmanaged<ResponseBodyReader>.fromOpaque(context).takeRetainedValue().finished()
+    }
+
     static let streamFreed: MHD_ContentReaderFreeCallback = { context in
         guard let context else { return }
         Unmanaged<StreamContext>.fromOpaque(context).takeRetainedValue().stream.finished()
     }
 
     private func send(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-        let mhdResponse =
-            response.declaredLength.map { outpost_mhd_head_response(UInt64($0)) }
-            ?? response.body.withUnsafeBytes { bytes in outpost_mhd_copied_response(bytes.baseAddress, bytes.count) }
+        let mhdResponse: OpaquePointer?
+        if let reader = response.bodyReader {
+            let context = Unmanaged.passRetained(reader).toOpaque()
+            mhdResponse = outpost_mhd_sized_response(UInt64(reader.length), 64 * 1024, Self.bodyReader, context, Self.bodyFreed)
+            if mhdResponse == nil { Unmanaged<ResponseBodyReader>.fromOpaque(context).release() }
+        } else {
+            mhdResponse =
+                response.declaredLength.map { outpost_mhd_head_response(UInt64($0)) }
+                ?? response.body.withUnsafeBytes { bytes in outpost_mhd_copied_response(bytes.baseAddress, bytes.count) }
+        }
         guard let mhdResponse else { return outpost_mhd_no() }
         defer { MHD_destroy_response(mhdResponse) }
         for (name, value) in response.headers {
