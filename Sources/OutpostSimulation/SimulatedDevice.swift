@@ -203,12 +203,7 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// A photo taken at the door: seeded bytes attached to the store.
     public func attachPhoto(size: Int, seed: UInt64) async throws -> AttachedFile {
         var random = SeededRandom(seed: seed)
-        var bytes = [UInt8](repeating: 0, count: size)
-        for index in stride(from: 0, to: size, by: 8) {
-            let word = random.next()
-            for offset in 0..<min(8, size - index) { bytes[index + offset] = UInt8(truncatingIfNeeded: word >> (offset * 8)) }
-        }
-        return try await store.attach(Data(bytes), contentType: "image/jpeg")
+        return try await store.attach(Data(random.bytes(size)), contentType: "image/jpeg")
     }
 
     public var checked: CheckedDevice {

@@ -27,7 +27,7 @@ struct BlobTests {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         _ = bytes.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &digest, &length, EVP_sha256(), nil) }
-        return BlobStore.hex(digest)
+        return SHA256.hex(digest)
     }
 
     func put(_ live: LiveServer, _ sha: String, _ body: [UInt8], range: String? = nil, token: String) async throws -> LiveServer.Response {

@@ -70,12 +70,7 @@ final class BlobNetwork: Sendable {
 
 func seededBytes(_ count: Int, seed: UInt64) -> Data {
     var random = SeededRandom(seed: seed)
-    var bytes = [UInt8](repeating: 0, count: count)
-    for index in stride(from: 0, to: count, by: 8) {
-        let word = random.next()
-        for offset in 0..<min(8, count - index) { bytes[index + offset] = UInt8(truncatingIfNeeded: word >> (offset * 8)) }
-    }
-    return Data(bytes)
+    return Data(random.bytes(count))
 }
 
 @Suite("Attachments through real faults", .timeLimit(.minutes(5)))

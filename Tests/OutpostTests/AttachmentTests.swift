@@ -24,12 +24,7 @@ struct PhotoVisit: SyncRecord, Equatable {
 /// Bytes that look like a photo to no one: seeded, so a failure replays.
 func photoBytes(_ count: Int, seed: UInt64) -> Data {
     var random = SeededRandom(seed: seed)
-    var bytes = [UInt8](repeating: 0, count: count)
-    for index in stride(from: 0, to: count, by: 8) {
-        let word = random.next()
-        for offset in 0..<min(8, count - index) { bytes[index + offset] = UInt8(truncatingIfNeeded: word >> (offset * 8)) }
-    }
-    return Data(bytes)
+    return Data(random.bytes(count))
 }
 
 extension SyncHarness {

@@ -41,7 +41,7 @@ public struct TokenStore: Sendable {
             try sql.execute(
                 "INSERT INTO tokens (hash, user_id, role, team, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
                 [
-                    .text(SHA256.hex(token)), .text(user), .text(role.rawValue), .text(team),
+                    .text(SHA256.hex(of: token.utf8)), .text(user), .text(role.rawValue), .text(team),
                     .text(ServerTimestamp(now).rawValue), .text(ttl.map { ServerTimestamp(now + $0).rawValue }),
                 ])
         }
@@ -54,7 +54,7 @@ public struct TokenStore: Sendable {
         try database.write { sql in
             try sql.execute(
                 "UPDATE tokens SET revoked_at = ? WHERE hash = ? AND revoked_at IS NULL",
-                [.text(ServerTimestamp(clock.now()).rawValue), .text(SHA256.hex(token))]) > 0
+                [.text(ServerTimestamp(clock.now()).rawValue), .text(SHA256.hex(of: token.utf8))]) > 0
         }
     }
 
@@ -75,7 +75,7 @@ public struct TokenStore: Sendable {
             let row = try database.read({ sql in
                 try sql.first(
                     "SELECT user_id, role, team, expires_at, revoked_at FROM tokens WHERE hash = ?",
-                    [.text(SHA256.hex(token))])
+                    [.text(SHA256.hex(of: token.utf8))])
             }), let role = Role(rawValue: row.string(1))
         else { throw Failure.unknown }
         if row.optionalString(4) != nil { throw Failure.revoked }

@@ -95,7 +95,7 @@ final class BlobStore: Sendable {
             else { return false }
             try sql.execute(
                 "INSERT INTO blob_chunks (sha256, offset_bytes, data) VALUES (?, ?, decode(?, 'hex'))",
-                [.text(sha), .integer(offset), .text(Self.hex(bytes))])
+                [.text(sha), .integer(offset), .text(SHA256.hex(bytes))])
             return true
         }
     }
@@ -150,7 +150,7 @@ final class BlobStore: Sendable {
         var digest = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 0
         guard EVP_DigestFinal_ex(context, &digest, &length) == 1 else { return false }
-        return Self.hex(digest) == sha
+        return SHA256.hex(digest) == sha
     }
 
     /// Marks the blob complete (its bytes checked).
@@ -202,17 +202,6 @@ final class BlobStore: Sendable {
                 "UPDATE blobs SET received = ? WHERE sha256 = ? AND received > ? AND complete = 0",
                 [.integer(offset), .text(sha), .integer(offset)])
         }
-    }
-
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     static func bytes(hex: UnsafeBufferPointer<UInt8>) -> [UInt8] {

@@ -257,7 +257,7 @@ final class BlobUpload: @unchecked Sendable {
             case .verify(let context):
                 var digest = [UInt8](repeating: 0, count: 32)
                 var length: UInt32 = 0
-                guard EVP_DigestFinal_ex(context, &digest, &length) == 1, BlobStore.hex(digest) == sha else {
+                guard EVP_DigestFinal_ex(context, &digest, &length) == 1, SHA256.hex(digest) == sha else {
                     return refused(APIError(.hashMismatch, "These bytes do not hash to the blob's name; nothing was stored."))
                 }
                 try store.addOwner(sha, user)

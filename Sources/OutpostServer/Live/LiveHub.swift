@@ -194,7 +194,7 @@ final class LiveHub: Sendable {
     /// Ends the connections holding one of these tokens (hashes) with `error`.
     func close(tokens hashes: Set<String>, with error: APIError) {
         let matching = state.withLock { state in
-            state.entries.values.map(\.connection).filter { $0.token.map { hashes.contains(SHA256.hex($0)) } ?? false }
+            state.entries.values.map(\.connection).filter { $0.token.map { hashes.contains(SHA256.hex(of: $0.utf8)) } ?? false }
         }
         for connection in matching { connection.signal { $0.closing = error } }
     }

@@ -87,6 +87,6 @@ struct Scope {
     /// A short tag of what the caller can see, carried in pull cursors: a
     /// cursor made for another scope (a new team) must re-download.
     var tag: String {
-        String(SHA256.hex("\(principal.role.rawValue)|\(principal.team)|\(principal.user)").prefix(12))
+        String(SHA256.hex(of: "\(principal.role.rawValue)|\(principal.team)|\(principal.user)".utf8).prefix(12))
     }
 }

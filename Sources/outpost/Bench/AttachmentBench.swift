@@ -163,11 +163,6 @@ enum AttachmentBench {
 
     static func bytes(_ count: Int, seed: UInt64) -> Data {
         var random = SeededRandom(seed: seed)
-        var bytes = [UInt8](repeating: 0, count: count)
-        bytes.withUnsafeMutableBytes { raw in
-            let words = raw.bindMemory(to: UInt64.self)
-            for index in 0..<words.count { words[index] = random.next() }
-        }
-        return Data(bytes)
+        return Data(random.bytes(count))
     }
 }

@@ -61,9 +61,7 @@ enum DemoCommand {
     /// Bytes standing for a phone's JPEG: a JPEG's first and last markers around seeded noise.
     static func photo(bytes count: Int) -> Data {
         var random = SeededRandom(seed: 2026)
-        var bytes: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0]
-        while bytes.count < count - 2 { bytes.append(UInt8(truncatingIfNeeded: random.next())) }
-        return Data(bytes + [0xFF, 0xD9])
+        return Data([0xFF, 0xD8, 0xFF, 0xE0] + random.bytes(count - 6) + [0xFF, 0xD9])
     }
 
     static func run(_ words: [String]) async throws {
