@@ -74,6 +74,11 @@ var package = Package(
                 "OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CMicroHTTPDTLS", "CLibPQ",
                 // JWT signatures (RS256, ES256); the server needs OpenSSL's libcrypto on every platform.
                 "COpenSSL",
+            ],
+            // The administrator's console, compiled into the binary: nothing to fetch or deploy beside it.
+            resources: [
+                .embedInCode("Console/Assets/console.html"), .embedInCode("Console/Assets/console.css"),
+                .embedInCode("Console/Assets/console.js"), .embedInCode("Console/Assets/console-strings.js"),
             ]),
 
         // A SQLite VFS that fails writes, syncs or reads on a schedule: the

@@ -40,7 +40,7 @@ extension SyncServer {
         return liveRequest(request) { principal, collections, pull in
             // Registered before the first read: a commit after that read wakes it.
             guard let connection = liveHub.open(
-                kind: .longPoll, interest: interest(principal, collections), token: Self.bearer(request),
+                kind: .longPoll, interest: interest(principal, collections, request), token: Self.bearer(request),
                 wait: .seconds(seconds), changesPending: false)
             else { throw APIError.unavailable }
             let first: PullService.Page
@@ -63,7 +63,7 @@ extension SyncServer {
     private func stream(_ request: HTTPRequest) -> LiveAnswer {
         liveRequest(request) { principal, collections, pull in
             guard let connection = liveHub.open(
-                kind: .stream, interest: interest(principal, collections), token: Self.bearer(request), wait: .zero,
+                kind: .stream, interest: interest(principal, collections, request), token: Self.bearer(request), wait: .zero,
                 changesPending: false)
             else { throw APIError.unavailable }
             // The first page is read here, so a bad cursor or a needed
@@ -106,8 +106,10 @@ extension SyncServer {
 
     static let maxWait = 60
 
-    private func interest(_ principal: Principal, _ collections: Set<String>) -> LiveInterest {
-        LiveInterest(principal: principal, collections: collections, readOnly: Set(config.readOnlyCollections))
+    private func interest(_ principal: Principal, _ collections: Set<String>, _ request: HTTPRequest) -> LiveInterest {
+        LiveInterest(
+            principal: principal, collections: collections, readOnly: Set(config.readOnlyCollections),
+            device: DeviceSightings.device(request))
     }
 
     /// The collections a live request follows: the ones it names, or all.

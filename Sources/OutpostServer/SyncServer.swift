@@ -23,6 +23,8 @@ public final class SyncServer: Sendable {
     let feed: FeedReader
     /// Attachments' bytes (`/v1/blobs`).
     let blobs: BlobStore
+    /// When each device was last heard from (the console's devices page).
+    let sightings = DeviceSightings()
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -74,6 +76,8 @@ public final class SyncServer: Sendable {
             let revoked = revocations.recentlyRevoked()
             if !revoked.isEmpty { liveHub.close(tokens: revoked, with: Self.authError(.revoked)) }
         }
+        let sightings = sightings
+        liveHub.setHousekeeping { try? sightings.write(to: database) }
     }
 
     /// Runs a start-up step again while the database says "busy", for up to a minute.
@@ -93,22 +97,30 @@ public final class SyncServer: Sendable {
         try Maintenance(database: database, config: config, clock: clock, blobs: blobs).run()
     }
 
-    /// Answers one request. Never throws: every failure becomes the JSON error body.
     deinit { commitListener.current?.stop() }
 
+    /// Answers one request. Never throws: every failure becomes the JSON error body.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         var user: String?
         do {
             return try route(request, user: &user)
-        } catch let error as APIError {
-            return Self.errorResponse(error, user: user, cause: error.status >= 500 ? error.body.message : nil)
-        } catch let error as DatabaseError where error.kind == .transient {
-            return Self.errorResponse(.unavailable, user: user, cause: error.logDescription)
-        } catch let error as TokenStore.Failure {
-            return Self.errorResponse(Self.authError(error), user: user)
         } catch {
+            return Self.errorAnswer(error, user: user)
+        }
+    }
+
+    /// The JSON error answer for anything a request's handling threw.
+    static func errorAnswer(_ error: any Error, user: String?) -> HTTPResponse {
+        switch error {
+        case let error as APIError:
+            return errorResponse(error, user: user, cause: error.status >= 500 ? error.body.message : nil)
+        case let error as DatabaseError where error.kind == .transient:
+            return errorResponse(.unavailable, user: user, cause: error.logDescription)
+        case let error as TokenStore.Failure:
+            return errorResponse(authError(error), user: user)
+        default:
             // A bug or a broken database, never bad input: say so without details.
-            return Self.errorResponse(
+            return errorResponse(
                 APIError(.unavailable, "The server could not finish this request. Please try again shortly.", retryAfter: 5),
                 user: user, cause: (error as? DatabaseError)?.logDescription ?? String(describing: error))
         }
@@ -156,6 +168,7 @@ public final class SyncServer: Sendable {
 
     private func route(_ request: HTTPRequest, user: inout String?) throws -> HTTPResponse {
         if request.path == "/metrics" { return try metricsAnswer(request) }
+        if request.path == "/admin" || request.path.hasPrefix("/admin/") { return consoleAnswer(request) }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         guard parts.count >= 3, parts[0] == "", parts[1] == "v1" else {
             throw APIError(.notFound, "There is no such endpoint.")
@@ -180,6 +193,7 @@ public final class SyncServer: Sendable {
             }
             let principal = try tokens.authenticate(token)
             user = principal.user
+            sightings.note(request, user: principal.user, at: ServerTimestamp(clock.now()))
             try limiter?.admit(principal.user)
             return principal
         }

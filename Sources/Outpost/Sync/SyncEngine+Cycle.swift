@@ -6,8 +6,10 @@ struct StaleGeneration: Error {}
 
 extension SyncEngine {
     var client: ServerClient {
-        ServerClient(
-            transport: transport, token: token, timeout: options.requestTimeout, clock: clock, identity: options.identityHeaders)
+        // Which device is calling, on every request: the server's console shows when each was last heard from.
+        var identity = options.identityHeaders
+        identity["Outpost-Device"] = store.clientID.wireText
+        return ServerClient(transport: transport, token: token, timeout: options.requestTimeout, clock: clock, identity: identity)
     }
 
     /// One sync cycle: push everything that can go, then pull until up to date.

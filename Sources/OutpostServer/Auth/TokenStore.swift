@@ -82,6 +82,8 @@ public struct TokenStore: Sendable {
         if let expires = row.optionalString(3), expires <= ServerTimestamp(clock.now()).rawValue {
             throw Failure.expired
         }
-        return Principal(user: row.string(0), role: role, team: row.string(2))
+        return Principal(
+            user: row.string(0), role: role, team: row.string(2),
+            expiresAt: row.optionalString(3).flatMap { ServerTimestamp(rawValue: $0).date })
     }
 }

@@ -12,6 +12,8 @@ import Foundation
 /// - `blobs`, `blob_chunks`, `blob_owners`, `blob_refs`: attachments' state,
 ///   their bytes on PostgreSQL (files beside a SQLite database), who uploaded
 ///   them, and which live records name them.
+/// - `record_history`, `push_problems`, `admin_sessions`, `records_search`:
+///   what the administrator's console shows and searches.
 /// - `server_state`: the version counter (SQLite), the base of versions
 ///   made from transaction ids (PostgreSQL) and the tombstone horizon.
 enum ServerSchema {
@@ -145,7 +147,99 @@ enum ServerSchema {
             );
             CREATE INDEX blob_refs_by_record ON blob_refs (collection, uuid);
             """,
+            // The administrator's console: every version of every record (who
+            // wrote it, from which device, on which clocks), every change the
+            // server refused or that met a conflict, and console sessions
+            // (kept in the database so every server behind a balancer
+            // honours one).
+            """
+            CREATE TABLE record_history (
+                id          \(serial),
+                collection  TEXT NOT NULL,
+                uuid        TEXT NOT NULL,
+                version     \(bigint) NOT NULL,
+                op          TEXT NOT NULL,
+                at          TEXT NOT NULL,
+                user_id     TEXT NOT NULL,
+                client_id   TEXT NOT NULL,
+                device_time TEXT,
+                owner       TEXT NOT NULL,
+                team        TEXT NOT NULL,
+                data        TEXT
+            );
+            CREATE INDEX record_history_by_record ON record_history (collection, uuid, version);
+
+            CREATE TABLE push_problems (
+                id             \(serial),
+                kind           TEXT NOT NULL,
+                at             TEXT NOT NULL,
+                user_id        TEXT NOT NULL,
+                client_id      TEXT NOT NULL,
+                mutation_id    TEXT NOT NULL,
+                seq            \(bigint) NOT NULL,
+                collection     TEXT NOT NULL,
+                uuid           TEXT NOT NULL,
+                op             TEXT NOT NULL,
+                code           TEXT,
+                errors         TEXT,
+                sent           TEXT,
+                base_version   \(bigint),
+                server_version \(bigint),
+                server_data    TEXT,
+                lost           TEXT NOT NULL
+            );
+            CREATE INDEX push_problems_by_client ON push_problems (user_id, client_id, id);
+            CREATE INDEX push_problems_by_age ON push_problems (at);
+
+            CREATE TABLE admin_sessions (
+                hash         TEXT PRIMARY KEY,
+                user_id      TEXT NOT NULL,
+                csrf         TEXT NOT NULL,
+                token_hash   TEXT,
+                created_at   TEXT NOT NULL,
+                expires_at   TEXT NOT NULL,
+                last_seen_at TEXT NOT NULL
+            );
+            """,
+            // Text search over records' values. SQLite: an FTS5 index over
+            // `records.data` (its content read from `records`, so no second
+            // copy), kept by triggers. PostgreSQL: a GIN index over the JSON
+            // values' words, with no extension to install.
+            dialect == .postgres
+                ? """
+                CREATE INDEX records_search ON records USING gin (to_tsvector('simple'::regconfig, data::json));
+                """
+                : """
+                CREATE VIRTUAL TABLE records_search USING fts5(
+                    data, content = 'records', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2');
+                CREATE TRIGGER records_search_insert AFTER INSERT ON records BEGIN
+                    INSERT INTO records_search (rowid, data) VALUES (new.id, new.data);
+                END;
+                CREATE TRIGGER records_search_delete AFTER DELETE ON records BEGIN
+                    INSERT INTO records_search (records_search, rowid, data) VALUES ('delete', old.id, old.data);
+                END;
+                CREATE TRIGGER records_search_update AFTER UPDATE OF data ON records BEGIN
+                    INSERT INTO records_search (records_search, rowid, data) VALUES ('delete', old.id, old.data);
+                    INSERT INTO records_search (rowid, data) VALUES (new.id, new.data);
+                END;
+                INSERT INTO records_search (records_search) VALUES ('rebuild');
+                """,
         ]
+    }
+
+    /// A migration's statements. Split at `;`, except inside a trigger's
+    /// `BEGIN … END` (whose body has statements of its own).
+    static func statements(_ migration: String) -> [String] {
+        var statements: [String] = []
+        var current = ""
+        for piece in migration.split(separator: ";", omittingEmptySubsequences: false) {
+            current += current.isEmpty ? String(piece) : ";" + piece
+            let trimmed = current.trimmingCharacters(in: .whitespacesAndNewlines)
+            if trimmed.uppercased().hasPrefix("CREATE TRIGGER") && !trimmed.uppercased().hasSuffix("END") { continue }
+            if !trimmed.isEmpty { statements.append(trimmed) }
+            current = ""
+        }
+        return statements
     }
 
     /// Brings the database to the current schema. Runs inside a write
@@ -158,10 +252,7 @@ enum ServerSchema {
             try sql.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)", [])
             let applied = try sql.first("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")?.int(0) ?? 0
             for (index, migration) in migrations(database.dialect).enumerated() where index + 1 > applied {
-                for statement in migration.split(separator: ";").map({ $0.trimmingCharacters(in: .whitespacesAndNewlines) })
-                where !statement.isEmpty {
-                    try sql.execute(statement, [])
-                }
+                for statement in statements(migration) { try sql.execute(statement, []) }
                 try sql.execute("INSERT INTO schema_migrations (version) VALUES (?)", [.integer(Int64(index + 1))])
             }
         }

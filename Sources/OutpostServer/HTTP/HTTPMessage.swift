@@ -14,6 +14,9 @@ public struct HTTPRequest: Sendable {
     /// Arrived on a socket (libmicrohttpd), so an answer may stream its
     /// body from storage; one handled in process needs it whole.
     package var fromSocket = false
+    /// Arrived over TLS (this server's, or a trusted proxy's that says so):
+    /// the console's cookie is then `Secure`.
+    package var overTLS = false
 
     public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: Data = Data()) {
         self.method = method

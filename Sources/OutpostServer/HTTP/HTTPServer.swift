@@ -201,6 +201,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// The headers the sync server reads.
     static let requestHeaders = [
         "Authorization", "Content-Type", "Content-Length", "Content-Range", "Range", "Outpost-Schema", "Outpost-Client",
+        "Outpost-Device", "Cookie", "Origin", "Host", "Sec-Fetch-Site", "X-CSRF-Token", "X-Forwarded-Proto",
     ]
 
     /// A connection libmicrohttpd lets us resume from any thread (the hub's
@@ -300,6 +301,8 @@ public final class HTTPServer: @unchecked Sendable {
                 method: methodText, path: path, query: HTTPServer.arguments(connection),
                 headers: HTTPServer.headers(connection, HTTPServer.requestHeaders), body: state.body)
             request.fromSocket = true
+            request.overTLS = server.tls != nil
+                || (server.trustedProxy != nil && request.headers["x-forwarded-proto"]?.lowercased() == "https")
             longPoll = request.query["wait"] != nil
             switch server.handler(request) {
             case .now(let answer):
@@ -318,9 +321,14 @@ public final class HTTPServer: @unchecked Sendable {
         if response.status >= 400 { response.body = RequestID.stamped(response.body, requestID) }
         let queued = server.send(response, on: connection)
         let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
-        server.metrics?.request(
-            route: ServerMetrics.route(method: methodText, path: path, query: longPoll ? ["wait": ""] : [:]),
-            status: response.status, seconds: millis / 1000)
+        let route = ServerMetrics.route(method: methodText, path: path, query: longPoll ? ["wait": ""] : [:])
+        server.metrics?.request(route: route, status: response.status, seconds: millis / 1000)
+        if response.status >= 400 {
+            server.metrics?.activity.failed(
+                ActivityLog.ErrorEntry(
+                    at: Date(), status: response.status, method: methodText, route: route, user: response.user,
+                    requestID: requestID), body: response.body)
+        }
         if let log = server.log {
             log(RequestLogLine(id: requestID, method: methodText, path: path, status: response.status,
                                milliseconds: millis, user: response.user, client: state.client,

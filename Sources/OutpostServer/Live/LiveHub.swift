@@ -116,6 +116,12 @@ final class LiveHub: Sendable {
     /// Connections waiting now.
     var count: Int { state.withLock { $0.entries.count } }
 
+    /// Who is connected now: each waiting connection's user and device (nil
+    /// when its request did not say).
+    var connectedDevices: [(user: String, device: String?)] {
+        state.withLock { state in state.entries.values.map { ($0.connection.interest.principal.user, $0.connection.interest.device) } }
+    }
+
     /// Connections waiting now, by kind.
     var counts: (longPolls: Int, streams: Int) {
         state.withLock { state in
@@ -211,6 +217,13 @@ final class LiveHub: Sendable {
         onTick.withLock { $0 = handler }
     }
 
+    /// Runs `work` on every tick, connections or not (it throttles itself).
+    func setHousekeeping(_ work: @escaping @Sendable () -> Void) {
+        housekeeping.withLock { $0 = work }
+    }
+
+    private let housekeeping: Locked<(@Sendable () -> Void)?> = Locked(nil)
+
     private func tick() {
         let now = Self.now()
         let (expired, heartbeats, all) = state.withLock { state -> ([LiveConnection], [LiveConnection], [LiveConnection]) in
@@ -228,5 +241,6 @@ final class LiveHub: Sendable {
         for connection in expired { connection.signal { $0.deadline = true } }
         for connection in heartbeats { connection.signal { $0.heartbeat = true } }
         if !all.isEmpty, let handler = onTick.current { handler(all) }
+        housekeeping.current?()
     }
 }

@@ -8,6 +8,9 @@ struct LiveInterest: Sendable {
     /// Collections everyone reads (reference data): any write to one wakes
     /// every connection that follows it.
     let readOnly: Set<String>
+    /// The device (its client id, from `Outpost-Device`), when it said:
+    /// the console shows which devices are live now.
+    var device: String? = nil
 
     /// Whether the commit may change what this connection's pull returns.
     /// Never false for a commit that does; a spurious wake costs one empty

@@ -36,6 +36,8 @@ package final class ServerMetrics: Sendable {
 
     private let state = Locked(State())
     private let started = Date()
+    /// Minute by minute, for the console's activity feed.
+    package let activity = ActivityLog()
 
     package init() {}
 
@@ -45,10 +47,12 @@ package final class ServerMetrics: Sendable {
             state.requests["\(route)|\(status)", default: 0] += 1
             state.latency[route, default: Histogram()].observe(seconds)
         }
+        activity.answered(route: route, status: status)
     }
 
     func mutations(_ results: [MutationResult]) {
         guard !results.isEmpty else { return }
+        activity.applied(mutations: results.filter { $0.status == .applied }.count)
         state.withLock { state in
             for result in results { state.mutations[result.status.rawValue, default: 0] += 1 }
         }
@@ -56,6 +60,7 @@ package final class ServerMetrics: Sendable {
 
     func pulled(records: Int) {
         guard records > 0 else { return }
+        activity.pulled(records: records)
         state.withLock { $0.pulledRecords += UInt64(records) }
     }
 
@@ -101,6 +106,7 @@ package final class ServerMetrics: Sendable {
         case "/v1/pull": return query["wait"] != nil ? "/v1/pull?wait" : path
         default: break
         }
+        if path == "/admin" || path.hasPrefix("/admin/") { return path.hasPrefix("/admin/api/") ? "/admin/api" : "/admin" }
         if parts.count == 4, parts[1] == "v1", parts[2] == "mutations" { return "/v1/mutations/{id}" }
         if parts.count == 5, parts[1] == "v1", parts[2] == "records" { return "/v1/records/{collection}/{uuid}" }
         if parts.count == 6, parts[1] == "v1", parts[2] == "records", parts[5] == "assign" {

@@ -14,6 +14,8 @@ struct AssignService {
     let clock: any WallClock
     /// Told whom the reassignment concerns: the scope the record left and the one it joined.
     var hub: LiveHub?
+    /// What the record's history names as the writer's client: the API or the console.
+    var via = "api"
 
     struct Assignment: Decodable {
         var owner: String
@@ -74,6 +76,7 @@ struct AssignService {
             record.team = assignment.team
             record.version = version
             record.updatedAt = now.rawValue
+            try RecordHistory.keep(record, op: .assign, user: principal.user, client: via, in: sql)
             return try record.wire()
         }
     }

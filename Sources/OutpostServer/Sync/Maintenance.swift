@@ -24,6 +24,13 @@ struct Maintenance {
             let newestExit = try sql.first("SELECT MAX(version) FROM scope_exits WHERE at < ?", [.text(horizon)])?
                 .optionalInt(0)
             if let purged = [newest, newestExit].compactMap({ $0 }).max() {
+                // A purged record's history goes with it: nothing is left to show it on.
+                try sql.execute(
+                    """
+                    DELETE FROM record_history WHERE EXISTS (SELECT 1 FROM records WHERE records.deleted = 1
+                        AND records.updated_at < ? AND records.collection = record_history.collection
+                        AND records.uuid = record_history.uuid)
+                    """, [.text(horizon)])
                 try sql.execute("DELETE FROM records WHERE deleted = 1 AND updated_at < ?", [.text(horizon)])
                 try sql.execute("DELETE FROM scope_exits WHERE at < ?", [.text(horizon)])
                 let previous = try sql.first("SELECT value FROM server_state WHERE key = 'purged_through'").flatMap {
@@ -40,6 +47,8 @@ struct Maintenance {
             try sql.execute("DELETE FROM mutation_results WHERE created_at < ?", [.text(idMap)])
             try sql.execute(
                 "UPDATE mutation_results SET result = '' WHERE created_at < ? AND result <> ''", [.text(retention)])
+            try sql.execute("DELETE FROM push_problems WHERE at < ?", [.text(retention)])
+            try sql.execute("DELETE FROM admin_sessions WHERE expires_at < ?", [.text(ServerTimestamp(now).rawValue)])
         }
         guard let blobs else { return }
         let grace = ServerTimestamp(now - config.blobGrace).rawValue

@@ -42,8 +42,16 @@ struct PushService {
                 // A mutation id is applied once per client, whatever seq it
                 // comes under: two copies of one database may send the same
                 // queued change under different seqs.
-                let result = try earlier[mutation.id.wireText].map { try session.duplicate(of: mutation, original: $0) }
-                    ?? session.apply(mutation)
+                let result: MutationResult
+                if let original = earlier[mutation.id.wireText] {
+                    result = try session.duplicate(of: mutation, original: original)
+                } else {
+                    session.overwritten = nil
+                    result = try session.apply(mutation)
+                    try PushProblems.keep(
+                        result, of: mutation, overwritten: session.overwritten, user: principal.user, client: client,
+                        now: now, in: sql)
+                }
                 try sql.execute(
                     """
                     INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
@@ -91,6 +99,9 @@ struct PushSession {
     var versions: FeedVersions
     /// What this push wrote: the collections, owners and teams it touched.
     var notice = CommitNotice()
+    /// The server's copy the last mutation replaced without having seen it
+    /// (its base version was older, and the collection lets the last write win).
+    var overwritten: ServerRecord?
 
     var scope: Scope { Scope(principal: principal, config: config) }
 
@@ -215,8 +226,9 @@ struct PushSession {
                 // that shows the tombstone, so the edit cannot resurrect it.
                 return try result(mutation.op == .delete ? .applied : .conflict, existing)
             }
-            if let base = mutation.baseVersion, base != existing.version, schema.policy == .serverWins {
-                return try result(.conflict, existing)
+            if let base = mutation.baseVersion, base != existing.version {
+                if schema.policy == .serverWins { return try result(.conflict, existing) }
+                overwritten = existing
             }
             if mutation.op == .delete {
                 return try result(.applied, try write(existing, data: nil, schema: schema, deviceTime: mutation.deviceTime))
@@ -294,6 +306,7 @@ struct PushSession {
             throw DatabaseError(kind: .failure, message: "the record just inserted cannot be read back")
         }
         try recordReferences(schema, collection: mutation.collection, uuid: mutation.uuid.wireText, data: data)
+        try RecordHistory.keep(stored, op: .create, user: principal.user, client: client, in: sql)
         return stored
     }
 
@@ -318,6 +331,7 @@ struct PushSession {
         updated.deleted = data == nil
         updated.dataText = try data?.jsonText()
         updated.deviceTime = deviceTime?.rawValue
+        try RecordHistory.keep(updated, op: data == nil ? .delete : .update, user: principal.user, client: client, in: sql)
         return updated
     }
 

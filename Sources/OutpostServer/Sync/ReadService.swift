@@ -58,7 +58,7 @@ struct ReadService {
         return try record.wire()
     }
 
-    /// `GET /v1/search`: text search over the caller's scope.
+    /// `GET /v1/search`: text search over the caller's scope (see `RecordSearch`).
     func search(collection: String?, query: String?, limit: Int?, as principal: Principal) throws -> SearchResponse {
         guard let collection, config.collections[collection] != nil else {
             throw APIError(
@@ -73,19 +73,21 @@ struct ReadService {
                 .invalidRequest, "The limit must be between 1 and \(config.maxSearchLimit).",
                 fields: ["limit": "must be between 1 and \(config.maxSearchLimit)"])
         }
+        guard let search = RecordSearch(query) else {
+            throw APIError(.invalidRequest, "Give at least one word to search for.", fields: ["q": "holds no word"])
+        }
         let scope = Scope(principal: principal, config: config)
-        var arguments: [SQLValue] = [.text(collection)]
+        var arguments: [SQLValue] = []
+        let with = search.withClause(database.dialect, &arguments)
+        arguments.append(.text(collection))
         let condition = scope.readable(&arguments)
-        let escaped = query.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
-            .replacingOccurrences(of: "_", with: "\\_")
-        arguments.append(.text("%\(escaped)%"))
+        let matches = search.condition(database.dialect, &arguments)
         arguments.append(.integer(Int64(limit)))
-        let like = database.dialect == .postgres ? "ILIKE" : "LIKE"
         let rows = try database.read { sql in
             try sql.query(
                 """
-                SELECT \(ServerRecord.columns) FROM records
-                WHERE collection = ? AND deleted = 0 AND \(condition) AND data \(like) ? ESCAPE '\\'
+                \(with) SELECT \(ServerRecord.columns) FROM records
+                WHERE collection = ? AND deleted = 0 AND \(condition) AND \(matches)
                 ORDER BY version DESC LIMIT ?
                 """, arguments)
         }

@@ -136,7 +136,7 @@ final class JWTVerifier: Sendable {
         }
         let team = claims[settings.teamClaim]?.stringValue ?? ""
         guard role == .admin || !team.isEmpty else { throw Failure.refused("no '\(settings.teamClaim)' claim") }
-        return Principal(user: subject, role: role, team: team)
+        return Principal(user: subject, role: role, team: team, expiresAt: Date(timeIntervalSince1970: expiry))
     }
 
     private static func seconds(_ value: JSONValue?) -> Double? {
