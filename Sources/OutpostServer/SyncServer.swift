@@ -76,8 +76,6 @@ public final class SyncServer: Sendable {
             let revoked = revocations.recentlyRevoked()
             if !revoked.isEmpty { liveHub.close(tokens: revoked, with: Self.authError(.revoked)) }
         }
-        let sightings = sightings
-        liveHub.setHousekeeping { try? sightings.write(to: database) }
     }
 
     /// Runs a start-up step again while the database says "busy", for up to a minute.
@@ -194,6 +192,8 @@ public final class SyncServer: Sendable {
             let principal = try tokens.authenticate(token)
             user = principal.user
             sightings.note(request, user: principal.user, at: ServerTimestamp(clock.now()))
+            // On the request's thread, on the server's clock: every few seconds, one short write.
+            try? sightings.write(to: database, now: clock.now())
             try limiter?.admit(principal.user)
             return principal
         }

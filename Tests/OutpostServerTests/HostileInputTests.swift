@@ -498,6 +498,13 @@ struct HostileModel {
         }
         let query = question < target.endIndex ? target[(question + 1)...] : []
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        // The console's page, style and script are public (they hold no data; every API call needs a session).
+        if method == "GET" || method == "HEAD",
+            ["/admin", "/admin/", "/admin/index.html", "/admin/console.css", "/admin/console.js", "/admin/console-strings.js"]
+                .contains(path)
+        {
+            return .accepted
+        }
         guard method == "GET", parts.count >= 3, parts[0] == "", parts[1] == "v1" else { return .refused }
         let route = Array(parts.dropFirst(2))
         if route == ["health"] { return .accepted }
@@ -584,6 +591,7 @@ struct HostileRequestGenerator {
         case 87..<91: return assign()
         case 91..<93: return adminAssign()
         case 93..<96: return oddMethod()
+        case 96..<98: return consoleRequest()
         default: return unknownPath()
         }
     }
@@ -1338,6 +1346,48 @@ struct HostileRequestGenerator {
             expect: model.expect(method: method, target: target, auth: .attacker))
     }
 
+    // MARK: The console
+
+    static let consoleTargets = [
+        "/admin/api/session", "/admin/api/records?collection=people&q=ana", "/admin/api/records?collection=tokens",
+        "/admin/api/records/people/0190a3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6b",
+        "/admin/api/records/people/0190a3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6b/assign", "/admin/api/devices?sort=silent",
+        "/admin/api/problems?kind=rejected", "/admin/api/tokens",
+        "/admin/api/tokens/0000000000000000000000000000000000000000000000000000000000000000/revoke",
+        "/admin/api/activity", "/admin/api/blobs/0000000000000000000000000000000000000000000000000000000000000000",
+        "/admin/api/", "/admin/api/../api/tokens", "/admin/api/session/x", "/admin/console.js/x", "/admin/../v1/push",
+    ]
+
+    /// A console API call from someone with no session: no cookie, a
+    /// forged or replayed-looking one, a field token where the cookie goes,
+    /// a wrong CSRF token, another site's Origin, or a sign-in with the
+    /// attacker's (field) token. Every one is refused and changes nothing.
+    mutating func consoleRequest() -> HostileRequest {
+        let target = dice.pick(Self.consoleTargets)
+        let method = dice.pick(["GET", "GET", "POST", "POST", "DELETE", "PUT"])
+        var headers: [(String, [UInt8])] = [("Content-Type", Array("application/json".utf8))]
+        let cookies = [
+            "", "outpost_console=", "outpost_console=forged-value", "outpost_console=\(fixture.attacker)",
+            "outpost_console=\(String(repeating: "A", count: 43))", "other=1; outpost_console=x; outpost_console=y",
+        ]
+        let cookie = dice.pick(cookies)
+        if !cookie.isEmpty { headers.append(("Cookie", Array(cookie.utf8))) }
+        if dice.chance(0.5) { headers.append(("X-CSRF-Token", Array(dice.pick(["", "x", fixture.attacker]).utf8))) }
+        if dice.chance(0.3) { headers.append(("Origin", Array(dice.pick(["https://evil.example", "null"]).utf8))) }
+        if dice.chance(0.3) { headers += attackerAuth() }
+        var body: [UInt8]?
+        if method != "GET" {
+            body = Array(
+                dice.pick([
+                    #"{"token": "\#(fixture.attacker)"}"#, #"{"token": ""}"#, #"{"token": 1}"#, "{", #"{"owner": "x", "team": "y"}"#,
+                    #"{"user": "mallory", "role": "admin", "team": "hq"}"#,
+                ]).utf8)
+        }
+        return HostileRequest(
+            label: "console \(method) \(target.prefix(40))", method: method, target: Array(target.utf8), headers: headers,
+            body: body, expect: .refused)
+    }
+
     static let unknownTargets = [
         "/", "/v1", "/v1/", "/v2/pull", "/V1/health", "/v1/Health", "/v1/health/", "/v1//health", "/v1/push/", "/v1/pull/x",
         "/v1/records", "/v1/records/people", "/v1/records/people/0190a3c4-5b6d-7e8f-9a0b-1c2d3e4f5a6b/x",
@@ -1421,8 +1471,12 @@ final class HostileLedger: @unchecked Sendable {
         default: break
         }
         if request.method != "HEAD" {
+            // The console's page, style and script are the one kind of 2xx that is not JSON.
+            let consoleAsset = request.target.starts(with: Array("/admin".utf8)) && !request.target.starts(with: Array("/admin/api".utf8))
             if success {
-                guard (try? JSONValue.parse(Data(reply.body))) != nil else { return "2xx without a JSON body: \(shown)" }
+                guard consoleAsset || (try? JSONValue.parse(Data(reply.body))) != nil else {
+                    return "2xx without a JSON body: \(shown)"
+                }
             } else {
                 guard reply.headers["content-type"]?.hasPrefix("application/json") == true else {
                     return "error answer not application/json: \(shown)"

@@ -3,9 +3,9 @@ import OutpostCore
 
 /// When each device was last heard from, by any request that names it
 /// (`Outpost-Device: <client id>`, sent by the library on every request).
-/// A push records it in its own transaction; pulls only note it here, and
-/// the notes are written in one transaction every few seconds, so the pull
-/// path never waits on a write.
+/// A push records it in its own transaction; other requests note it here,
+/// and the notes are written in one short transaction every few seconds,
+/// so a pull almost never waits on a write.
 final class DeviceSightings: Sendable {
     struct Sighting: Sendable {
         var at: String
@@ -29,11 +29,12 @@ final class DeviceSightings: Sendable {
         seen.withLock { $0[user + "\n" + device] = Sighting(at: now.rawValue, schema: caller.schema, app: caller.app) }
     }
 
-    /// Writes what was noted, at most every `interval` seconds unless `now` is asked.
-    func write(to database: any ServerDatabase, interval: TimeInterval = 5, force: Bool = false) throws {
+    /// Writes what was noted, at most every `interval` seconds of `now`'s
+    /// clock (the server's), unless `force`d.
+    func write(to database: any ServerDatabase, now: Date, interval: TimeInterval = 5, force: Bool = false) throws {
         let due = lastWrite.withLock { last -> Bool in
-            guard force || Date().timeIntervalSince(last) >= interval else { return false }
-            last = Date()
+            guard force || now.timeIntervalSince(last) >= interval || now < last else { return false }
+            last = now
             return true
         }
         guard due else { return }

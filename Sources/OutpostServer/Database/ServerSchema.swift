@@ -203,11 +203,11 @@ enum ServerSchema {
             """,
             // Text search over records' values. SQLite: an FTS5 index over
             // `records.data` (its content read from `records`, so no second
-            // copy), kept by triggers. PostgreSQL: a GIN index over the JSON
-            // values' words, with no extension to install.
+            // copy), kept by triggers. PostgreSQL: a GIN index over the words
+            // of the stored JSON text, with no extension to install.
             dialect == .postgres
                 ? """
-                CREATE INDEX records_search ON records USING gin (to_tsvector('simple'::regconfig, data::json));
+                CREATE INDEX records_search ON records USING gin (\(RecordSearch.postgresDocument));
                 """
                 : """
                 CREATE VIRTUAL TABLE records_search USING fts5(

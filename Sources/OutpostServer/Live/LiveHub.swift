@@ -217,13 +217,6 @@ final class LiveHub: Sendable {
         onTick.withLock { $0 = handler }
     }
 
-    /// Runs `work` on every tick, connections or not (it throttles itself).
-    func setHousekeeping(_ work: @escaping @Sendable () -> Void) {
-        housekeeping.withLock { $0 = work }
-    }
-
-    private let housekeeping: Locked<(@Sendable () -> Void)?> = Locked(nil)
-
     private func tick() {
         let now = Self.now()
         let (expired, heartbeats, all) = state.withLock { state -> ([LiveConnection], [LiveConnection], [LiveConnection]) in
@@ -241,6 +234,5 @@ final class LiveHub: Sendable {
         for connection in expired { connection.signal { $0.deadline = true } }
         for connection in heartbeats { connection.signal { $0.heartbeat = true } }
         if !all.isEmpty, let handler = onTick.current { handler(all) }
-        housekeeping.current?()
     }
 }

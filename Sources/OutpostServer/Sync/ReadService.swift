@@ -73,9 +73,8 @@ struct ReadService {
                 .invalidRequest, "The limit must be between 1 and \(config.maxSearchLimit).",
                 fields: ["limit": "must be between 1 and \(config.maxSearchLimit)"])
         }
-        guard let search = RecordSearch(query) else {
-            throw APIError(.invalidRequest, "Give at least one word to search for.", fields: ["q": "holds no word"])
-        }
+        // Text with no letter or digit ("*", an emoji) matches no word of any record.
+        guard let search = RecordSearch(query) else { return SearchResponse(records: []) }
         let scope = Scope(principal: principal, config: config)
         var arguments: [SQLValue] = []
         let with = search.withClause(database.dialect, &arguments)
