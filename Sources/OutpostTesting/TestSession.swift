@@ -18,6 +18,11 @@ public enum TestSession {
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpMaximumConnectionsPerHost = 16
+        // Cookies are per host, not per port: one test's console session
+        // would ride along to every other test's server. Tests send them by hand.
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieAcceptPolicy = .never
+        configuration.httpCookieStorage = nil
         return URLSession(configuration: configuration)
     }()
 }
