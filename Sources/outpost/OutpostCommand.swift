@@ -7,6 +7,7 @@ enum OutpostCommand {
         ("demo", "Play a day in the field through a flaky network, then check the invariants."),
         ("serve", "Run the sync server (SQLite by default, or PostgreSQL)."),
         ("token", "Issue or revoke an access token."),
+        ("seed", "Fill a server database with generated people (235,613 by default)."),
         ("feed", "After restoring a backup: make every device download its data again."),
         ("simulate", "Run the fault-injecting multi-device simulation and check invariants."),
         ("bench", "Measure sync speed against baselines taken in the same run."),
@@ -41,6 +42,8 @@ enum OutpostCommand {
                 try await DemoCommand.run(words)
             case "token":
                 try TokenCommand.run(words)
+            case "seed":
+                try SeedCommand.run(words)
             case "feed":
                 try FeedCommand.run(words)
             case "simulate":
@@ -94,6 +97,7 @@ enum OutpostCommand {
         case "serve": return ServeCommand.help
         case "demo": return DemoCommand.help
         case "token": return TokenCommand.help
+        case "seed": return SeedCommand.help
         case "feed": return FeedCommand.help
         case "simulate": return SimulateCommand.help
         case "bench": return BenchCommand.help

@@ -73,8 +73,8 @@ enum Bench {
     }
 
     /// Fills a fresh server database with `count` people owned by `user`.
-    static func seedServer(_ database: any ServerDatabase, count: Int, user: String, team: String) throws {
-        let ids = UUIDv7Generator.seeded(1, clock: FixedClock())
+    static func seedServer(_ database: any ServerDatabase, count: Int, user: String, team: String, client: String = "bench", idSeed: UInt64 = 1) throws {
+        let ids = UUIDv7Generator.seeded(idSeed, clock: FixedClock())
         let now = ServerTimestamp(Date()).rawValue
         let batch = 500
         var next = 0
@@ -86,10 +86,10 @@ enum Bench {
                 var arguments: [SQLValue] = []
                 for index in next..<end {
                     let version = try versions.next()
-                    values.append("('people', ?, ?, ?, 0, ?, ?, ?, 'bench', NULL, ?)")
+                    values.append("('people', ?, ?, ?, 0, ?, ?, ?, ?, NULL, ?)")
                     arguments += [
                         .text(ids.next().wireText), .integer(version), .text(now), .text(user), .text(team), .text(user),
-                        .text(recordData(index)),
+                        .text(client), .text(recordData(index)),
                     ]
                 }
                 try sql.execute(

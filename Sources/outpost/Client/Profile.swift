@@ -76,6 +76,8 @@ struct Profile {
         options.liveUpdates = live
         options.periodicInterval = live ? .seconds(300) : nil
         options.requestTimeout = timeout
+        // Named in the server's console beside the device.
+        options.clientName = "outpost-cli/1.1"
         return SyncEngine(store: store, transport: URLSessionTransport(baseURL: url), token: account.token, options: options)
     }
 }

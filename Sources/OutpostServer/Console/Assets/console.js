@@ -56,6 +56,11 @@ function h(tag, props = {}, ...children) {
 
 const main = document.getElementById("main");
 const top = document.getElementById("top");
+
+/** Replaces the page's content; absent parts (null, false) are left out. */
+function show(...nodes) {
+  main.replaceChildren(...nodes.flat().filter((node) => node !== null && node !== undefined && node !== false));
+}
 let session = null;
 
 class SignedOut extends Error {}
@@ -76,8 +81,9 @@ async function api(path, { method = "GET", body } = {}) {
   const answer = await response.json().catch(() => ({}));
   if (response.status === 401 && path !== "session") throw new SignedOut();
   if (!response.ok) {
-    const fields = answer.fields ? " (" + Object.entries(answer.fields).map(([k, v]) => `${k}: ${v}`).join("; ") + ")" : "";
-    throw new Error(t("error.generic", { message: (answer.message || response.status) + fields }));
+    const error = answer.error || {};
+    const fields = error.fields ? " (" + Object.entries(error.fields).map(([k, v]) => `${k}: ${v}`).join("; ") + ")" : "";
+    throw new Error(t("error.generic", { message: (error.message || response.status) + fields }));
   }
   return answer;
 }
@@ -92,6 +98,11 @@ function message(text, kind = "error") {
 
 function messageBox() {
   return h("p", { id: "message", class: "message", role: "alert", hidden: true });
+}
+
+/** A form field: its label above its control. */
+function labelled(id, text, control) {
+  return h("div", { class: "field" }, h("label", { for: id, text }), control);
 }
 
 function table(id, caption, columns, rows) {
@@ -138,7 +149,7 @@ async function render() {
   if (!session) return signInPage();
   const { parts, params } = parseHash();
   drawHeader(parts[0]);
-  main.replaceChildren(h("p", { text: t("loading") }));
+  show(h("p", { text: t("loading") }));
   try {
     switch (parts[0]) {
       case "record": await recordPage(parts[1], parts[2]); break;
@@ -150,7 +161,7 @@ async function render() {
     }
   } catch (error) {
     if (error instanceof SignedOut) return signedOut();
-    main.replaceChildren(messageBox());
+    show(messageBox());
     message(error.message);
   }
 }
@@ -191,10 +202,10 @@ function signInPage(notice) {
   } },
     h("h2", { text: t("signin.heading") }),
     h("p", { text: t("signin.explain") }),
-    h("label", { for: "token", text: t("signin.token") }), input,
+    labelled("token", t("signin.token"), input),
     h("button", { id: "sign-in", type: "submit", text: t("signin.submit") }),
     messageBox());
-  main.replaceChildren(form);
+  show(form);
   if (notice) message(notice, "info");
   input.focus();
 }
@@ -211,9 +222,9 @@ async function signOut() {
 async function recordsPage(params) {
   const collections = session.collections;
   const chosen = params.get("collection") || (collections.find((c) => c.name === "people") || collections[0]).name;
-  const field = (id, label, props = {}) => [h("label", { for: id, text: label }), h("input", { id, name: id, ...props })];
-  const select = (id, label, options, value) => [h("label", { for: id, text: label }),
-    h("select", { id, name: id }, options.map(([key, text]) => h("option", { value: key, selected: key === value, text })))];
+  const field = (id, label, props = {}) => labelled(id, label, h("input", { id, name: id, ...props }));
+  const select = (id, label, options, value) => labelled(id, label,
+    h("select", { id, name: id }, options.map(([key, text]) => h("option", { value: key, selected: key === value, text }))));
   const form = h("form", { id: "search-form", class: "filters", role: "search", onsubmit: (event) => {
     event.preventDefault();
     const values = Object.fromEntries(new FormData(form).entries());
@@ -221,8 +232,8 @@ async function recordsPage(params) {
       from: values.from, to: values.to, deleted: values.deleted === "live" ? "" : values.deleted });
   } },
     select("collection", t("records.collection"), collections.map((c) => [c.name, c.name]), chosen),
-    h("label", { for: "search-text", text: t("records.text") }),
-    h("input", { id: "search-text", name: "q", type: "search", value: params.get("q") || "", autocomplete: "off" }),
+    labelled("search-text", t("records.text"),
+      h("input", { id: "search-text", name: "q", type: "search", value: params.get("q") || "", autocomplete: "off" })),
     field("owner", t("records.owner"), { value: params.get("owner") || "" }),
     field("team", t("records.team"), { value: params.get("team") || "" }),
     field("from", t("records.from"), { type: "date", value: params.get("from") || "" }),
@@ -233,7 +244,7 @@ async function recordsPage(params) {
   const info = collections.find((c) => c.name === chosen);
   const heading = [h("h2", { text: t("records.heading") }),
     h("p", { id: "collection-count", text: t("records.count", { count: info ? info.count : 0, collection: chosen }) })];
-  main.replaceChildren(...heading, form, messageBox(), h("p", { text: t("loading") }));
+  show(...heading, form, messageBox(), h("p", { text: t("loading") }));
   const query = new URLSearchParams({ collection: chosen });
   for (const name of ["q", "owner", "team", "from", "to", "deleted"]) if (params.get(name)) query.set(name, params.get(name));
   const found = await api(`records?${query}`);
@@ -241,7 +252,7 @@ async function recordsPage(params) {
     h("td", {}, h("a", { class: "record-link", href: `#/record/${encodeURIComponent(record.collection)}/${record.uuid}`, text: recordName(record) })),
     h("td", { text: record.owner }), h("td", { text: record.team }), h("td", { text: time(record.updated_at) }),
     h("td", { text: t(record.deleted ? "state.deleted" : "state.live") }), h("td", { text: numbers.format(record.version) })));
-  main.replaceChildren(...heading, form, messageBox(),
+  show(...heading, form, messageBox(),
     h("p", { id: "result-count", role: "status", text: found.records.length
       ? t("records.found", { count: found.records.length, ms: found.milliseconds }) : t("records.none") }),
     found.more ? h("p", { text: t("records.more") }) : null,
@@ -287,8 +298,8 @@ async function recordPage(collection, uuid) {
       message(error.message);
     }
   } },
-    h("label", { for: "assign-owner", text: t("record.assign.owner") }), owner,
-    h("label", { for: "assign-team", text: t("record.assign.team") }), team,
+    labelled("assign-owner", t("record.assign.owner"), owner),
+    labelled("assign-team", t("record.assign.team"), team),
     h("button", { id: "assign-submit", type: "submit", text: t("record.assign.submit") }));
   const readers = record.readers.users.length
     ? h("ul", { id: "readers" }, record.readers.users.map((reader) => h("li", { text: `${reader.user} (${t(`role.${reader.role}`)})` })))
@@ -297,7 +308,7 @@ async function recordPage(collection, uuid) {
     file.held && file.content_type.startsWith("image/")
       ? h("img", { src: `/admin/api/blobs/${file.sha256}`, alt: `${file.field}: ${file.content_type}`, loading: "lazy" }) : null,
     h("figcaption", { text: `${file.field}: ${t(file.held ? "attachment.held" : "attachment.missing", { type: file.content_type, size: size(file.size) })}` })));
-  main.replaceChildren(
+  show(
     h("p", {}, h("a", { href: `#/records?collection=${encodeURIComponent(collection)}`, text: t("record.back") })),
     h("h2", { id: "record-title", text: `${recordName(record)}` }),
     h("p", { class: "meta", text: `${t("record.heading", { uuid: record.uuid })} · ${t("col.owner")}: ${record.owner} · ${t("col.team")}: ${record.team} · ${t("col.version")}: ${numbers.format(record.version)} · ${t(record.deleted ? "state.deleted" : "state.live")}` }),
@@ -333,8 +344,8 @@ async function devicesPage(params) {
     ["silent", "recent"].map((key) => h("option", { value: key, selected: key === sort, text: t(`devices.sort.${key}`) })));
   const userInput = h("input", { id: "device-user", name: "user", value: user });
   const form = h("form", { class: "filters", onsubmit: (event) => { event.preventDefault(); go("devices", { sort: sortSelect.value, user: userInput.value }); } },
-    h("label", { for: "device-sort", text: t("devices.sort") }), sortSelect,
-    h("label", { for: "device-user", text: t("devices.user") }), userInput,
+    labelled("device-sort", t("devices.sort"), sortSelect),
+    labelled("device-user", t("devices.user"), userInput),
     h("button", { type: "submit", text: t("records.submit") }));
   sortSelect.addEventListener("change", () => go("devices", { sort: sortSelect.value, user: userInput.value }));
   const rows = found.devices.map((device) => h("tr", { class: "device", "data-user": device.user, "data-client": device.client },
@@ -345,7 +356,7 @@ async function devicesPage(params) {
       text: t("problems.count", { count: device.open_rejections, conflicts: device.open_conflicts }) })),
     h("td", { class: `live ${device.live}`, text: t(`live.${device.live}`) }),
     h("td", { class: "blocking", text: blockingText(device) })));
-  main.replaceChildren(h("h2", { text: t("devices.heading") }), form, messageBox(),
+  show(h("h2", { text: t("devices.heading") }), form, messageBox(),
     rows.length ? table("devices", t("devices.heading"), [t("col.user"), t("col.client"), t("col.lastseen"), t("col.lastseq"),
       t("col.app"), t("col.schema"), t("col.problems"), t("col.live"), t("col.blocking")], rows) : h("p", { text: t("devices.none") }));
   document.title = `${t("devices.heading")} · ${t("title")}`;
@@ -365,11 +376,11 @@ async function problemsPage(params) {
     event.preventDefault();
     go("problems", { kind: kind.value, user: user.value, client: params.get("client") || "", open: open.checked ? "1" : "" });
   } },
-    h("label", { for: "problem-kind", text: t("problems.kind") }), kind,
-    h("label", { for: "problem-user", text: t("devices.user") }), user,
+    labelled("problem-kind", t("problems.kind"), kind),
+    labelled("problem-user", t("devices.user"), user),
     h("label", { class: "check" }, open, t("problems.openonly")),
     h("button", { type: "submit", text: t("records.submit") }));
-  main.replaceChildren(h("h2", { text: t("problems.heading") }), form, messageBox(),
+  show(h("h2", { text: t("problems.heading") }), form, messageBox(),
     found.problems.length ? table("problems", t("problems.heading"), problemColumns(), problemRows(found.problems))
       : h("p", { id: "problems-none", text: t("problems.none") }));
   document.title = `${t("problems.heading")} · ${t("title")}`;
@@ -396,10 +407,10 @@ async function tokensPage(issued) {
       message(error.message);
     }
   } },
-    h("label", { for: "issue-user", text: t("tokens.user") }), user,
-    h("label", { for: "issue-role", text: t("tokens.role") }), role,
-    h("label", { for: "issue-team", text: t("tokens.team") }), team,
-    h("label", { for: "issue-ttl", text: t("tokens.ttl") }), days,
+    labelled("issue-user", t("tokens.user"), user),
+    labelled("issue-role", t("tokens.role"), role),
+    labelled("issue-team", t("tokens.team"), team),
+    labelled("issue-ttl", t("tokens.ttl"), days),
     h("button", { id: "issue-submit", type: "submit", text: t("tokens.submit") }));
   const rows = found.tokens.map((token) => {
     const cell = h("td", {});
@@ -426,7 +437,7 @@ async function tokensPage(issued) {
       h("td", { text: time(token.created_at) }), h("td", { text: token.expires_at ? time(token.expires_at) : t("never") }),
       h("td", { class: "state", text: t(`token.${token.state}`) }), cell);
   });
-  main.replaceChildren(h("h2", { text: t("tokens.heading") }), messageBox(),
+  show(h("h2", { text: t("tokens.heading") }), messageBox(),
     h("section", { class: "card" }, h("h3", { text: t("tokens.issue") }), form,
       issued ? h("div", { id: "issued", role: "status" }, h("p", { text: t("tokens.issued", { user: issued.user }) }),
         h("code", { id: "issued-token", text: issued.token })) : null),
@@ -451,7 +462,7 @@ async function activityPage() {
     h("td", { text: time(e.at) }), h("td", { text: `${e.status} ${e.code || ""}` }), h("td", { text: `${e.method} ${e.route}` }),
     h("td", { text: e.user || t("none") }), h("td", { class: "client", text: e.request_id })));
   const live = report.live.streams + report.live.long_polls;
-  main.replaceChildren(h("h2", { text: t("activity.heading") }), h("p", { text: t("activity.explain") }), messageBox(),
+  show(h("h2", { text: t("activity.heading") }), h("p", { text: t("activity.explain") }), messageBox(),
     h("p", { id: "live-now", role: "status", text: t("activity.live", { count: report.live.streams, polls: report.live.long_polls, total: live }) }),
     table("activity", t("activity.heading"), [t("col.minute"), t("col.pushes"), t("col.pulls"), t("col.mutations"),
       t("col.pulled"), t("col.errorsn"), ""], rows),
