@@ -449,4 +449,54 @@ struct ConsoleTests {
         #expect(report["minutes"]?.arrayValue.count == 30)
         #expect(report["live"]?["streams"] == 0)
     }
+
+    @Test(arguments: Backend.available)
+    func aLastWriteWinsOverwriteIsAConflictTheServersVersionLost(_ backend: Backend) async throws {
+        var config = try ServerConfig()
+        config.collections["notes"] = CollectionSchema(
+            name: "notes", fields: ["text": FieldSchema(.text, required: true)], policy: .lastWriteWins)
+        let live = try LiveServer(backend, config: config)
+        let ana = try live.token("ana")
+        var admin = ConsoleClient(live)
+        try await admin.signIn(try live.token("boss", .admin))
+        let phone = TestDevice()
+        let tablet = TestDevice()
+        let note = UUID()
+        let created = try await live.push(phone.request(phone.mutation(.create, "notes", uuid: note, data: ["text": "Gate code 1234"])), token: ana)
+        let v1 = try #require(created.results.first?.record?.version)
+        _ = try await live.push(tablet.request(tablet.mutation(.update, "notes", uuid: note, base: v1, data: ["text": "Gate code 5678"])), token: ana)
+        let late = try await live.push(phone.request(phone.mutation(.update, "notes", uuid: note, base: v1, data: ["text": "Gate code 9999"])), token: ana)
+        #expect(late.results.first?.status == .applied, "the last write wins")
+        let problems = try await admin.get("/admin/api/problems?kind=conflict")["problems"]?.arrayValue ?? []
+        let conflict = try #require(problems.first)
+        #expect(conflict["lost"] == "server" && conflict["client"] == .string(phone.clientID.wireText))
+        #expect(conflict["server_data"]?["text"] == "Gate code 5678", "the version that was overwritten, kept for the administrator")
+        #expect(conflict["sent"]?["text"] == "Gate code 9999")
+        #expect(conflict["base_version"] == .int(v1))
+    }
+
+    @Test(arguments: Backend.available)
+    func searchIgnoresAccentsAndCaseOnBothBackends(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let ana = try live.token("ana")
+        var admin = ConsoleClient(live)
+        try await admin.signIn(try live.token("boss", .admin))
+        let device = TestDevice()
+        _ = try await live.push(
+            device.request(
+                device.mutation(.create, data: ["name": "Lucía Núñez"]), device.mutation(.create, data: ["name": "JOSÉ ÖZTÜRK"]),
+                device.mutation(.create, data: ["name": "Lucas Nunes"])), token: ana)
+        func names(_ query: String) async throws -> Set<String> {
+            let found = try await admin.get("/admin/api/records?collection=people&q=\(query)")["records"]?.arrayValue ?? []
+            return Set(found.compactMap { $0["data"]?["name"]?.stringValue })
+        }
+        #expect(try await names("lucia%20nunez") == ["Lucía Núñez"])
+        #expect(try await names("LUC%C3%8DA") == ["Lucía Núñez"])
+        #expect(try await names("luc") == ["Lucía Núñez", "Lucas Nunes"])
+        #expect(try await names("jose%20ozturk") == ["JOSÉ ÖZTÜRK"])
+        #expect(try await names("nun") == ["Lucía Núñez", "Lucas Nunes"])
+        // The sync API's search reads the same index.
+        let answer = try await live.get("/v1/search?collection=people&q=nunez", token: ana)
+        #expect(try answer.decode(SearchResponse.self).records.count == 1)
+    }
 }

@@ -65,18 +65,14 @@ struct ConsoleRecords {
 
     func search(_ filter: Filter) throws -> JSONValue {
         let started = DispatchTime.now().uptimeNanoseconds
-        var arguments: [SQLValue] = []
+        var arguments: [SQLValue] = [.text(filter.collection)]
         var conditions = ["collection = ?"]
-        var with = ""
+        var search: RecordSearch?
         if let text = filter.text {
-            guard let search = RecordSearch(text) else {
+            guard let words = RecordSearch(text) else {
                 throw APIError(.invalidRequest, "Give at least one word to search for.", fields: ["q": "holds no word"])
             }
-            with = search.withClause(database.dialect, &arguments)
-            arguments.append(.text(filter.collection))
-            conditions.append(search.condition(database.dialect, &arguments))
-        } else {
-            arguments.append(.text(filter.collection))
+            search = words
         }
         if let owner = filter.owner {
             conditions.append("owner = ?")
@@ -99,13 +95,14 @@ struct ConsoleRecords {
         case "all": break
         default: conditions.append("deleted = 0")
         }
-        arguments.append(.integer(Int64(Self.pageSize + 1)))
+        let condition = conditions.joined(separator: " AND ")
         let rows = try database.read { sql in
-            try sql.query(
-                """
-                \(with) SELECT \(ServerRecord.columns) FROM records
-                WHERE \(conditions.joined(separator: " AND ")) ORDER BY version DESC LIMIT ?
-                """, arguments)
+            if let search {
+                return try search.newest(sql, columns: ServerRecord.columns, where: condition, arguments, limit: Self.pageSize + 1)
+            }
+            return try sql.query(
+                "SELECT \(ServerRecord.columns) FROM records WHERE \(condition) ORDER BY version DESC LIMIT ?",
+                arguments + [.integer(Int64(Self.pageSize + 1))])
         }
         let millis = Double(DispatchTime.now().uptimeNanoseconds - started) / 1_000_000
         return [

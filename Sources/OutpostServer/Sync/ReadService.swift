@@ -76,19 +76,10 @@ struct ReadService {
         // Text with no letter or digit ("*", an emoji) matches no word of any record.
         guard let search = RecordSearch(query) else { return SearchResponse(records: []) }
         let scope = Scope(principal: principal, config: config)
-        var arguments: [SQLValue] = []
-        let with = search.withClause(database.dialect, &arguments)
-        arguments.append(.text(collection))
-        let condition = scope.readable(&arguments)
-        let matches = search.condition(database.dialect, &arguments)
-        arguments.append(.integer(Int64(limit)))
+        var arguments: [SQLValue] = [.text(collection)]
+        let condition = "collection = ? AND deleted = 0 AND " + scope.readable(&arguments)
         let rows = try database.read { sql in
-            try sql.query(
-                """
-                \(with) SELECT \(ServerRecord.columns) FROM records
-                WHERE collection = ? AND deleted = 0 AND \(condition) AND \(matches)
-                ORDER BY version DESC LIMIT ?
-                """, arguments)
+            try search.newest(sql, columns: ServerRecord.columns, where: condition, arguments, limit: limit)
         }
         return SearchResponse(records: try rows.map { try ServerRecord($0).wire() })
     }
