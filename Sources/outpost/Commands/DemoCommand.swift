@@ -9,7 +9,7 @@ import OutpostTesting
 /// narrated, ending with the invariants checked. The README's first command.
 enum DemoCommand {
     static let help = """
-        Usage: outpost demo [--quiet]
+        Usage: outpost demo [--quiet] [--console]
 
         Starts a sync server on SQLite in a temporary folder and several devices (field
         workers, a coordinator, an administrator) and plays a day in the field through a
@@ -19,6 +19,11 @@ enum DemoCommand {
         created offline, and twenty devices reconnecting at once. It ends with a table of
         what was written and what the server holds, and checks invariants I1-I9.
         Takes well under a minute; leaves nothing behind.
+
+          --console  afterwards keep the server running and print an administrator's
+                     token: open the console at the printed /admin address to see the
+                     day's records, their history, the devices and what was refused.
+                     Ctrl-C stops it and removes the folder.
         """
 
     /// A person's phone in the demo.
@@ -65,8 +70,9 @@ enum DemoCommand {
     }
 
     static func run(_ words: [String]) async throws {
-        var arguments = try Arguments(words, flagNames: ["quiet"])
+        var arguments = try Arguments(words, flagNames: ["quiet", "console"])
         let quiet = arguments.flag("quiet")
+        let console = arguments.flag("console")
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("demo takes no words, only options.") }
         let narrator = Narrator(quiet: quiet)
@@ -300,6 +306,25 @@ enum DemoCommand {
         for violation in report.violations { Terminal.error(violation.description) }
         guard report.isClean else { throw CommandFailure("An invariant broke; see the lines above.") }
         narrator.say("Every invariant held.")
+        if console { try await keepServingTheConsole(server, at: base) }
+    }
+
+    /// Keeps the demo's server up until Ctrl-C, with an administrator's
+    /// token to open the console with.
+    static func keepServingTheConsole(_ server: SyncServer, at base: URL) async throws {
+        let token = try server.tokens.issue(user: "dora", role: .admin, team: "hq", ttl: 8 * 3_600)
+        print("")
+        print("The console: open \(base.absoluteString)/admin and sign in with this administrator's token:")
+        print(token)
+        print("Ctrl-C stops the server and removes the demo's folder.")
+        fflush(nil)
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT, queue: .main)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            interrupt.setEventHandler { done.resume() }
+            interrupt.resume()
+        }
+        interrupt.cancel()
     }
 }
 
