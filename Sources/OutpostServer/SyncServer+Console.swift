@@ -111,7 +111,7 @@ extension SyncServer {
                              "version": .int(record.version)])
         case ["devices"]:
             try require("GET")
-            try sightings.write(to: database, now: clock.now(), force: true)
+            try sightings.write(to: database)
             return try json(try ConsoleDevices(database: database, config: config, connected: liveHub.connectedDevices, now: clock.now())
                 .list(request.query))
         case ["problems"]:

@@ -25,6 +25,10 @@ public final class SyncServer: Sendable {
     let blobs: BlobStore
     /// When each device was last heard from (the console's devices page).
     let sightings = DeviceSightings()
+    /// Writes the sightings every few seconds once a socket serves this
+    /// server (`startWritingSightings`); in process they are written only
+    /// when the console asks.
+    private let sightingsTimer = Locked<(any DispatchSourceTimer)?>(nil)
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -95,7 +99,27 @@ public final class SyncServer: Sendable {
         try Maintenance(database: database, config: config, clock: clock, blobs: blobs).run()
     }
 
-    deinit { commitListener.current?.stop() }
+    deinit {
+        commitListener.current?.stop()
+        sightingsTimer.current?.cancel()
+    }
+
+    /// Starts writing device sightings every 5 seconds, off every request's
+    /// path: a pull never waits on that write, even while another
+    /// transaction holds the lock it needs. Started by the HTTP server; once.
+    func startWritingSightings() {
+        sightingsTimer.withLock { timer in
+            guard timer == nil else { return }
+            let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "outpost.sightings", qos: .utility))
+            source.schedule(deadline: .now() + 5, repeating: 5, leeway: .seconds(1))
+            source.setEventHandler { [sightings, database] in
+                // A busy database keeps them for the next round.
+                try? sightings.write(to: database)
+            }
+            source.resume()
+            timer = source
+        }
+    }
 
     /// Answers one request. Never throws: every failure becomes the JSON error body.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
@@ -192,8 +216,6 @@ public final class SyncServer: Sendable {
             let principal = try tokens.authenticate(token)
             user = principal.user
             sightings.note(request, user: principal.user, at: ServerTimestamp(clock.now()))
-            // On the request's thread, on the server's clock: every few seconds, one short write.
-            try? sightings.write(to: database, now: clock.now())
             try limiter?.admit(principal.user)
             return principal
         }

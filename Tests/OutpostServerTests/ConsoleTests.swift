@@ -499,4 +499,37 @@ struct ConsoleTests {
         let answer = try await live.get("/v1/search?collection=people&q=nunez", token: ana)
         #expect(try answer.decode(SearchResponse.self).records.count == 1)
     }
+
+    @Test(arguments: Backend.available)
+    func aRecordsPhotoShowsAsAThumbnailAndNothingElseIsServedAsOne(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let ana = try live.token("ana")
+        var admin = ConsoleClient(live)
+        try await admin.signIn(try live.token("boss", .admin))
+        let photo = Array("\u{89}PNG\r\n\u{1A}\n a small photo of a door".utf8)
+        let sha = BlobTests.sha256(photo)
+        #expect(try await live.send("PUT", "/v1/blobs/\(sha)", token: ana, body: Data(photo), contentType: "image/png").status == 200)
+        let page = Array("<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script></svg>".utf8)
+        let svg = BlobTests.sha256(page)
+        #expect(try await live.send("PUT", "/v1/blobs/\(svg)", token: ana, body: Data(page), contentType: "image/svg+xml").status == 200)
+        let device = TestDevice()
+        let person = UUID()
+        let visit = UUID()
+        let file = try #require(AttachedFile(sha256: sha, size: Int64(photo.count), contentType: "image/png"))
+        _ = try await live.push(
+            device.request(
+                device.mutation(.create, uuid: person, data: ["name": "Rosa"]),
+                device.mutation(.create, "visits", uuid: visit, data: [
+                    "person": .string(person.wireText), "visited_at": "2026-11-30T09:00:00Z", "photo": file.jsonValue,
+                ])), token: ana)
+        let record = try await admin.get("/admin/api/records/visits/\(visit.wireText)")
+        let attachment = try #require(record["attachments"]?.arrayValue.first)
+        #expect(attachment["field"] == "photo" && attachment["sha256"] == .string(sha) && attachment["held"] == true)
+        let image = try await admin.send("GET", "/admin/api/blobs/\(sha)")
+        #expect(image.status == 200 && Array(image.body) == photo)
+        #expect(image.headers["content-type"] == "image/png" && image.headers["x-content-type-options"] == "nosniff")
+        #expect(try await admin.send("GET", "/admin/api/blobs/\(svg)").status == 404, "an SVG can carry script: never served to the console")
+        #expect(try await live.send("GET", "/admin/api/blobs/\(sha)", token: ana).status == 401, "a bearer token is not a session")
+    }
 }
+

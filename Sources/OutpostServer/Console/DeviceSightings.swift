@@ -3,9 +3,10 @@ import OutpostCore
 
 /// When each device was last heard from, by any request that names it
 /// (`Outpost-Device: <client id>`, sent by the library on every request).
-/// A push records it in its own transaction; other requests note it here,
-/// and the notes are written in one short transaction every few seconds,
-/// so a pull almost never waits on a write.
+/// A push records it in its own transaction; other requests only note it
+/// here, and the notes are written together every few seconds by the
+/// server's timer (and when the console's devices page asks), never on a
+/// request's path.
 final class DeviceSightings: Sendable {
     struct Sighting: Sendable {
         var at: String
@@ -14,7 +15,6 @@ final class DeviceSightings: Sendable {
     }
 
     private let seen = Locked<[String: Sighting]>([:])  // "user\nclient"
-    private let lastWrite = Locked(Date.distantPast)
 
     /// The device a request names, when it is a client id.
     static func device(_ request: HTTPRequest) -> String? {
@@ -29,15 +29,8 @@ final class DeviceSightings: Sendable {
         seen.withLock { $0[user + "\n" + device] = Sighting(at: now.rawValue, schema: caller.schema, app: caller.app) }
     }
 
-    /// Writes what was noted, at most every `interval` seconds of `now`'s
-    /// clock (the server's), unless `force`d.
-    func write(to database: any ServerDatabase, now: Date, interval: TimeInterval = 5, force: Bool = false) throws {
-        let due = lastWrite.withLock { last -> Bool in
-            guard force || now.timeIntervalSince(last) >= interval || now < last else { return false }
-            last = now
-            return true
-        }
-        guard due else { return }
+    /// Writes what was noted since the last write, in one transaction.
+    func write(to database: any ServerDatabase) throws {
         let taken = seen.withLock { seen -> [String: Sighting] in
             defer { seen = [:] }
             return seen

@@ -62,6 +62,7 @@ public final class HTTPServer: @unchecked Sendable {
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
             tls: tls, trustedProxy: trustedProxy, drain: { server.closeLiveConnections() }, metrics: server.metrics,
             uploads: { BlobUpload.start($0, server: server) }, live: { server.answer($0) })
+        server.startWritingSightings()
     }
 
     /// The certificate chain and key files `outpost serve --tls-cert --tls-key` name.
