@@ -203,7 +203,9 @@ enum ServerSchema {
             """,
             // Text search over records' values. SQLite: an FTS5 index over
             // `records.data` (its content read from `records`, so no second
-            // copy), kept by triggers. PostgreSQL: a GIN index over the words
+            // copy), kept by triggers; it holds which records have each word
+            // and nothing more (no positions, no sizes: searches match words,
+            // never phrases, and are not ranked), a fraction of the writes. PostgreSQL: a GIN index over the words
             // of the stored JSON text, with no extension to install.
             dialect == .postgres
                 ? """
@@ -211,7 +213,8 @@ enum ServerSchema {
                 """
                 : """
                 CREATE VIRTUAL TABLE records_search USING fts5(
-                    data, content = 'records', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2');
+                    data, content = 'records', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2',
+                    detail = none, columnsize = 0);
                 CREATE TRIGGER records_search_insert AFTER INSERT ON records BEGIN
                     INSERT INTO records_search (rowid, data) VALUES (new.id, new.data);
                 END;
