@@ -25,10 +25,6 @@ public final class SyncServer: Sendable {
     let blobs: BlobStore
     /// When each device was last heard from (the console's devices page).
     let sightings = DeviceSightings()
-    /// Writes the sightings every few seconds once a socket serves this
-    /// server (`startWritingSightings`); in process they are written only
-    /// when the console asks.
-    private let sightingsTimer = Locked<(any DispatchSourceTimer)?>(nil)
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -99,27 +95,12 @@ public final class SyncServer: Sendable {
         try Maintenance(database: database, config: config, clock: clock, blobs: blobs).run()
     }
 
-    deinit {
-        commitListener.current?.stop()
-        sightingsTimer.current?.cancel()
-    }
+    deinit { commitListener.current?.stop() }
 
-    /// Starts writing device sightings every 5 seconds, off every request's
-    /// path: a pull never waits on that write, even while another
-    /// transaction holds the lock it needs. Started by the HTTP server; once.
-    func startWritingSightings() {
-        sightingsTimer.withLock { timer in
-            guard timer == nil else { return }
-            let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "outpost.sightings", qos: .utility))
-            source.schedule(deadline: .now() + 5, repeating: 5, leeway: .seconds(1))
-            source.setEventHandler { [sightings, database] in
-                // A busy database keeps them for the next round.
-                try? sightings.write(to: database)
-            }
-            source.resume()
-            timer = source
-        }
-    }
+    /// Writes the device sightings noted since the last time (the HTTP
+    /// server's timer calls this every few seconds). A busy database keeps
+    /// them for the next round.
+    func writeSightings() { try? sightings.write(to: database) }
 
     /// Answers one request. Never throws: every failure becomes the JSON error body.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {

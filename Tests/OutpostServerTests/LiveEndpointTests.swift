@@ -187,8 +187,8 @@ struct LiveEndpointTests {
         try live.server.tokens.revoke(ana)
         try await stream.wait("the error event") { $0.contains { $0.name == "error" } }
         // Alone this takes 0.3 s; in a full run, with every suite busy, it
-        // has taken just over 5 s. The bound tells it from a heartbeat (15 s).
-        #expect(ContinuousClock.now - revokedAt < .seconds(10), "within the revocation watch's second, not a heartbeat later")
+        // has taken up to 11.2 s. The bound tells it from a heartbeat (15 s).
+        #expect(ContinuousClock.now - revokedAt < .seconds(14), "within the revocation watch's second, not a heartbeat later")
         let error = try #require(stream.all.last { $0.name == "error" })
         #expect(try WireCoding.decode(ErrorBody.self, from: error.data).code == .tokenRevoked)
         try await eventually("the server closed the stream") { stream.isEnded }

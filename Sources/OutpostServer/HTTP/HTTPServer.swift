@@ -33,6 +33,8 @@ public final class HTTPServer: @unchecked Sendable {
     let maxBodyBytes: Int
     private var daemon: OpaquePointer?
     private let lock = NSLock()
+    /// The server's periodic work beside the sockets (device sightings), stopped with them.
+    private let housekeeping = Locked<(any DispatchSourceTimer)?>(nil)
     private let requestCounter = Counter()
     /// The port actually bound (useful with port 0).
     public private(set) var port: UInt16 = 0
@@ -62,7 +64,14 @@ public final class HTTPServer: @unchecked Sendable {
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
             tls: tls, trustedProxy: trustedProxy, drain: { server.closeLiveConnections() }, metrics: server.metrics,
             uploads: { BlobUpload.start($0, server: server) }, live: { server.answer($0) })
-        server.startWritingSightings()
+        // Device sightings are written every 5 seconds off every request's
+        // path: a pull never waits on that write, even while another
+        // transaction holds the lock it needs.
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "outpost.sightings", qos: .utility))
+        timer.schedule(deadline: .now() + 5, repeating: 5, leeway: .seconds(1))
+        timer.setEventHandler { [weak server] in server?.writeSightings() }
+        timer.resume()
+        housekeeping.withLock { $0 = timer }
     }
 
     /// The certificate chain and key files `outpost serve --tls-cert --tls-key` name.
@@ -167,6 +176,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// Stops accepting connections, lets requests in progress finish, and
     /// releases the socket. Safe to call more than once.
     public func stop() {
+        housekeeping.withLock { timer in
+            timer?.cancel()
+            timer = nil
+        }
         lock.lock()
         let daemon = self.daemon
         self.daemon = nil
