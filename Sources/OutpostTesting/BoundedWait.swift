@@ -95,9 +95,11 @@ extension Result where Failure == any Error {
 }
 
 /// Waits (in real time, bounded) until a condition holds; throws
-/// ``WaitTimedOut`` naming what it waited for.
+/// ``WaitTimedOut`` naming what it waited for. The default bound allows for
+/// a full run's start on two cores, when every suite sets up its servers at
+/// once and a first sync has waited 30 s for a thread.
 public func eventually(
-    _ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool
+    _ what: String, timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {

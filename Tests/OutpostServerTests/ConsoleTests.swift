@@ -65,7 +65,9 @@ extension JSONValue {
 /// without a session, only administrators get one, every change needs
 /// its CSRF token from the console's own origin, sessions end as they
 /// should, and what the pages show is what happened.
-@Suite("Console", .timeLimit(.minutes(3)))
+// One test at a time: each sets up a server on each backend, and a full run's
+// start already has every other suite doing the same on two cores.
+@Suite("Console", .serialized, .timeLimit(.minutes(3)))
 struct ConsoleTests {
     static let apiEndpoints: [(String, String)] = [
         ("GET", "/admin/api/session"), ("DELETE", "/admin/api/session"),

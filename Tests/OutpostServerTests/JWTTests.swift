@@ -183,4 +183,28 @@ struct JWTTests {
         #expect(stored.map { $0.string(0) } == ["ana"])
         await store.close()
     }
+
+    @Test(arguments: Backend.available)
+    func anAdministratorsJWTSignsInToTheConsoleUntilItExpires(_ backend: Backend) async throws {
+        let setup = try await Self.setUp(backend)
+        let live = setup.live
+        let now = live.clock.now()
+        var claims = setup.provider.claims("boss@example.test", role: "admin", team: "hq", now: now)
+        claims["exp"] = .int(Int64(now.timeIntervalSince1970) + 1_200)
+        let admin = try await setup.provider.token(claims, key: setup.rsa)
+        var console = ConsoleClient(live)
+        #expect(try await console.signIn(admin).status == 200)
+        #expect(try await console.get("/admin/api/session")["user"] == "boss@example.test")
+        // A field worker's JWT is refused with the same sentence as an opaque one.
+        var field = ConsoleClient(live)
+        let ana = try await setup.provider.token(setup.provider.claims("ana@example.test", now: now), key: setup.ec)
+        let refused = try await field.signIn(ana)
+        #expect(refused.status == 403 && refused.error?.message.contains("The console is for administrators") == true)
+        // The session ends with the token it came from (20 minutes), before its own 8 hours or its idle limit.
+        live.clock.advance(by: 15 * 60)
+        #expect(try await console.send("GET", "/admin/api/devices").status == 200)
+        live.clock.advance(by: 6 * 60)
+        #expect(try await console.send("GET", "/admin/api/devices").status == 401)
+    }
 }
+
