@@ -196,12 +196,7 @@ extension SyncServer {
         guard request.body.count <= 65_536 else {
             throw APIError(.payloadTooLarge, "A console request body is at most 64 KiB.")
         }
-        try RequestGuard.check(request.body)
-        do {
-            return try WireCoding.decode(type, from: request.body)
-        } catch let error as WireError {
-            throw APIError.invalid(error)
-        }
+        return try Self.decodeJSON(type, from: request.body)
     }
 
     /// An attached photo for the record page: raster images only (an SVG

@@ -152,6 +152,17 @@ public final class SyncServer: Sendable {
         return value
     }
 
+    /// A request body as `T`: nesting bounded first, then strict decoding,
+    /// a failure answered 400 naming the field.
+    static func decodeJSON<T: Decodable>(_ type: T.Type, from body: Data) throws -> T {
+        try RequestGuard.check(body)
+        do {
+            return try WireCoding.decode(type, from: body)
+        } catch let error as WireError {
+            throw APIError.invalid(error)
+        }
+    }
+
     static func errorResponse(_ error: APIError, user: String?, cause: String? = nil) -> HTTPResponse {
         var response = HTTPResponse.json(error.status, Array((try? WireCoding.encode(error.body)) ?? Data()), user: user)
         if let retryAfter = error.retryAfter { response.headers["Retry-After"] = String(retryAfter) }
@@ -211,12 +222,7 @@ public final class SyncServer: Sendable {
             guard request.body.count <= config.maxBodyBytes else {
                 throw APIError(.payloadTooLarge, "The request body is larger than \(config.maxBodyBytes / 1_048_576) MiB.")
             }
-            try RequestGuard.check(request.body)
-            do {
-                return try WireCoding.decode(type, from: request.body)
-            } catch let error as WireError {
-                throw APIError.invalid(error)
-            }
+            return try Self.decodeJSON(type, from: request.body)
         }
 
         switch route {

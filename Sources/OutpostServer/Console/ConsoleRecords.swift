@@ -74,21 +74,10 @@ struct ConsoleRecords {
             }
             search = words
         }
-        if let owner = filter.owner {
-            conditions.append("owner = ?")
-            arguments.append(.text(owner))
-        }
-        if let team = filter.team {
-            conditions.append("team = ?")
-            arguments.append(.text(team))
-        }
-        if let from = filter.from {
-            conditions.append("window_at >= ?")
-            arguments.append(.text(from))
-        }
-        if let to = filter.to {
-            conditions.append("window_at < ?")
-            arguments.append(.text(to))
+        let filters = [("owner = ?", filter.owner), ("team = ?", filter.team), ("window_at >= ?", filter.from), ("window_at < ?", filter.to)]
+        for case let (condition, value?) in filters {
+            conditions.append(condition)
+            arguments.append(.text(value))
         }
         switch filter.deleted {
         case "deleted": conditions.append("deleted = 1")
