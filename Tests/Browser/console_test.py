@@ -21,7 +21,7 @@ import urllib.request
 import uuid
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -125,8 +125,11 @@ def browser(language, width=1366, height=900):
 
 
 def wait(driver, what, condition, timeout=20):
+    # The page redraws a view whole after each change: an element found a
+    # moment before may be gone (stale) when it is read; the wait asks again.
+    ignored = [NoSuchElementException, StaleElementReferenceException]
     try:
-        return WebDriverWait(driver, timeout).until(lambda d: condition(d))
+        return WebDriverWait(driver, timeout, ignored_exceptions=ignored).until(lambda d: condition(d))
     except TimeoutException:
         raise Failure(f"waited {timeout} s for {what}; page: {driver.find_element(By.TAG_NAME, 'main').text[:400]!r}")
 
@@ -298,12 +301,14 @@ def main():
         driver.get(f"{url}/admin#/activity")
         wait(driver, "the activity table", lambda d: d.find_elements(By.CSS_SELECTOR, "#activity tbody tr"))
         marker = driver.execute_script("window.__sameDocument = true; return true")
-        before = driver.find_element(By.CSS_SELECTOR, "#activity tbody tr").text
+        # The page redraws itself every 2 s: every read of it goes through a wait.
+        before = wait(driver, "the newest minute", lambda d: d.find_element(By.CSS_SELECTOR, "#activity tbody tr").text)
         outpost.run("add", "people", "name=Walk-in visitor", device="tablet")
         outpost.run("sync", device="tablet")
         wait(driver, "the new push in the feed", lambda d: d.find_element(By.CSS_SELECTOR, "#activity tbody tr").text != before)
         check(marker and driver.execute_script("return window.__sameDocument === true"), "no reload happened")
-        check("401" in text_of(driver, "#errors") or "403" in text_of(driver, "#errors"), "the last errors list Bruno's refusals")
+        errors = wait(driver, "the last errors", lambda d: text_of(d, "#errors"))
+        check("401" in errors or "403" in errors, f"the last errors list Bruno's refusals: {errors!r}")
         screens.take(driver, "08-activity")
 
         step("a tablet-sized window reads the records page")
