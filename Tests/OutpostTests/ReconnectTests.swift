@@ -193,7 +193,9 @@ struct LiveSocketSyncTests {
         #expect(received.received >= 2)
         #expect(try await tablet.get(Person.self, parent)?.value.name == "Ana")
         #expect(try await tablet.catalog("region").count == 5)
-        #expect(await tabletEngine.currentStatus.connectivity == .online)
+        // Reachable: online, or degraded when a loaded full run on two cores
+        // made one answer take over the slow threshold (3 s), as it should.
+        #expect([.online, .degraded].contains(await tabletEngine.currentStatus.connectivity))
 
         // The server goes away: the device says offline and keeps its capture.
         http.stop()

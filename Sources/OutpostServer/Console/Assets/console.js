@@ -452,7 +452,7 @@ async function activityPage() {
   const report = await api("activity");
   const minutes = report.minutes.slice().reverse().slice(0, 15);
   const peak = Math.max(1, ...minutes.map((m) => m.pushes + m.pulls));
-  const bar = (m) => h("span", { class: "bar", style: false, "aria-hidden": "true", "data-width": Math.round(((m.pushes + m.pulls) / peak) * 100) });
+  const bar = (m) => h("span", { class: "bar", "aria-hidden": "true", "data-width": Math.round(((m.pushes + m.pulls) / peak) * 100) });
   const rows = minutes.map((m) => h("tr", {},
     h("td", { text: new Date(m.minute).toLocaleTimeString(lang, { hour: "2-digit", minute: "2-digit" }) }),
     h("td", { text: numbers.format(m.pushes) }), h("td", { text: numbers.format(m.pulls) }),
@@ -461,9 +461,8 @@ async function activityPage() {
   const errors = report.errors.map((e) => h("tr", {},
     h("td", { text: time(e.at) }), h("td", { text: `${e.status} ${e.code || ""}` }), h("td", { text: `${e.method} ${e.route}` }),
     h("td", { text: e.user || t("none") }), h("td", { class: "client", text: e.request_id })));
-  const live = report.live.streams + report.live.long_polls;
   show(h("h2", { text: t("activity.heading") }), h("p", { text: t("activity.explain") }), messageBox(),
-    h("p", { id: "live-now", role: "status", text: t("activity.live", { count: report.live.streams, polls: report.live.long_polls, total: live }) }),
+    h("p", { id: "live-now", role: "status", text: t("activity.live", { count: report.live.streams, polls: report.live.long_polls }) }),
     table("activity", t("activity.heading"), [t("col.minute"), t("col.pushes"), t("col.pulls"), t("col.mutations"),
       t("col.pulled"), t("col.errorsn"), ""], rows),
     h("h3", { text: t("activity.errors") }),
