@@ -202,7 +202,7 @@ extension SyncServer {
     /// An attached photo for the record page: raster images only (an SVG
     /// could carry script), never sniffed as anything else.
     private func consoleThumbnail(_ sha: String, _ request: HTTPRequest, user: String?) throws -> HTTPResponse {
-        guard sha.utf8.count == 64, sha.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+        guard AttachedFile.isBlobName(sha) else {
             throw APIError(.invalidRequest, "A blob is named by 64 hexadecimal digits.", fields: ["sha256": "must be 64 hex digits"])
         }
         let images = ["image/jpeg", "image/png", "image/gif", "image/webp"]

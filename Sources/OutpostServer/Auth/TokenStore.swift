@@ -51,11 +51,22 @@ public struct TokenStore: Sendable {
     /// Revokes a token; false when no such token exists.
     @discardableResult
     public func revoke(_ token: String) throws -> Bool {
+        try revoke(hash: SHA256.hex(of: token.utf8))
+    }
+
+    /// Revokes the token stored under this hash (the console names tokens by it).
+    func revoke(hash: String) throws -> Bool {
         try database.write { sql in
             try sql.execute(
                 "UPDATE tokens SET revoked_at = ? WHERE hash = ? AND revoked_at IS NULL",
-                [.text(ServerTimestamp(clock.now()).rawValue), .text(SHA256.hex(of: token.utf8))]) > 0
+                [.text(ServerTimestamp(clock.now()).rawValue), .text(hash)]) > 0
         }
+    }
+
+    /// A user or team name the server stores: 1 to 200 bytes, no control
+    /// characters (PostgreSQL refuses NUL outright).
+    static func isPrintableName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 200 && !text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
     }
 
     /// The principal a token stands for. Checked on every request, so a

@@ -25,10 +25,7 @@ struct ConsoleDevices {
             condition = "v.user_id = ?"
             arguments.append(.text(user))
         }
-        let open = """
-            NOT EXISTS (SELECT 1 FROM record_history h WHERE h.collection = p.collection AND h.uuid = p.uuid
-                AND h.client_id = p.client_id AND h.at > p.at)
-            """
+        let open = ConsoleProblems.isOpen
         let rows = try database.read { sql in
             try sql.query(
                 """

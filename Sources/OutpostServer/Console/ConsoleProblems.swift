@@ -6,11 +6,15 @@ import OutpostCore
 /// version lost). A problem stays open until the same device writes that
 /// record again: the person fixed or replaced the refused change.
 enum ConsoleProblems {
-    static let columns = """
-        p.id, p.kind, p.at, p.user_id, p.client_id, p.mutation_id, p.seq, p.collection, p.uuid, p.op, p.code, p.errors,
-        p.sent, p.base_version, p.server_version, p.server_data, p.lost,
+    /// Whether the problem `p` is still open: that device has not written the record since.
+    static let isOpen = """
         NOT EXISTS (SELECT 1 FROM record_history h WHERE h.collection = p.collection AND h.uuid = p.uuid
             AND h.client_id = p.client_id AND h.at > p.at)
+        """
+
+    static let columns = """
+        p.id, p.kind, p.at, p.user_id, p.client_id, p.mutation_id, p.seq, p.collection, p.uuid, p.op, p.code, p.errors,
+        p.sent, p.base_version, p.server_version, p.server_data, p.lost, \(isOpen)
         """
 
     /// Problems matching `condition` (over columns of `push_problems`), newest first.
@@ -50,16 +54,14 @@ enum ConsoleProblems {
             conditions.append("\(column) = ?")
             arguments.append(.text(value))
         }
-        var openOnly = false
         if let open = query["open"], !open.isEmpty {
             guard ["1", "0"].contains(open) else {
                 throw APIError(.invalidRequest, "open is 1 (open problems only) or 0.", fields: ["open": "must be 1 or 0"])
             }
-            openOnly = open == "1"
+            if open == "1" { conditions.append(isOpen) }
         }
         let condition = conditions.isEmpty ? "1 = 1" : conditions.joined(separator: " AND ")
-        var found = try database.read { sql in try rows(where: condition, arguments, limit: openOnly ? 1_000 : 200, sql) }
-        if openOnly { found = Array(found.filter { $0.objectValue?["open"] == .bool(true) }.prefix(200)) }
+        let found = try database.read { sql in try rows(where: condition, arguments, limit: 200, sql) }
         return ["problems": .array(found)]
     }
 }

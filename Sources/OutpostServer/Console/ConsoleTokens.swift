@@ -56,9 +56,7 @@ struct ConsoleTokens {
     }
 
     func issue(_ request: Issue) throws -> JSONValue {
-        let printable = { (text: String) in
-            !text.isEmpty && text.utf8.count <= 200 && !text.utf8.contains { $0 < 0x20 || $0 == 0x7F }
-        }
+        let printable = TokenStore.isPrintableName
         var fields: [String: String] = [:]
         if !printable(request.user) { fields["user"] = "must be printable text of 1 to 200 bytes" }
         if !printable(request.team) { fields["team"] = "must be printable text of 1 to 200 bytes" }
@@ -77,15 +75,11 @@ struct ConsoleTokens {
 
     /// Revokes the token with this hash; its live streams end within a second.
     func revoke(id: String) throws -> JSONValue {
-        guard id.utf8.count == 64, id.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+        // A token's id is the SHA-256 of it, written as a blob name is.
+        guard AttachedFile.isBlobName(id) else {
             throw APIError(.invalidRequest, "A token id is its 64-character hash.", fields: ["id": "must be 64 hex digits"])
         }
-        let changed = try database.write { sql in
-            try sql.execute(
-                "UPDATE tokens SET revoked_at = ? WHERE hash = ? AND revoked_at IS NULL",
-                [.text(ServerTimestamp(clock.now()).rawValue), .text(id)])
-        }
-        guard changed > 0 else {
+        guard try tokens.revoke(hash: id) else {
             throw APIError(.notFound, "No active token has this id: it does not exist or is already revoked.")
         }
         return ["revoked": .bool(true), "id": .string(id)]

@@ -35,7 +35,7 @@ struct AssignService {
             throw APIError(.invalidRequest, "The record id is not a UUID.", fields: ["uuid": "must be a UUID"])
         }
         // Owner and team become SQL text: no control characters (PostgreSQL refuses NUL outright).
-        let printable = { (text: String) in !text.isEmpty && text.utf8.count <= 200 && !text.utf8.contains { $0 < 0x20 || $0 == 0x7F } }
+        let printable = TokenStore.isPrintableName
         guard printable(assignment.owner), printable(assignment.team) else {
             throw APIError(
                 .invalidRequest, "Give a new owner and team: up to 200 bytes, no control characters.",
