@@ -59,7 +59,8 @@ public final class ManualMonotonicClock: MonotonicClock, Sendable {
     /// advances past the sleep it means and not past another one that
     /// happened to register first (a request timeout, a `sync` timer).
     /// Fails naming the deadline and what was asleep instead.
-    public func waitForSleeper(until deadline: Duration, within timeout: Duration = .seconds(30)) async throws {
+    /// The default bound is `eventually`'s: a full run's start on two cores has kept a sleeper from arriving for 30 s.
+    public func waitForSleeper(until deadline: Duration, within timeout: Duration = .seconds(60)) async throws {
         let giveUp = ContinuousClock.now + timeout
         while !pendingDeadlines.contains(deadline) {
             guard ContinuousClock.now < giveUp else {
@@ -73,7 +74,7 @@ public final class ManualMonotonicClock: MonotonicClock, Sendable {
 
     /// Waits until someone sleeps for `duration` from now, then moves time
     /// by exactly that much: the one safe way to release a known sleep.
-    public func advanceOnceAsleep(for duration: Duration, within timeout: Duration = .seconds(30)) async throws {
+    public func advanceOnceAsleep(for duration: Duration, within timeout: Duration = .seconds(60)) async throws {
         try await waitForSleeper(until: now() + duration, within: timeout)
         advance(by: duration)
     }
