@@ -154,8 +154,11 @@ public final class SyncServer: Sendable {
 
     /// A request body as `T`: nesting bounded first, then strict decoding,
     /// a failure answered 400 naming the field.
-    static func decodeJSON<T: Decodable>(_ type: T.Type, from body: Data) throws -> T {
+    /// `fast` reads the body without Codable where it can; nil sends it
+    /// through the decoder, whose errors name the field at fault.
+    static func decodeJSON<T: Decodable>(_ type: T.Type, from body: Data, fast: (Data) -> T? = { _ in nil }) throws -> T {
         try RequestGuard.check(body)
+        if let value = fast(body) { return value }
         do {
             return try WireCoding.decode(type, from: body)
         } catch let error as WireError {
@@ -215,14 +218,14 @@ public final class SyncServer: Sendable {
             .json(200, Array(try WireCoding.encode(value)), user: user)
         }
         func limitArgument() throws -> Int? { try Self.limitArgument(request) }
-        func decodeBody<T: Decodable>(_ type: T.Type) throws -> T {
+        func decodeBody<T: Decodable>(_ type: T.Type, fast: (Data) -> T? = { _ in nil }) throws -> T {
             if let contentType = request.headers["content-type"], !contentType.lowercased().hasPrefix("application/json") {
                 throw APIError(.invalidRequest, "Send the body as application/json.")
             }
             guard request.body.count <= config.maxBodyBytes else {
                 throw APIError(.payloadTooLarge, "The request body is larger than \(config.maxBodyBytes / 1_048_576) MiB.")
             }
-            return try Self.decodeJSON(type, from: request.body)
+            return try Self.decodeJSON(type, from: request.body, fast: fast)
         }
 
         switch route {
@@ -235,11 +238,11 @@ public final class SyncServer: Sendable {
         case ["push"]:
             try require("POST")
             let principal = try authenticate()
-            let body = try decodeBody(PushRequest.self)
+            let body = try decodeBody(PushRequest.self) { PushRequest.readWire([UInt8]($0)) }
             let answer = try PushService(database: database, config: config, clock: clock, hooks: hooks, hub: liveHub)
                 .push(body, as: principal, caller: CallerVersion(request))
-            metrics.mutations(answer.results)
-            return try json(answer)
+            metrics.mutations(answer.statuses)
+            return .json(200, answer.body, user: user)
         case ["pull"]:
             try require("GET")
             let principal = try authenticate()

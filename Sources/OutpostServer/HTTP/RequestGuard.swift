@@ -10,29 +10,32 @@ enum RequestGuard {
         guard String(validating: body, as: UTF8.self) != nil else {
             throw APIError(.invalidJSON, "The request body is not valid UTF-8.")
         }
-        var depth = 0
-        var inString = false
-        var escaped = false
-        for byte in body {
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if byte == UInt8(ascii: "\\") {
-                    escaped = true
-                } else if byte == UInt8(ascii: "\"") {
-                    inString = false
+        // Over the bytes in place: iterating `Data` costs a call per byte.
+        try body.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
+            var depth = 0
+            var inString = false
+            var escaped = false
+            for byte in bytes {
+                if inString {
+                    if escaped {
+                        escaped = false
+                    } else if byte == UInt8(ascii: "\\") {
+                        escaped = true
+                    } else if byte == UInt8(ascii: "\"") {
+                        inString = false
+                    }
+                    continue
                 }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                depth += 1
-                if depth > maxDepth {
-                    throw APIError(.invalidRequest, "The request body is nested more than \(maxDepth) levels deep.")
+                switch byte {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    depth += 1
+                    if depth > maxDepth {
+                        throw APIError(.invalidRequest, "The request body is nested more than \(maxDepth) levels deep.")
+                    }
+                case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+                default: break
                 }
-            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
-            default: break
             }
         }
     }

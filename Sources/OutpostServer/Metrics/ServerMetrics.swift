@@ -50,11 +50,11 @@ package final class ServerMetrics: Sendable {
         activity.answered(route: route, status: status)
     }
 
-    func mutations(_ results: [MutationResult]) {
-        guard !results.isEmpty else { return }
-        activity.applied(mutations: results.filter { $0.status == .applied }.count)
+    func mutations(_ statuses: [MutationStatus]) {
+        guard !statuses.isEmpty else { return }
+        activity.applied(mutations: statuses.filter { $0 == .applied }.count)
         state.withLock { state in
-            for result in results { state.mutations[result.status.rawValue, default: 0] += 1 }
+            for status in statuses { state.mutations[status.rawValue, default: 0] += 1 }
         }
     }
 

@@ -19,7 +19,7 @@ enum PushProblems {
     /// Keeps the problem `result` shows, if any. `overwritten`: the server's
     /// copy a last-write-wins change replaced without having seen it.
     static func keep(
-        _ result: MutationResult, of mutation: Mutation, overwritten: ServerRecord?, user: String, client: String,
+        _ result: PushOutcome, of mutation: Mutation, overwritten: ServerRecord?, user: String, client: String,
         now: ServerTimestamp, in sql: any SQLExecutor
     ) throws {
         let kind: String
@@ -32,7 +32,7 @@ enum PushProblems {
         case .conflict:
             kind = "conflict"
             lost = .device
-            server = result.record.map { ($0.version, $0.deleted ? nil : try? $0.data?.jsonText()) } ?? nil
+            server = result.record.map { ($0.version, $0.deleted ? nil : $0.dataText) }
         case .applied where overwritten != nil:
             kind = "conflict"
             lost = .server

@@ -15,8 +15,16 @@ struct PushService {
     /// Told what each committed push touched (the live channels' wake-ups).
     var hub: LiveHub?
 
+    /// The answer of a push: its body, written once (each result's text is
+    /// also what the dedupe row keeps), and the statuses for the metrics.
+    struct Answer {
+        var body: [UInt8]
+        var statuses: [MutationStatus]
+        var lastSeq: Int64
+    }
+
     /// `caller`: the app version and schema the request declared, kept per client.
-    func push(_ request: PushRequest, as principal: Principal, caller: CallerVersion = CallerVersion()) throws -> PushResponse {
+    func push(_ request: PushRequest, as principal: Principal, caller: CallerVersion = CallerVersion()) throws -> Answer {
         guard request.mutations.count <= PushRequest.maximumMutations else {
             throw APIError(.payloadTooLarge, "A push may carry at most \(PushRequest.maximumMutations) changes.")
         }
@@ -32,25 +40,32 @@ struct PushService {
             notice = CommitNotice()
             var lastSeq = try session.lockClientSeq()
             try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
-            var results: [MutationResult] = []
+            var results: [[UInt8]] = []
+            var statuses: [MutationStatus] = []
             let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
             for mutation in request.mutations {
                 if mutation.seq <= lastSeq {
-                    results.append(try session.duplicate(of: mutation))
+                    let result = try session.duplicate(of: mutation)
+                    results.append(Array(try WireCoding.encode(result)))
+                    statuses.append(result.status)
                     continue
                 }
                 // A mutation id is applied once per client, whatever seq it
                 // comes under: two copies of one database may send the same
                 // queued change under different seqs.
-                let result: MutationResult
+                let text: [UInt8]
                 if let original = earlier[mutation.id.wireText] {
-                    result = try session.duplicate(of: mutation, original: original)
+                    let result = try session.duplicate(of: mutation, original: original)
+                    text = Array(try WireCoding.encode(result))
+                    statuses.append(result.status)
                 } else {
                     session.overwritten = nil
-                    result = try session.apply(mutation)
+                    let outcome = try session.apply(mutation)
                     try PushProblems.keep(
-                        result, of: mutation, overwritten: session.overwritten, user: principal.user, client: client,
+                        outcome, of: mutation, overwritten: session.overwritten, user: principal.user, client: client,
                         now: now, in: sql)
+                    text = outcome.wire(mutation)
+                    statuses.append(outcome.status)
                 }
                 try sql.execute(
                     """
@@ -59,10 +74,10 @@ struct PushService {
                     """,
                     [
                         .text(principal.user), .text(client), .integer(mutation.seq), .text(mutation.id.wireText),
-                        .text(String(decoding: try WireCoding.encode(result), as: UTF8.self)), .text(now.rawValue),
+                        .text(String(decoding: text, as: UTF8.self)), .text(now.rawValue),
                     ])
                 lastSeq = mutation.seq
-                results.append(result)
+                results.append(text)
             }
             try sql.execute(
                 """
@@ -84,7 +99,9 @@ struct PushService {
             if let hub, !session.notice.isEmpty { try database.announce(session.notice.payload(origin: hub.origin), in: sql) }
             try hooks?.beforePushCommit?(principal.user)
             notice = session.notice
-            return PushResponse(results: results, lastSeq: lastSeq, serverTime: now)
+            return Answer(
+                body: PushResponse.wireBytes(results: results, lastSeq: lastSeq, serverTime: now), statuses: statuses,
+                lastSeq: lastSeq)
         }
     }
 }
@@ -182,23 +199,21 @@ struct PushSession {
             code: original.code, errors: original.errors)
     }
 
-    mutating func apply(_ mutation: Mutation) throws -> MutationResult {
+    mutating func apply(_ mutation: Mutation) throws -> PushOutcome {
         func result(_ status: MutationStatus, _ record: ServerRecord? = nil, code: String? = nil, errors: [String: String]? = nil)
-            throws -> MutationResult
+            -> PushOutcome
         {
-            MutationResult(
-                seq: mutation.seq, id: mutation.id, status: status, record: try record.map { try $0.wire() }, code: code,
-                errors: errors)
+            PushOutcome(status: status, record: record, code: code, errors: errors)
         }
         guard let schema = config.collections[mutation.collection] else {
-            return try result(
+            return result(
                 .rejected, code: "unknown_collection",
                 errors: ["collection": "'\(mutation.collection)' is not a collection of this server"])
         }
         // Locked until COMMIT: another push changing it waits for this one.
         let existing = try load(mutation.collection, mutation.uuid.wireText, forUpdate: true)
         if schema.readOnly {
-            return try result(
+            return result(
                 .forbidden, code: "read_only", errors: ["collection": "'\(schema.name)' is read-only"])
         }
         switch mutation.op {
@@ -207,39 +222,39 @@ struct PushSession {
                 // The same client's create arriving again (its answer was lost):
                 // it already took effect. Anyone else's: a conflict.
                 if existing.createdByUser == principal.user && existing.createdByClient == client {
-                    return try result(.duplicate, existing)
+                    return result(.duplicate, existing)
                 }
-                return try result(.conflict, scope.canRead(existing) ? existing : nil)
+                return result(.conflict, scope.canRead(existing) ? existing : nil)
             }
             let data = mutation.data ?? [:]
             let problems = try validator(schema).problems(changed: data, merged: data)
-            guard problems.isEmpty else { return try result(.rejected, code: "invalid_field", errors: problems) }
+            guard problems.isEmpty else { return result(.rejected, code: "invalid_field", errors: problems) }
             let missing = try missingAttachments(schema, changed: data, before: nil)
-            guard missing.isEmpty else { return try result(.rejected, code: "missing_attachment", errors: missing) }
-            return try result(.applied, try insert(schema, mutation, data))
+            guard missing.isEmpty else { return result(.rejected, code: "missing_attachment", errors: missing) }
+            return result(.applied, try insert(schema, mutation, data))
         case .update, .delete:
             guard let existing, scope.owns(owner: existing.owner, team: existing.team) else {
-                return try result(.notFound, code: "not_found")
+                return result(.notFound, code: "not_found")
             }
             if existing.deleted {
                 // Deleting twice is done; editing a deleted record is a conflict
                 // that shows the tombstone, so the edit cannot resurrect it.
-                return try result(mutation.op == .delete ? .applied : .conflict, existing)
+                return result(mutation.op == .delete ? .applied : .conflict, existing)
             }
             if let base = mutation.baseVersion, base != existing.version {
-                if schema.policy == .serverWins { return try result(.conflict, existing) }
+                if schema.policy == .serverWins { return result(.conflict, existing) }
                 overwritten = existing
             }
             if mutation.op == .delete {
-                return try result(.applied, try write(existing, data: nil, schema: schema, deviceTime: mutation.deviceTime))
+                return result(.applied, try write(existing, data: nil, schema: schema, deviceTime: mutation.deviceTime))
             }
             let patch = mutation.data ?? [:]
             let merged = (try existing.data() ?? [:]).applyingPatch(patch)
             let problems = try validator(schema).problems(changed: patch, merged: merged)
-            guard problems.isEmpty else { return try result(.rejected, code: "invalid_field", errors: problems) }
+            guard problems.isEmpty else { return result(.rejected, code: "invalid_field", errors: problems) }
             let missing = try missingAttachments(schema, changed: patch, before: try existing.data())
-            guard missing.isEmpty else { return try result(.rejected, code: "missing_attachment", errors: missing) }
-            return try result(.applied, try write(existing, data: merged, schema: schema, deviceTime: mutation.deviceTime))
+            guard missing.isEmpty else { return result(.rejected, code: "missing_attachment", errors: missing) }
+            return result(.applied, try write(existing, data: merged, schema: schema, deviceTime: mutation.deviceTime))
         }
     }
 
@@ -291,20 +306,28 @@ struct PushSession {
         }
         let version = try versions.next()
         notice.add(collection: mutation.collection, owner: principal.user, team: principal.team)
-        try sql.execute(
-            """
-            INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
-                created_by_client, window_at, data, device_time)
-            VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .text(mutation.collection), .text(mutation.uuid.wireText), .integer(version), .text(now.rawValue),
-                .text(principal.user), .text(principal.team), .text(principal.user), .text(client),
-                .text(Self.windowValue(schema, data)), .text(try data.jsonText()), .text(mutation.deviceTime?.rawValue),
-            ])
-        guard let stored = try load(mutation.collection, mutation.uuid.wireText) else {
-            throw DatabaseError(kind: .failure, message: "the record just inserted cannot be read back")
+        let uuid = mutation.uuid.wireText
+        let dataText = try data.jsonText()
+        // The row's id comes back from the insert: the record is not read back.
+        guard
+            let id = try sql.first(
+                """
+                INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
+                    created_by_client, window_at, data, device_time)
+                VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                """,
+                [
+                    .text(mutation.collection), .text(uuid), .integer(version), .text(now.rawValue),
+                    .text(principal.user), .text(principal.team), .text(principal.user), .text(client),
+                    .text(Self.windowValue(schema, data)), .text(dataText), .text(mutation.deviceTime?.rawValue),
+                ])?.int(0)
+        else {
+            throw DatabaseError(kind: .failure, message: "the record just inserted has no id")
         }
+        let stored = ServerRecord(
+            id: id, collection: mutation.collection, uuid: uuid, version: version, updatedAt: now.rawValue, deleted: false,
+            owner: principal.user, team: principal.team, createdByUser: principal.user, createdByClient: client,
+            dataText: dataText, deviceTime: mutation.deviceTime?.rawValue)
         try recordReferences(schema, collection: mutation.collection, uuid: mutation.uuid.wireText, data: data)
         try RecordHistory.keep(stored, op: .create, user: principal.user, client: client, in: sql)
         return stored
@@ -316,12 +339,13 @@ struct PushSession {
     ) throws -> ServerRecord {
         try versions.requireNewer(than: existing.version)
         let version = try versions.next()
+        let dataText = try data?.jsonText()
         notice.add(collection: existing.collection, owner: existing.owner, team: existing.team)
         try sql.execute(
             "UPDATE records SET version = ?, updated_at = ?, deleted = ?, window_at = ?, data = ?, device_time = ? WHERE id = ?",
             [
                 .integer(version), .text(now.rawValue), .bool(data == nil),
-                .text(data.flatMap { Self.windowValue(schema, $0) }), .text(try data?.jsonText()),
+                .text(data.flatMap { Self.windowValue(schema, $0) }), .text(dataText),
                 .text(deviceTime?.rawValue), .integer(existing.id),
             ])
         try recordReferences(schema, collection: existing.collection, uuid: existing.uuid, data: data)
@@ -329,7 +353,7 @@ struct PushSession {
         updated.version = version
         updated.updatedAt = now.rawValue
         updated.deleted = data == nil
-        updated.dataText = try data?.jsonText()
+        updated.dataText = dataText
         updated.deviceTime = deviceTime?.rawValue
         try RecordHistory.keep(updated, op: data == nil ? .delete : .update, user: principal.user, client: client, in: sql)
         return updated
@@ -360,5 +384,24 @@ struct CallerVersion: Sendable, Equatable {
         schema = request.headers["outpost-schema"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         // Kept short: a header is the caller's to fill.
         app = request.headers["outpost-client"].map { String($0.prefix(200)) }
+    }
+}
+
+/// What the server did with one mutation it applied or refused now: the
+/// record as stored, written to the answer with its data text spliced in.
+struct PushOutcome {
+    var status: MutationStatus
+    var record: ServerRecord?
+    var code: String?
+    var errors: [String: String]?
+
+    /// The result's wire JSON, for the answer and the dedupe row alike.
+    func wire(_ mutation: Mutation) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(160 + (record?.dataText?.utf8.count ?? 0))
+        MutationResult.appendWire(
+            seq: mutation.seq, id: mutation.id, status: status, code: code, errors: errors,
+            record: record.map { record in { record.appendJSON(to: &$0) } }, to: &out)
+        return out
     }
 }

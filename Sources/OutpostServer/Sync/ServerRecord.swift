@@ -47,38 +47,105 @@ struct ServerRecord {
             data: deleted ? nil : try data(), deviceTime: deviceTime.map(ServerTimestamp.init(rawValue:)))
     }
 
+    /// A record whose parts are known (one just written): no read back.
+    init(
+        id: Int64, collection: String, uuid: String, version: Int64, updatedAt: String, deleted: Bool, owner: String,
+        team: String, createdByUser: String, createdByClient: String, dataText: String?, deviceTime: String?
+    ) {
+        self.id = id
+        self.collection = collection
+        self.uuid = uuid
+        self.version = version
+        self.updatedAt = updatedAt
+        self.deleted = deleted
+        self.owner = owner
+        self.team = team
+        self.createdByUser = createdByUser
+        self.createdByClient = createdByClient
+        self.dataText = dataText
+        self.deviceTime = deviceTime
+    }
+
     /// A row selected with `columns`, written as the wire JSON straight from
     /// the database's bytes: stored data text is spliced in as is (the hot
     /// path of pull: JSON coding (docs/benchmarks.md), not SQLite or HTTP, is what
     /// costs), and no value is made per row.
     static func appendJSON(_ row: SQLRawRow, to out: inout [UInt8]) {
-        let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
+        appendJSON(fields: row, to: &out)
+    }
+
+    /// This record as the wire JSON, its stored data text spliced in as is
+    /// (a push's answer: never parsed and written again).
+    func appendJSON(to out: inout [UInt8]) {
+        Self.appendJSON(fields: self, to: &out)
+    }
+
+    /// The wire JSON of a record from its columns (numbered as in `columns`).
+    private static func appendJSON(fields: some RecordColumns, to out: inout [UInt8]) {
+        func string(_ column: Int) {
+            fields.withText(column) { JSONWriter.writeString(utf8: $0 ?? UnsafeBufferPointer(start: nil, count: 0), to: &out) }
+        }
         out.append(contentsOf: #"{"collection":"#.utf8)
-        JSONWriter.writeString(utf8: row.text(1) ?? empty, to: &out)
+        string(1)
         out.append(contentsOf: #","uuid":"#.utf8)
-        JSONWriter.writeString(utf8: row.text(2) ?? empty, to: &out)
+        string(2)
         out.append(contentsOf: #","id":"#.utf8)
-        JSONWriter.writeInteger(row.int(0), to: &out)
+        JSONWriter.writeInteger(fields.int(0), to: &out)
         out.append(contentsOf: #","version":"#.utf8)
-        JSONWriter.writeInteger(row.int(3), to: &out)
+        JSONWriter.writeInteger(fields.int(3), to: &out)
         out.append(contentsOf: #","updated_at":"#.utf8)
-        JSONWriter.writeString(utf8: row.text(4) ?? empty, to: &out)
-        let deleted = row.bool(5)
+        string(4)
+        let deleted = fields.bool(5)
         out.append(contentsOf: deleted ? #","deleted":true"#.utf8 : #","deleted":false"#.utf8)
         out.append(contentsOf: #","owner":"#.utf8)
-        JSONWriter.writeString(utf8: row.text(6) ?? empty, to: &out)
+        string(6)
         out.append(contentsOf: #","team":"#.utf8)
-        JSONWriter.writeString(utf8: row.text(7) ?? empty, to: &out)
+        string(7)
         out.append(contentsOf: #","data":"#.utf8)
-        if !deleted, let data = row.text(10) {
-            out.append(contentsOf: data)
-        } else {
-            out.append(contentsOf: "null".utf8)
+        fields.withText(10) { data in
+            if !deleted, let data { out.append(contentsOf: data) } else { out.append(contentsOf: "null".utf8) }
         }
-        if let deviceTime = row.text(11) {
+        fields.withText(11) { deviceTime in
+            guard let deviceTime else { return }
             out.append(contentsOf: #","device_time":"#.utf8)
             JSONWriter.writeString(utf8: deviceTime, to: &out)
         }
         out.append(UInt8(ascii: "}"))
     }
+}
+
+/// A record's columns, numbered as in `ServerRecord.columns`: a row read in
+/// place or a record in memory, written to the wire by one function.
+protocol RecordColumns {
+    /// The column's text as UTF-8 (nil when NULL), valid during `body` only.
+    func withText(_ column: Int, _ body: (UnsafeBufferPointer<UInt8>?) -> Void)
+    func int(_ column: Int) -> Int64
+    func bool(_ column: Int) -> Bool
+}
+
+extension SQLRawRow: RecordColumns {
+    func withText(_ column: Int, _ body: (UnsafeBufferPointer<UInt8>?) -> Void) { body(text(column)) }
+}
+
+extension ServerRecord: RecordColumns {
+    func withText(_ column: Int, _ body: (UnsafeBufferPointer<UInt8>?) -> Void) {
+        let value: String?
+        switch column {
+        case 1: value = collection
+        case 2: value = uuid
+        case 4: value = updatedAt
+        case 6: value = owner
+        case 7: value = team
+        case 8: value = createdByUser
+        case 9: value = createdByClient
+        case 10: value = dataText
+        case 11: value = deviceTime
+        default: value = nil
+        }
+        guard var text = value else { return body(nil) }
+        text.withUTF8 { body($0) }
+    }
+
+    func int(_ column: Int) -> Int64 { column == 0 ? id : version }
+    func bool(_ column: Int) -> Bool { deleted }
 }

@@ -57,8 +57,14 @@ enum Bench {
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
     }
 
-    /// A record of about 300 bytes, made deterministically from its index.
+    /// A record of about 300 bytes, made deterministically from its index:
+    /// every benchmark writes, pushes and downloads records of this shape.
     static func recordData(_ index: Int) -> String {
+        (try? recordObject(index).jsonText()) ?? "{}"
+    }
+
+    /// `recordData`'s fields, as a store's `create` takes them.
+    static func recordObject(_ index: Int) -> JSONObject {
         let streets = ["Via Roma", "Calle Mayor", "Rua Augusta", "Nevsky Prospekt", "Avenida Juárez"]
         let names = ["Lucía Romero", "Marco Bianchi", "Olga Petrova", "João Costa", "Ana Torres", "Ivan Sokolov"]
         let data: JSONObject = [
@@ -69,7 +75,7 @@ enum Bench {
             "section": .int(Int64(index % 400)),
             "created_at": .string(ServerTimestamp(Date(timeIntervalSince1970: 1_780_000_000 + Double(index) * 7)).rawValue),
         ]
-        return (try? data.jsonText()) ?? "{}"
+        return data
     }
 
     /// Fills a fresh server database with `count` people owned by `user`.
@@ -169,5 +175,29 @@ final class ServerProcess {
     func stop() {
         process.signal(SIGTERM)
         process.waitUntilExit()
+    }
+}
+
+/// A schema of its own on a PostgreSQL server, dropped by `drop()`: each
+/// measurement meets a fresh database, with no statistics yet, as a new
+/// deployment does.
+final class ScratchSchema {
+    let name: String
+    private let admin: PostgresDatabase
+
+    init(on postgres: String) throws {
+        name = "bench_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
+        admin = try PostgresDatabase(url: postgres, poolSize: 1)
+        _ = try admin.write { try $0.execute("CREATE SCHEMA \(name)", []) }
+    }
+
+    /// `url` (this server, or a proxy in front of it) with this schema first on the search path.
+    func url(_ url: String) -> String {
+        url + (url.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(name)"
+    }
+
+    func drop() {
+        _ = try? admin.write { try $0.execute("DROP SCHEMA \(name) CASCADE", []) }
+        admin.close()
     }
 }

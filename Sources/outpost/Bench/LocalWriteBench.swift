@@ -4,15 +4,29 @@ import OutpostCore
 import OutpostSQLite
 import OutpostTesting
 
-/// local-write: creates and updates through the store API (record + outbox
-/// entry in one transaction), against a bare SQLite single-row insert
-/// transaction.
+/// local-write: creates and updates of ~300-byte records through the store
+/// API (record + outbox entry in one transaction), against a bare SQLite
+/// single-row insert transaction of the same records.
 enum LocalWriteBench {
     struct Person: SyncRecord {
         static let collection = "people"
         var name: String
         var phone: String?
+        var address: String
+        var notes: String
         var section: Int
+        var createdAt: String
+
+        /// The benchmarks' record of ~300 bytes, typed.
+        init(_ index: Int) {
+            let fields = Bench.recordObject(index)
+            name = fields["name"]?.stringValue ?? ""
+            phone = fields["phone"]?.stringValue
+            address = fields["address"]?.stringValue ?? ""
+            notes = fields["notes"]?.stringValue ?? ""
+            section = Int(fields["section"]?.intValue ?? 0)
+            createdAt = fields["created_at"]?.stringValue ?? ""
+        }
     }
 
     static func run(operations: Int) async throws -> BenchResult {
@@ -36,7 +50,7 @@ enum LocalWriteBench {
         for index in 0..<operations {
             let start = DispatchTime.now().uptimeNanoseconds
             if index % 2 == 0 || created.isEmpty {
-                created.append(try await store.create(Person(name: "Person \(index)", phone: "555-\(index)", section: index % 40)))
+                created.append(try await store.create(Person(index)))
             } else {
                 let target = created[index % created.count]
                 try await store.update(Person.self, target) { $0.phone = "556-\(index)" }

@@ -71,16 +71,9 @@ enum ScaleOutBench {
     private static func measure(
         _ settings: Settings, design: PostgresDatabase.WriteConcurrency, servers count: Int, direct: String, proxied: String
     ) async throws -> Double {
-        let schema = "bench_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
-        let admin = try PostgresDatabase(url: direct, poolSize: 1)
-        _ = try admin.write { try $0.execute("CREATE SCHEMA \(schema)", []) }
-        defer {
-            _ = try? admin.write { try $0.execute("DROP SCHEMA \(schema) CASCADE", []) }
-            admin.close()
-        }
-        func inSchema(_ url: String) -> String {
-            url + (url.contains("?") ? "&" : "?") + "options=-csearch_path%3D\(schema)"
-        }
+        let schema = try ScratchSchema(on: direct)
+        defer { schema.drop() }
+        let inSchema = schema.url
         // Migrations and tokens straight to the database, not through the proxy.
         let database = try PostgresDatabase(url: inSchema(direct), poolSize: 1)
         _ = try SyncServer(database: database, config: ServerConfig())
@@ -118,8 +111,9 @@ enum ScaleOutBench {
                 let mutations = (0..<settings.batchSize).map { _ -> Mutation in
                     seq += 1
                     index += 1
-                    let data = (try? JSONValue.parse(Bench.recordData(index)).objectValue) ?? [:]
-                    return Mutation(seq: seq, id: UUID(), op: .create, collection: "people", uuid: UUID(), baseVersion: nil, data: data)
+                    return Mutation(
+                        seq: seq, id: UUID(), op: .create, collection: "people", uuid: UUID(), baseVersion: nil,
+                        data: Bench.recordObject(index))
                 }
                 batches.append(try WireCoding.encode(PushRequest(clientID: client, mutations: mutations)))
             }
