@@ -233,7 +233,7 @@ struct CommandLineTests {
         let result = try await station.run(["bench", "--quick", "--json", json])
         #expect(result.status == 0, "\(result.stderr)")
         for name in [
-            "initial-sync", "initial-sync-encrypted", "local-write", "push", "many-devices", "reconnect-storm-no-jitter",
+            "initial-sync", "initial-sync-encrypted", "local-write", "push", "push-end-to-end", "many-devices", "reconnect-storm-no-jitter",
             "reconnect-storm-jitter", "live-propagation-1", "live-propagation-20", "live-delivery-20", "idle-connections-rss",
             "pull-p99-with-idle-connections", "attachments-upload", "attachments-upload-cut-every-5MB",
         ] {
@@ -241,6 +241,6 @@ struct CommandLineTests {
         }
         let data = try #require(FileManager.default.contents(atPath: json))
         let object = try JSONValue.parse(data).objectValue
-        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 14)
+        #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 15)
     }
 }

@@ -227,6 +227,16 @@ enum ServerSchema {
                 END;
                 INSERT INTO records_search (records_search) VALUES ('rebuild');
                 """,
+            // A push finds earlier results of its mutation ids by id alone
+            // (the caller's user and client are checked on the rows found): on
+            // a new PostgreSQL with no statistics yet, a lookup that also named
+            // the user and client walked the primary key through every result
+            // of that client, filtering by id, and each push of a long queue
+            // took longer than the one before.
+            """
+            DROP INDEX mutation_results_by_id;
+            CREATE INDEX mutation_results_by_mutation ON mutation_results (mutation_id);
+            """,
         ]
     }
 

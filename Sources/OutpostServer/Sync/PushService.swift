@@ -144,8 +144,8 @@ struct PushSession {
     /// nothing applied) and the client renumbers exactly the listed seqs.
     func requireSameMutations(under retries: [Mutation], lastSeq: Int64) throws {
         guard !retries.isEmpty else { return }
-        let known = try storedPairs(of: retries, column: "seq", select: "mutation_id") { .integer($0.seq) }
-        let behind = retries.filter { known[String($0.seq)] != $0.id.wireText }.map(\.seq)
+        let known = try storedIDs(bySeq: retries.map(\.seq))
+        let behind = retries.filter { known[$0.seq] != $0.id.wireText }.map(\.seq)
         guard !behind.isEmpty else { return }
         var error = APIError(
             .clientBehind,
@@ -156,26 +156,34 @@ struct PushSession {
     }
 
     /// Stored results of these mutations' ids under earlier seqs, by id.
+    ///
+    /// Looked up by id alone, in slices (a statement's parameters are
+    /// bounded on both backends), and the rows of other users or clients
+    /// dropped here: the only index that can serve the query is the one on
+    /// mutation ids, so its plan needs no statistics (see the migration).
     func resultsByID(of mutations: [Mutation]) throws -> [String: String] {
-        try storedPairs(of: mutations, column: "mutation_id", select: "result") { .text($0.id.wireText) }
-    }
-
-    /// This client's stored `column` → `select` pairs for the mutations'
-    /// keys, read in slices: a statement's parameter count is bounded on
-    /// both backends.
-    private func storedPairs(
-        of mutations: [Mutation], column: String, select: String, key: (Mutation) -> SQLValue
-    ) throws -> [String: String] {
         var found: [String: String] = [:]
         for start in stride(from: 0, to: mutations.count, by: 200) {
             let slice = mutations[start..<min(start + 200, mutations.count)]
-            let marks = Array(repeating: "?", count: slice.count).joined(separator: ", ")
-            for row in try sql.query(
-                "SELECT \(column), \(select) FROM mutation_results WHERE user_id = ? AND client_id = ? AND \(column) IN (\(marks))",
-                [.text(principal.user), .text(client)] + slice.map(key))
-            {
-                found[row.string(0)] = row.string(1)
+            for row in try sql.query(Self.resultsByIDQuery(slice.count), slice.map { .text($0.id.wireText) })
+            where row.string(0) == principal.user && row.string(1) == client {
+                found[row.string(2)] = row.string(3)
             }
+        }
+        return found
+    }
+
+    /// The mutation ids this client's `seqs` were stored under: one range
+    /// of the primary key (an equality on user and client, then a range on
+    /// seq, is an index condition whatever the planner knows), the seqs not
+    /// asked for dropped here.
+    private func storedIDs(bySeq seqs: [Int64]) throws -> [Int64: String] {
+        guard let low = seqs.min(), let high = seqs.max() else { return [:] }
+        let wanted = Set(seqs)
+        var found: [Int64: String] = [:]
+        for row in try sql.query(Self.idsBySeqQuery, [.text(principal.user), .text(client), .integer(low), .integer(high)])
+        where wanted.contains(row.int(0)) {
+            found[row.int(0)] = row.string(1)
         }
         return found
     }
@@ -293,11 +301,18 @@ struct PushSession {
     }
 
     func load(_ collection: String, _ uuid: String, forUpdate: Bool = false) throws -> ServerRecord? {
-        try sql.first(
-            "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?" + (forUpdate ? sql.forUpdate : ""),
-            [.text(collection), .text(uuid)]
-        ).map(ServerRecord.init)
+        try sql.first(Self.recordQuery + (forUpdate ? sql.forUpdate : ""), [.text(collection), .text(uuid)]).map(ServerRecord.init)
     }
+
+    // The push's lookups, each answerable by one index whatever the database
+    // knows of its tables (tests check their plans on a new database).
+    static let recordQuery = "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?"
+    static func resultsByIDQuery(_ count: Int) -> String {
+        "SELECT user_id, client_id, mutation_id, result FROM mutation_results WHERE mutation_id IN ("
+            + Array(repeating: "?", count: count).joined(separator: ", ") + ")"
+    }
+    static let idsBySeqQuery =
+        "SELECT seq, mutation_id FROM mutation_results WHERE user_id = ? AND client_id = ? AND seq BETWEEN ? AND ?"
 
     private mutating func insert(_ schema: CollectionSchema, _ mutation: Mutation, _ data: JSONObject) throws -> ServerRecord {
         var data = data
