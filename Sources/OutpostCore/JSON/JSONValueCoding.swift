@@ -54,6 +54,18 @@ public enum FieldNaming: Sendable, Equatable {
         // every key of every typed read and write.
         guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) || !name.utf8.allSatisfy({ $0 < 0x80 })
         else { return name }
+        // The others are a type's property names, met again on every write
+        // of that type: each is converted once (walking Characters was a
+        // tenth of a typed local write).
+        if let known = converted.withLock({ $0[name] }) { return known }
+        let result = convertToSnakeCase(name)
+        converted.withLock { if $0.count < 4_096 { $0[name] = result } }
+        return result
+    }
+
+    private static let converted = Locked<[String: String]>([:])
+
+    private static func convertToSnakeCase(_ name: String) -> String {
         let characters = Array(name)
         guard characters.contains(where: \.isUppercase) else { return name }
         var result = ""

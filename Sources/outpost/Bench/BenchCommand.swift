@@ -5,7 +5,7 @@ import OutpostCore
 enum BenchCommand {
     static let help = """
         Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [--quick] [--json FILE]
-                             [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series]
+                             [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series] [--repeat N]
 
         Runs the benchmarks (all when none is named) and prints each figure, its baseline
         measured in the same run and their ratio. Build in release mode for real figures
@@ -18,6 +18,8 @@ enum BenchCommand {
           --db-latency MS  push on PostgreSQL: milliseconds a proxy adds to each round trip between the
                            servers and the database in the scale-out comparison (default 1, as "1ms" or "1")
           --series         initial-sync at 10k, 50k, 100k and 235k records (for the chart)
+          --repeat N       run the chosen benchmarks N times in a row, then print each figure's ratio
+                           as min / median / max and in how many runs it met its target
           --json FILE      also write the results as JSON
           --idle N         live: idle streams held open on one server (default 10,000)
           --live-devices L live: the device counts to measure propagation with (default 1,100,1000)
@@ -45,6 +47,7 @@ enum BenchCommand {
             liveDevices = counts.compactMap { $0 }
         }
         let servers = try arguments.integer("servers", in: 1...16) ?? 3
+        let repeats = try arguments.integer("repeat", in: 1...100) ?? 1
         let latencyText = arguments.option("db-latency") ?? "1"
         guard let latency = Double(latencyText.hasSuffix("ms") ? String(latencyText.dropLast(2)) : latencyText),
             latency >= 0, latency <= 1_000
@@ -61,50 +64,56 @@ enum BenchCommand {
                 results.append(result)
             }
         }
-        for name in chosen {
-            switch name {
-            case "initial-sync":
-                let sizes = series ? [10_000, 50_000, 100_000, records] : [records]
-                for size in sizes {
-                    report(try await InitialSyncBench.run(records: size, postgres: series ? nil : postgres, encrypted: !series).map { result in
-                        var result = result
-                        if series { result.name += "-\(size)" }
-                        return result
-                    })
-                }
-            case "local-write":
-                report([try await LocalWriteBench.run(operations: quick ? 1_000 : 10_000)])
-            case "push":
-                report(try await PushBench.run(mutations: quick ? 1_000 : 10_000, postgres: postgres))
-                if let postgres {
+        for run in 1...repeats {
+            if repeats > 1 { print("— run \(run) of \(repeats)") }
+            for name in chosen {
+                switch name {
+                case "initial-sync":
+                    let sizes = series ? [10_000, 50_000, 100_000, records] : [records]
+                    for size in sizes {
+                        report(try await InitialSyncBench.run(records: size, postgres: series ? nil : postgres, encrypted: !series).map { result in
+                            var result = result
+                            if series { result.name += "-\(size)" }
+                            return result
+                        })
+                    }
+                case "local-write":
+                    report([try await LocalWriteBench.run(operations: quick ? 1_000 : 10_000)])
+                case "push":
+                    report(try await PushBench.run(mutations: quick ? 1_000 : 10_000, postgres: postgres))
+                    if let postgres {
+                        report(
+                            try await ScaleOutBench.run(
+                                ScaleOutBench.Settings(
+                                    postgres: postgres, servers: servers, roundTrip: .microseconds(Int64(latency * 1000)),
+                                    devices: quick ? 6 : 24, batchesPerDevice: quick ? 1 : 2, batchSize: quick ? 20 : 100)))
+                    }
+                case "many-devices":
                     report(
-                        try await ScaleOutBench.run(
-                            ScaleOutBench.Settings(
-                                postgres: postgres, servers: servers, roundTrip: .microseconds(Int64(latency * 1000)),
-                                devices: quick ? 6 : 24, batchesPerDevice: quick ? 1 : 2, batchSize: quick ? 20 : 100)))
+                        try await ManyDevicesBench.run(
+                            devices: quick ? 20 : 200, seconds: quick ? 3 : 30, stormDevices: quick ? 100 : 1_000,
+                            jitter: quick ? .seconds(2) : .seconds(10)))
+                case "live":
+                    report(try await LiveBench.run(deviceCounts: liveDevices, rounds: quick ? 10 : 50, idleConnections: idle))
+                case "attachments":
+                    report(try await AttachmentBench.run(photos: quick ? 4 : 100, photoBytes: quick ? 500_000 : 2_000_000))
+                default: break
                 }
-            case "many-devices":
-                report(
-                    try await ManyDevicesBench.run(
-                        devices: quick ? 20 : 200, seconds: quick ? 3 : 30, stormDevices: quick ? 100 : 1_000,
-                        jitter: quick ? .seconds(2) : .seconds(10)))
-            case "live":
-                report(try await LiveBench.run(deviceCounts: liveDevices, rounds: quick ? 10 : 50, idleConnections: idle))
-            case "attachments":
-                report(try await AttachmentBench.run(photos: quick ? 4 : 100, photoBytes: quick ? 500_000 : 2_000_000))
-            default: break
             }
         }
+        let summaries = repeats > 1 ? BenchSummary.of(results) : []
+        for summary in summaries { print(summary.line) }
         if let jsonPath {
             struct Output: Encodable {
                 var date: String
                 var machine: String
                 var results: [BenchResult]
+                var summaries: [BenchSummary]
             }
             let output = Output(
                 date: ServerTimestamp(Date()).rawValue,
                 machine: "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory / 1_073_741_824) GiB",
-                results: results)
+                results: results, summaries: summaries)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             try encoder.encode(output).write(to: URL(fileURLWithPath: jsonPath))

@@ -201,3 +201,38 @@ final class ScratchSchema {
         admin.close()
     }
 }
+
+/// One figure over repeated runs (`outpost bench --repeat N`): its ratio's
+/// spread and how often it met its target. This machine is noisy; one run
+/// proves little.
+struct BenchSummary: Codable {
+    var name: String
+    var runs: Int
+    var ratioMin: Double
+    var ratioMedian: Double
+    var ratioMax: Double
+    var met: Int
+
+    enum CodingKeys: String, CodingKey {
+        case name, runs, met
+        case ratioMin = "ratio_min"
+        case ratioMedian = "ratio_median"
+        case ratioMax = "ratio_max"
+    }
+
+    static func of(_ results: [BenchResult]) -> [BenchSummary] {
+        var names: [String] = []
+        for result in results where result.ratio != nil && !names.contains(result.name) { names.append(result.name) }
+        return names.map { name in
+            let runs = results.filter { $0.name == name }
+            let ratios = runs.compactMap(\.ratio).sorted()
+            return BenchSummary(
+                name: name, runs: runs.count, ratioMin: ratios.first ?? 0, ratioMedian: ratios[ratios.count / 2],
+                ratioMax: ratios.last ?? 0, met: runs.filter { $0.met == true }.count)
+        }
+    }
+
+    var line: String {
+        String(format: "%@ over %d runs: ratio min %.2f, median %.2f, max %.2f; target met in %d", name, runs, ratioMin, ratioMedian, ratioMax, met)
+    }
+}

@@ -54,6 +54,7 @@ enum PushBench {
             await store.close()
             server.stop()
             let (serverSeconds, requests) = ServerProcess.serverSeconds(log: log, path: "/v1/push")
+            let (pullSeconds, _) = ServerProcess.serverSeconds(log: log, path: "/v1/pull")
             guard serverSeconds > 0 else { throw CommandFailure("The server's log holds no answered push.") }
             let intake = Double(mutations) / serverSeconds
             let endToEnd = Double(mutations) / seconds
@@ -73,7 +74,12 @@ enum PushBench {
                 name: "push-end-to-end" + suffix, figure: endToEnd, unit: "mutations/s (device's whole sync)",
                 baseline: intake, baselineLabel: "server intake, same run", ratio: endToEnd / intake,
                 ratioMeaning: "end-to-end rate / server intake", target: "at least 0.8x intake", met: endToEnd / intake >= 0.8)
-            drain.details = ["mutations": Double(mutations), "end_to_end_seconds": seconds]
+            // Where the drain's time went: the server's answers, and the rest
+            // (the device's own work, and each request's trip through HTTP).
+            drain.details = [
+                "mutations": Double(mutations), "end_to_end_seconds": seconds, "server_push_seconds": serverSeconds,
+                "server_pull_seconds": pullSeconds, "device_and_transport_seconds": seconds - serverSeconds - pullSeconds,
+            ]
             drain.notes = ["from sync() to its report: taking batches from the outbox, HTTP, the server, settling each answer"]
             results += [intakeResult, drain]
         }
