@@ -173,13 +173,16 @@ extension Outbox {
             // Later never-sent edits were made on top of this one: condition
             // them on the version this write produced, not the one before it.
             // (`+seq` keeps SQLite on the record's index: the seq index would
-            // walk every never-sent entry of a long queue.)
-            try connection.run(
-                """
-                UPDATE outbox SET base_version = ?
-                WHERE collection = ? AND record_uuid = ? AND +seq IS NULL AND op != 'create'
-                """,
-                [.integer(record.version), .text(entry.record.collection), .text(entry.record.uuid.wireText)])
+            // walk every never-sent entry of a long queue.) Most confirmed
+            // changes have none: the statement is skipped then.
+            if remaining.contains(where: { $0.seq == nil && $0.op != .create }) {
+                try connection.run(
+                    """
+                    UPDATE outbox SET base_version = ?
+                    WHERE collection = ? AND record_uuid = ? AND +seq IS NULL AND op != 'create'
+                    """,
+                    [.integer(record.version), .text(entry.record.collection), .text(entry.record.uuid.wireText)])
+            }
         }
         if remaining.isEmpty {
             if let data = record?.data { row.data = data }
