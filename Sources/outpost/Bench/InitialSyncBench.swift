@@ -57,15 +57,16 @@ enum InitialSyncBench {
             server.stop()
             let (serverSeconds, pages) = ServerProcess.serverSeconds(log: log, path: "/v1/pull")
             let ratio = figures.seconds / baseline
-            // The target is for the SQLite server and a plain store; the other runs are reported.
-            let isTarget = name == "initial-sync"
+            // Targets: at most 2x on the SQLite server into a plain store, 2.5x
+            // from PostgreSQL; the sealed store is reported.
+            let limit: Double? = name == "initial-sync" ? 2 : name == "initial-sync-postgres" ? 2.5 : nil
             var result = BenchResult(
                 name: name,
                 figure: figures.seconds, unit: "s",
                 baseline: baseline, baselineLabel: "SQLite copying the same rows between two files", ratio: ratio,
                 ratioMeaning: "device download time / SQLite copy time",
-                target: isTarget ? "at most 3x, client peak RSS at most 150 MB" : "reported",
-                met: isTarget ? ratio <= 3 && figures.rssMegabytes <= 150 : nil)
+                target: limit.map { "at most \(String(format: "%.1f", $0))x (stretch 1.5x), client peak RSS at most 150 MB" } ?? "reported",
+                met: limit.map { ratio <= $0 && figures.rssMegabytes <= 150 })
             result.details = [
                 "records": Double(figures.records), "records_per_second": Double(figures.records) / figures.seconds,
                 "client_peak_rss_mb": figures.rssMegabytes, "server_seconds_building_pages": serverSeconds,
