@@ -33,37 +33,25 @@ extension PushRequest {
     public static func readWire(_ bytes: [UInt8]) -> PushRequest? {
         if holdsUnicodeEscape(bytes) { return nil }
         var scanner = JSONScanner(bytes)
+        var clientID: UUID?
+        var mutations: [Mutation]?
         do {
-            var clientID: UUID?
-            var mutations: [Mutation]?
-            try scanner.expect(UInt8(ascii: "{"))
-            if !(try scanner.consume(UInt8(ascii: "}"))) {
-                repeat {
-                    let key = try scanner.readString()
-                    try scanner.expect(UInt8(ascii: ":"))
-                    switch key {
-                    case "client_id":
-                        guard let text = try scanner.readStringValue(), let id = UUID.fromWire(text) else { return nil }
-                        clientID = id
-                    case "mutations":
-                        var read: [Mutation] = []
-                        try scanner.expect(UInt8(ascii: "["))
-                        if !(try scanner.consume(UInt8(ascii: "]"))) {
-                            repeat {
-                                guard let mutation = try Mutation.readWire(&scanner), mutation.seq > (read.last?.seq ?? 0) else {
-                                    return nil
-                                }
-                                read.append(mutation)
-                            } while try scanner.consume(UInt8(ascii: ","))
-                            try scanner.expect(UInt8(ascii: "]"))
-                        }
-                        mutations = read
-                    default: _ = try scanner.skipValue()
-                    }
-                } while try scanner.consume(UInt8(ascii: ","))
-                try scanner.expect(UInt8(ascii: "}"))
+            let whole = try scanner.readMembers { scanner, key in
+                switch key {
+                case "client_id":
+                    clientID = try scanner.readStringValue().flatMap(UUID.fromWire)
+                    return clientID != nil
+                case "mutations":
+                    mutations = try scanner.readElements(Mutation.readWire)
+                    guard let mutations else { return false }
+                    // In strictly increasing seq order, as the decoder requires.
+                    return zip(mutations, mutations.dropFirst()).allSatisfy { $0.seq < $1.seq }
+                default:
+                    _ = try scanner.skipValue()
+                    return true
+                }
             }
-            guard scanner.atEnd(), let clientID, let mutations else { return nil }
+            guard whole, scanner.atEnd(), let clientID, let mutations else { return nil }
             return PushRequest(clientID: clientID, mutations: mutations)
         } catch {
             return nil
@@ -79,6 +67,54 @@ func holdsUnicodeEscape(_ bytes: [UInt8]) -> Bool {
             return true
         }
         return false
+    }
+}
+
+extension JSONScanner {
+    /// Reads an object, calling `member` for each key with the scanner at
+    /// its value; `member` reads the value and returns false to refuse the
+    /// whole (then false is returned).
+    mutating func readMembers(_ member: (inout JSONScanner, String) throws -> Bool) throws -> Bool {
+        try expect(UInt8(ascii: "{"))
+        if try consume(UInt8(ascii: "}")) { return true }
+        repeat {
+            let key = try readString()
+            try expect(UInt8(ascii: ":"))
+            guard try member(&self, key) else { return false }
+        } while try consume(UInt8(ascii: ","))
+        try expect(UInt8(ascii: "}"))
+        return true
+    }
+
+    /// Reads an array, each element with `element`; nil when one is refused.
+    mutating func readElements<Element>(_ element: (inout JSONScanner) throws -> Element?) throws -> [Element]? {
+        try expect(UInt8(ascii: "["))
+        var read: [Element] = []
+        if try consume(UInt8(ascii: "]")) { return read }
+        repeat {
+            guard let value = try element(&self) else { return nil }
+            read.append(value)
+        } while try consume(UInt8(ascii: ","))
+        try expect(UInt8(ascii: "]"))
+        return read
+    }
+
+    /// An object value as `JSONObject`, numbers read as Foundation's decoder
+    /// reads them; `.some(nil)` for null, nil for anything else.
+    mutating func readObjectOrNull() throws -> JSONObject?? {
+        switch try readValue().readingWholeNumbersAsIntegers {
+        case .null: return .some(nil)
+        case .object(let object): return .some(object)
+        default: return nil
+        }
+    }
+
+    /// A server time or null (`.some(nil)`); nil for anything else.
+    mutating func readTimestampOrNull() throws -> ServerTimestamp?? {
+        let value = try readValue()
+        if value.isNull { return .some(nil) }
+        guard let text = value.stringValue, ServerTimestamp.parse(text) != nil else { return nil }
+        return .some(ServerTimestamp(rawValue: text))
     }
 }
 
@@ -120,38 +156,28 @@ extension Mutation {
         var baseVersion: Int64?
         var data: JSONObject?
         var deviceTime: ServerTimestamp?
-        try scanner.expect(UInt8(ascii: "{"))
-        if !(try scanner.consume(UInt8(ascii: "}"))) {
-            repeat {
-                let key = try scanner.readString()
-                try scanner.expect(UInt8(ascii: ":"))
-                switch key {
-                case "seq": seq = try scanner.readValue().wholeNumber
-                case "id": id = try scanner.readStringValue().flatMap(UUID.fromWire)
-                case "op": op = try scanner.readStringValue().flatMap(MutationOp.init(rawValue:))
-                case "collection": collection = try scanner.readStringValue()
-                case "uuid": uuid = try scanner.readStringValue().flatMap(UUID.fromWire)
-                case "base_version":
-                    let value = try scanner.readValue()
-                    guard value.isNull || value.wholeNumber != nil else { return nil }
-                    baseVersion = value.wholeNumber
-                case "data":
-                    switch try scanner.readValue().readingWholeNumbersAsIntegers {
-                    case .null: data = nil
-                    case .object(let object): data = object
-                    default: return nil
-                    }
-                case "device_time":
-                    let value = try scanner.readValue()
-                    if value.isNull { continue }
-                    guard let text = value.stringValue, ServerTimestamp.parse(text) != nil else { return nil }
-                    deviceTime = ServerTimestamp(rawValue: text)
-                default: _ = try scanner.skipValue()
-                }
-            } while try scanner.consume(UInt8(ascii: ","))
-            try scanner.expect(UInt8(ascii: "}"))
+        let whole = try scanner.readMembers { scanner, key in
+            switch key {
+            case "seq": seq = try scanner.readValue().wholeNumber
+            case "id": id = try scanner.readStringValue().flatMap(UUID.fromWire)
+            case "op": op = try scanner.readStringValue().flatMap(MutationOp.init(rawValue:))
+            case "collection": collection = try scanner.readStringValue()
+            case "uuid": uuid = try scanner.readStringValue().flatMap(UUID.fromWire)
+            case "base_version":
+                let value = try scanner.readValue()
+                baseVersion = value.wholeNumber
+                return value.isNull || baseVersion != nil
+            case "data":
+                guard case .some(let object) = try scanner.readObjectOrNull() else { return false }
+                data = object
+            case "device_time":
+                guard case .some(let time) = try scanner.readTimestampOrNull() else { return false }
+                deviceTime = time
+            default: _ = try scanner.skipValue()
+            }
+            return true
         }
-        guard let seq, seq > 0, let id, let op, let collection, !collection.isEmpty, let uuid else { return nil }
+        guard whole, let seq, seq > 0, let id, let op, let collection, !collection.isEmpty, let uuid else { return nil }
         switch op {
         case .create, .update: guard data != nil else { return nil }
         case .delete: guard data == nil else { return nil }
@@ -204,49 +230,37 @@ extension MutationResult {
         var originalStatus: MutationStatus?
         var code: String?
         var errors: [String: String]?
-        try scanner.expect(UInt8(ascii: "{"))
-        if !(try scanner.consume(UInt8(ascii: "}"))) {
-            repeat {
-                let key = try scanner.readString()
-                try scanner.expect(UInt8(ascii: ":"))
-                switch key {
-                case "seq": seq = try scanner.readValue().wholeNumber
-                case "id": id = try scanner.readStringValue().flatMap(UUID.fromWire)
-                case "status": status = try scanner.readStringValue().flatMap(MutationStatus.init(rawValue:))
-                case "record":
-                    if try scanner.peek() == UInt8(ascii: "n") {
-                        _ = try scanner.readValue()
-                    } else {
-                        guard let read = try WireRecord.readWire(&scanner) else { return nil }
-                        record = read
-                    }
-                case "original_status":
-                    let value = try scanner.readValue()
-                    if value.isNull { continue }
-                    guard let status = value.stringValue.flatMap(MutationStatus.init(rawValue:)) else { return nil }
-                    originalStatus = status
-                case "code":
-                    let value = try scanner.readValue()
-                    guard value.isNull || value.stringValue != nil else { return nil }
-                    code = value.stringValue
-                case "errors":
-                    switch try scanner.readValue() {
-                    case .null: errors = nil
-                    case .object(let object):
-                        var texts: [String: String] = [:]
-                        for (field, value) in object {
-                            guard let text = value.stringValue else { return nil }
-                            texts[field] = text
-                        }
-                        errors = texts
-                    default: return nil
-                    }
-                default: _ = try scanner.skipValue()
+        let whole = try scanner.readMembers { scanner, key in
+            switch key {
+            case "seq": seq = try scanner.readValue().wholeNumber
+            case "id": id = try scanner.readStringValue().flatMap(UUID.fromWire)
+            case "status": status = try scanner.readStringValue().flatMap(MutationStatus.init(rawValue:))
+            case "record":
+                if try scanner.peek() == UInt8(ascii: "n") { return try scanner.readValue().isNull }
+                record = try WireRecord.readWire(&scanner)
+                return record != nil
+            case "original_status":
+                let value = try scanner.readValue()
+                originalStatus = value.stringValue.flatMap(MutationStatus.init(rawValue:))
+                return value.isNull || originalStatus != nil
+            case "code":
+                let value = try scanner.readValue()
+                code = value.stringValue
+                return value.isNull || code != nil
+            case "errors":
+                switch try scanner.readValue() {
+                case .null: errors = nil
+                case .object(let object):
+                    let texts = object.compactMapValues(\.stringValue)
+                    guard texts.count == object.count else { return false }
+                    errors = texts
+                default: return false
                 }
-            } while try scanner.consume(UInt8(ascii: ","))
-            try scanner.expect(UInt8(ascii: "}"))
+            default: _ = try scanner.skipValue()
+            }
+            return true
         }
-        guard let seq, let id, let status else { return nil }
+        guard whole, let seq, let id, let status else { return nil }
         if status == .applied && record == nil { return nil }
         return MutationResult(seq: seq, id: id, status: status, record: record, originalStatus: originalStatus, code: code, errors: errors)
     }
@@ -265,42 +279,30 @@ extension WireRecord {
         var team: String?
         var data: JSONObject?
         var deviceTime: ServerTimestamp?
-        func timestamp(_ value: JSONValue) -> ServerTimestamp?? {
-            if value.isNull { return .some(nil) }
-            guard let text = value.stringValue, ServerTimestamp.parse(text) != nil else { return nil }
-            return .some(ServerTimestamp(rawValue: text))
+        let whole = try scanner.readMembers { scanner, key in
+            switch key {
+            case "collection": collection = try scanner.readStringValue()
+            case "uuid": uuid = try scanner.readStringValue().flatMap(UUID.fromWire)
+            case "id": id = try scanner.readValue().wholeNumber
+            case "version": version = try scanner.readValue().wholeNumber
+            case "updated_at":
+                guard case .some(.some(let time)) = try scanner.readTimestampOrNull() else { return false }
+                updatedAt = time
+            case "deleted": deleted = try scanner.readValue().boolValue
+            case "owner": owner = try scanner.readStringValue()
+            case "team": team = try scanner.readStringValue()
+            case "data":
+                guard case .some(let object) = try scanner.readObjectOrNull() else { return false }
+                data = object
+            case "device_time":
+                guard case .some(let time) = try scanner.readTimestampOrNull() else { return false }
+                deviceTime = time
+            default: _ = try scanner.skipValue()
+            }
+            return true
         }
-        try scanner.expect(UInt8(ascii: "{"))
-        if !(try scanner.consume(UInt8(ascii: "}"))) {
-            repeat {
-                let key = try scanner.readString()
-                try scanner.expect(UInt8(ascii: ":"))
-                switch key {
-                case "collection": collection = try scanner.readStringValue()
-                case "uuid": uuid = try scanner.readStringValue().flatMap(UUID.fromWire)
-                case "id": id = try scanner.readValue().wholeNumber
-                case "version": version = try scanner.readValue().wholeNumber
-                case "updated_at":
-                    guard case .some(.some(let time)) = timestamp(try scanner.readValue()) else { return nil }
-                    updatedAt = time
-                case "deleted": deleted = try scanner.readValue().boolValue
-                case "owner": owner = try scanner.readStringValue()
-                case "team": team = try scanner.readStringValue()
-                case "data":
-                    switch try scanner.readValue().readingWholeNumbersAsIntegers {
-                    case .null: data = nil
-                    case .object(let object): data = object
-                    default: return nil
-                    }
-                case "device_time":
-                    guard case .some(let time) = timestamp(try scanner.readValue()) else { return nil }
-                    deviceTime = time
-                default: _ = try scanner.skipValue()
-                }
-            } while try scanner.consume(UInt8(ascii: ","))
-            try scanner.expect(UInt8(ascii: "}"))
-        }
-        guard let collection, !collection.isEmpty, let uuid, let id, let version, let updatedAt, let deleted, let owner, let team
+        guard whole, let collection, !collection.isEmpty, let uuid, let id, let version, let updatedAt, let deleted, let owner,
+            let team
         else { return nil }
         if !deleted && data == nil { return nil }
         return WireRecord(
@@ -332,37 +334,24 @@ extension PushResponse {
     public static func readWire(_ bytes: [UInt8]) -> PushResponse? {
         if holdsUnicodeEscape(bytes) { return nil }
         var scanner = JSONScanner(bytes)
+        var results: [MutationResult]?
+        var lastSeq: Int64?
+        var serverTime: ServerTimestamp?
         do {
-            var results: [MutationResult]?
-            var lastSeq: Int64?
-            var serverTime: ServerTimestamp?
-            try scanner.expect(UInt8(ascii: "{"))
-            if !(try scanner.consume(UInt8(ascii: "}"))) {
-                repeat {
-                    let key = try scanner.readString()
-                    try scanner.expect(UInt8(ascii: ":"))
-                    switch key {
-                    case "results":
-                        var read: [MutationResult] = []
-                        try scanner.expect(UInt8(ascii: "["))
-                        if !(try scanner.consume(UInt8(ascii: "]"))) {
-                            repeat {
-                                guard let result = try MutationResult.readWire(&scanner) else { return nil }
-                                read.append(result)
-                            } while try scanner.consume(UInt8(ascii: ","))
-                            try scanner.expect(UInt8(ascii: "]"))
-                        }
-                        results = read
-                    case "last_seq": lastSeq = try scanner.readValue().wholeNumber
-                    case "server_time":
-                        guard let text = try scanner.readStringValue(), ServerTimestamp.parse(text) != nil else { return nil }
-                        serverTime = ServerTimestamp(rawValue: text)
-                    default: _ = try scanner.skipValue()
-                    }
-                } while try scanner.consume(UInt8(ascii: ","))
-                try scanner.expect(UInt8(ascii: "}"))
+            let whole = try scanner.readMembers { scanner, key in
+                switch key {
+                case "results":
+                    results = try scanner.readElements(MutationResult.readWire)
+                    return results != nil
+                case "last_seq": lastSeq = try scanner.readValue().wholeNumber
+                case "server_time":
+                    guard case .some(.some(let time)) = try scanner.readTimestampOrNull() else { return false }
+                    serverTime = time
+                default: _ = try scanner.skipValue()
+                }
+                return true
             }
-            guard scanner.atEnd(), let results, let lastSeq, let serverTime else { return nil }
+            guard whole, scanner.atEnd(), let results, let lastSeq, let serverTime else { return nil }
             return PushResponse(results: results, lastSeq: lastSeq, serverTime: serverTime)
         } catch {
             return nil
