@@ -20,7 +20,6 @@ struct PushService {
     struct Answer {
         var body: [UInt8]
         var statuses: [MutationStatus]
-        var lastSeq: Int64
     }
 
     /// `caller`: the app version and schema the request declared, kept per client.
@@ -99,9 +98,7 @@ struct PushService {
             if let hub, !session.notice.isEmpty { try database.announce(session.notice.payload(origin: hub.origin), in: sql) }
             try hooks?.beforePushCommit?(principal.user)
             notice = session.notice
-            return Answer(
-                body: PushResponse.wireBytes(results: results, lastSeq: lastSeq, serverTime: now), statuses: statuses,
-                lastSeq: lastSeq)
+            return Answer(body: PushResponse.wireBytes(results: results, lastSeq: lastSeq, serverTime: now), statuses: statuses)
         }
     }
 }
