@@ -91,7 +91,7 @@ enum LiveBench {
             let uuid = UUID()
             let mutation = Mutation(
                 seq: Int64(round + 1), id: UUID(), op: .create, collection: "people", uuid: uuid, baseVersion: nil,
-                data: ["name": .string("Round \(round)")])
+                data: Bench.recordObject(round))
             var request = URLRequest(url: base.appendingPathComponent("v1/push"))
             request.httpMethod = "POST"
             request.setValue("Bearer \(writer)", forHTTPHeaderField: "Authorization")
@@ -186,7 +186,8 @@ enum LiveBench {
 
     static func pushRequest(_ base: URL, token: String, client: UUID, seq: Int64, uuid: UUID) throws -> URLRequest {
         let mutation = Mutation(
-            seq: seq, id: UUID(), op: .create, collection: "people", uuid: uuid, baseVersion: nil, data: ["name": .string("Round \(seq)")])
+            seq: seq, id: UUID(), op: .create, collection: "people", uuid: uuid, baseVersion: nil,
+            data: Bench.recordObject(Int(seq)))
         var request = URLRequest(url: base.appendingPathComponent("v1/push"))
         request.httpMethod = "POST"
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")

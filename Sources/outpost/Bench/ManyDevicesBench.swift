@@ -89,7 +89,7 @@ enum ManyDevicesBench {
                     var round = 0
                     while Date() < deadline {
                         round += 1
-                        try await store.create(in: "people", ["name": .string("Capture \(round)")])
+                        try await store.create(in: "people", Bench.recordObject(round))
                         let start = DispatchTime.now().uptimeNanoseconds
                         do {
                             try await engine.sync(timeout: .seconds(60))
