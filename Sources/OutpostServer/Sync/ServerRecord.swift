@@ -21,21 +21,6 @@ struct ServerRecord {
     static let columns =
         "id, collection, uuid, version, updated_at, deleted, owner, team, created_by_user, created_by_client, data, device_time"
 
-    init(_ row: SQLRow) {
-        id = row.int(0)
-        collection = row.string(1)
-        uuid = row.string(2)
-        version = row.int(3)
-        updatedAt = row.string(4)
-        deleted = row.bool(5)
-        owner = row.string(6)
-        team = row.string(7)
-        createdByUser = row.string(8)
-        createdByClient = row.string(9)
-        dataText = row.optionalString(10)
-        deviceTime = row.optionalString(11)
-    }
-
     func data() throws -> JSONObject? {
         try dataText.map { try JSONObject.parseObject($0) }
     }
@@ -45,25 +30,6 @@ struct ServerRecord {
             collection: collection, uuid: UUID.fromWire(uuid) ?? UUID(), id: id, version: version,
             updatedAt: ServerTimestamp(rawValue: updatedAt), deleted: deleted, owner: owner, team: team,
             data: deleted ? nil : try data(), deviceTime: deviceTime.map(ServerTimestamp.init(rawValue:)))
-    }
-
-    /// A record whose parts are known (one just written): no read back.
-    init(
-        id: Int64, collection: String, uuid: String, version: Int64, updatedAt: String, deleted: Bool, owner: String,
-        team: String, createdByUser: String, createdByClient: String, dataText: String?, deviceTime: String?
-    ) {
-        self.id = id
-        self.collection = collection
-        self.uuid = uuid
-        self.version = version
-        self.updatedAt = updatedAt
-        self.deleted = deleted
-        self.owner = owner
-        self.team = team
-        self.createdByUser = createdByUser
-        self.createdByClient = createdByClient
-        self.dataText = dataText
-        self.deviceTime = deviceTime
     }
 
     /// A row selected with `columns`, written as the wire JSON straight from
@@ -111,6 +77,25 @@ struct ServerRecord {
             JSONWriter.writeString(utf8: deviceTime, to: &out)
         }
         out.append(UInt8(ascii: "}"))
+    }
+}
+
+extension ServerRecord {
+    /// A row selected with `columns`. (Declared here so that the memberwise
+    /// initializer stays: a record just written is built from its parts.)
+    init(_ row: SQLRow) {
+        id = row.int(0)
+        collection = row.string(1)
+        uuid = row.string(2)
+        version = row.int(3)
+        updatedAt = row.string(4)
+        deleted = row.bool(5)
+        owner = row.string(6)
+        team = row.string(7)
+        createdByUser = row.string(8)
+        createdByClient = row.string(9)
+        dataText = row.optionalString(10)
+        deviceTime = row.optionalString(11)
     }
 }
 

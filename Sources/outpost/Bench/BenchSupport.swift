@@ -233,6 +233,7 @@ struct BenchSummary: Codable {
     }
 
     var line: String {
-        String(format: "%@ over %d runs: ratio min %.2f, median %.2f, max %.2f; target met in %d", name, runs, ratioMin, ratioMedian, ratioMax, met)
+        "\(name) over \(runs) runs: ratio min " + String(format: "%.2f, median %.2f, max %.2f", ratioMin, ratioMedian, ratioMax)
+            + "; target met in \(met)"
     }
 }
