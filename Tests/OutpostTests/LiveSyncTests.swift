@@ -227,7 +227,9 @@ struct LiveSyncTests {
         #expect(detected < .seconds(8), "dead within two heartbeats (and reconnecting): \(detected)")
         device.transport.set(.passThrough)
         let worker = try rig.device("u-1", name: "worker")
-        try await eventually("live again", timeout: .seconds(10)) {
+        // The dead stream is found again, then a new one opens and gets its
+        // first heartbeat: on a loaded full run that took longer than 10 s.
+        try await eventually("live again", timeout: Self.firstLive) {
             if device.transport.streamsOpened < 3 { return false }
             return await device.engine.currentStatus.live == .live
         }
