@@ -23,6 +23,45 @@ struct SettlementTests {
         #expect(try await store.outboxEntries().isEmpty)
     }
 
+    /// A confirmation with nothing else queued takes the server's copy whole
+    /// (its data as the server stored it, its device time, owner and team);
+    /// one with an edit made while the push was out keeps that edit, pending,
+    /// conditioned on the version the push produced.
+    @Test func confirmationAdoptsTheServersCopyUnlessAnEditWaits() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let server = ScriptedServer()
+        let quiet = try await store.create(Person(name: "Ana"))
+        let edited = try await store.create(Person(name: "Bea"))
+        let batch = try #require(try await store.takePushBatch())
+        try await store.update(Person.self, edited) { $0.phone = "555" }
+        var answer = server.answer(batch)
+        for index in answer.results.indices {
+            // The server stores what it was sent in its own form: a field it adds, the writer's time.
+            answer.results[index].record?.data?["section"] = 7
+            answer.results[index].record?.deviceTime = ServerTimestamp(rawValue: "2026-11-29T09:59:00.000000Z")
+        }
+        let settlement = try await store.settle(batch, with: answer)
+        #expect(Set(settlement.confirmed.map(\.uuid)) == [quiet, edited])
+
+        let adopted = try #require(try await store.get(Person.self, quiet))
+        #expect(adopted.syncState == .synced)
+        #expect(adopted.value == Person(name: "Ana", section: 7), "the server's copy, with the field it added")
+        #expect(adopted.serverID == server.records[quiet]?.id)
+        #expect(adopted.serverVersion == server.records[quiet]?.version)
+        #expect(adopted.serverUpdatedAt?.rawValue == "2026-11-29T10:00:00.123456Z")
+        #expect(adopted.deviceTime == ServerTimestamp(rawValue: "2026-11-29T09:59:00.000000Z").date)
+        #expect(adopted.owner == "u-1" && adopted.team == "t-1")
+
+        let kept = try #require(try await store.get(Person.self, edited))
+        #expect(kept.syncState == .pending, "the edit made meanwhile still has to go")
+        #expect(kept.value == Person(name: "Bea", phone: "555"), "the local edit stays visible")
+        #expect(kept.serverVersion == server.records[edited]?.version)
+        let waiting = try await store.outboxEntries()
+        #expect(waiting.map(\.op) == [.update])
+        #expect(waiting.first?.baseVersion == server.records[edited]?.version, "conditioned on the version the push produced")
+    }
+
     @Test func conflictKeepsTheServerCopyAndReportsTheLostEdit() async throws {
         let fixture = try StoreFixture()
         let store = fixture.store

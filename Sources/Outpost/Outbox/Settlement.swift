@@ -148,6 +148,7 @@ extension Outbox {
 
     /// The server holds the change: adopt its id, version and time.
     private func confirm(_ entry: OutboxEntry, record: WireRecord?) throws {
+        if try adoptConfirmedCopy(entry, record) { return }
         guard var row = try tables.load(entry.record.collection, entry.record.uuid) else { return }
         let remaining = try queuedRows(for: entry.record)
         if entry.op == .delete || record?.deleted == true {
@@ -194,6 +195,32 @@ extension Outbox {
             row.baseVersion = row.serverVersion
         }
         try tables.save(row)
+    }
+
+    /// The common confirmation, in one statement: a create or update the
+    /// server applied, answered with its record, of a live row with nothing
+    /// else queued. The row becomes the server's copy, as the general path
+    /// below would leave it, without being read, parsed and written back
+    /// whole. Returns false (nothing written) when the row has other entries
+    /// queued, is deleted here or is absent: the general path decides those.
+    private func adoptConfirmedCopy(_ entry: OutboxEntry, _ record: WireRecord?) throws -> Bool {
+        guard entry.op != .delete, let record, !record.deleted, let data = record.data else { return false }
+        let collection = entry.record.collection
+        let uuid = entry.record.uuid.wireText
+        let written = try connection.run(
+            """
+            UPDATE "\(collection)" SET on_server = 1, server_id = ?1, server_version = ?2, server_updated_at = ?3,
+                device_time = coalesce(?4, device_time), owner = ?5, team = ?6, data = ?7,
+                sync_state = 'synced', base_version = NULL, rejection_json = NULL
+            WHERE uuid = ?8 AND deleted = 0
+                AND NOT EXISTS (SELECT 1 FROM outbox WHERE collection = ?9 AND record_uuid = ?8)
+            """,
+            [
+                .integer(record.id), .integer(record.version), .text(record.updatedAt.rawValue), .text(record.deviceTime?.rawValue),
+                .text(record.owner), .text(record.team), try tables.payloads.stored(try data.jsonText()), .text(uuid),
+                .text(collection),
+            ])
+        return written == 1
     }
 
     /// The server copy prevails; the lost edit goes into a conflict report.

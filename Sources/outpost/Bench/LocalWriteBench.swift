@@ -48,6 +48,8 @@ enum LocalWriteBench {
         // Made before the clock starts, as the baseline's texts are.
         let people = (0..<operations).map(Person.init)
         var latencies: [Double] = []
+        var createLatencies: [Double] = []
+        var updateLatencies: [Double] = []
         var created: [UUID] = []
         for index in 0..<operations {
             let start = DispatchTime.now().uptimeNanoseconds
@@ -57,7 +59,9 @@ enum LocalWriteBench {
                 let target = created[index % created.count]
                 try await store.update(Person.self, target) { $0.phone = "556-\(index)" }
             }
-            latencies.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+            let latency = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+            latencies.append(latency)
+            if index % 2 == 0 { createLatencies.append(latency) } else { updateLatencies.append(latency) }
         }
         await store.close()
         let p99 = Bench.percentile(latencies, 99)
@@ -69,6 +73,8 @@ enum LocalWriteBench {
         result.details = [
             "operations": Double(operations), "p50_ms": Bench.percentile(latencies, 50) * 1000,
             "baseline_p50_ms": Bench.percentile(baseline, 50) * 1000,
+            "create_p50_ms": Bench.percentile(createLatencies, 50) * 1000, "create_p99_ms": Bench.percentile(createLatencies, 99) * 1000,
+            "update_p50_ms": Bench.percentile(updateLatencies, 50) * 1000, "update_p99_ms": Bench.percentile(updateLatencies, 99) * 1000,
         ]
         return result
     }
