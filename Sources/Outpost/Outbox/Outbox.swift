@@ -23,10 +23,21 @@ final class Outbox {
     let ids: any IDGenerator
     let clock: any WallClock
 
-    /// Entries of the push this process is waiting on. While it is set no
-    /// other batch is handed out: a later seq reaching the server before an
-    /// earlier one would make the earlier one look like a duplicate.
-    var inFlight: PushBatch?
+    /// Batches handed out and not yet settled, released or given back, in
+    /// the order they go to the server: the push this process is waiting on,
+    /// and at most one taken while it was out (`takeBatch(after:)`), sent
+    /// only once the first is answered. No other batch is handed out
+    /// meanwhile: a later seq reaching the server before an earlier one would
+    /// make the earlier one look like a duplicate.
+    var leases: [PushBatch] = []
+
+    /// The push this process is waiting on (the first lease).
+    var inFlight: PushBatch? { leases.first }
+
+    func isLeased(_ batch: PushBatch) -> Bool { leases.contains { $0.id == batch.id } }
+
+    /// Forgets a batch's lease (whatever became of it).
+    func dropLease(_ batch: PushBatch) { leases.removeAll { $0.id == batch.id } }
 
     /// `tables`: the store's record tables, which settlement and repairs
     /// update beside the queue in the same transactions.
@@ -246,7 +257,7 @@ final class Outbox {
     }
 
     func summary() throws -> OutboxSummary {
-        let inFlightEntries = Set(inFlight?.entries.map(\.entry) ?? [])
+        let inFlightEntries = Set(leases.flatMap { $0.entries.map(\.entry) })
         var summary = OutboxSummary(pending: 0, sending: 0, awaitingConfirmation: 0, held: 0, rejected: 0)
         // An entry whose last send surely did not arrive is pending, not "checking".
         try connection.forEach("SELECT entry, unknown_outcome FROM outbox") { row in

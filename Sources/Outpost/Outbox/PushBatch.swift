@@ -9,6 +9,9 @@ package struct PushBatch: Sendable, Equatable {
     /// Entries not included because a parent's create was refused.
     public let held: [HeldEntry]
     public let request: PushRequest
+    /// The seqs this hand-out gave entries that had none, so a batch taken
+    /// ahead and never sent can be given back whole (`Outbox.giveBack`).
+    var newSeqs: ClosedRange<Int64>? = nil
 
     /// Entries sent before whose outcome was never learnt; this push resends
     /// them with the same seq.
@@ -63,7 +66,7 @@ extension Outbox {
     /// server does not hold yet) waits, with its record's later changes and
     /// children, until the upload is done.
     func takeBatch(clientID: UUID, limit: Int, maxBytes: Int = .max, waitingFor: Set<String> = []) throws -> PushBatch? {
-        guard inFlight == nil else { return nil }
+        guard leases.isEmpty else { return nil }
         // A damaged entry met while choosing means its record's queue is not
         // what it seemed (a later edit may stand alone): the choice is rolled
         // back, the entry repaired, and the batch chosen again.
@@ -79,8 +82,51 @@ extension Outbox {
 
     private struct DamageFoundWhileChoosing: Error {}
 
+    /// The batch after `lease`, taken while `lease` is on the wire so the
+    /// device has it ready the moment the answer comes (the engine sends it
+    /// only then, and settles `lease` while it is out). It holds what a batch
+    /// taken after settling `lease` could hold and nothing that depends on
+    /// how `lease` ends: no entry of a record `lease` carries (its settlement
+    /// sets their base version) and no child of a create in `lease` (it waits
+    /// for the create to be confirmed). Nil when `lease` is not the only
+    /// batch out, when damage waits for repair, or when nothing can go.
+    func takeBatch(after lease: PushBatch, clientID: UUID, limit: Int, maxBytes: Int = .max, waitingFor: Set<String> = [])
+        throws -> PushBatch?
+    {
+        guard leases.count == 1, leases[0].id == lease.id, tables.damage.all.isEmpty else { return nil }
+        do {
+            return try chooseBatch(clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor, behind: lease)
+        } catch is DamageFoundWhileChoosing {
+            // Rolled back: the next batch is taken the ordinary way, after repair.
+            return nil
+        }
+    }
+
+    /// Gives back a batch taken ahead that never left the device (the push
+    /// before it failed, or the cycle ended first): as if it had never been
+    /// taken. The seqs it gave out are withdrawn, since no server saw them;
+    /// entries that were already sent before keep theirs.
+    func giveBack(_ batch: PushBatch) throws {
+        guard isLeased(batch) else { throw OutboxError.notInFlight }
+        // Dropped even when the update below fails: entries that keep seqs
+        // are resent as they are, which is safe for seqs no server saw.
+        defer { dropLease(batch) }
+        try connection.transaction {
+            if let fresh = batch.newSeqs, try lastSeq() == fresh.upperBound {
+                try connection.run(
+                    "UPDATE outbox SET seq = NULL WHERE seq BETWEEN ? AND ?", [.integer(fresh.lowerBound), .integer(fresh.upperBound)])
+                try setLastSeq(fresh.lowerBound - 1)
+            }
+            for entry in batch.entries {
+                try connection.run(
+                    "UPDATE \"\(entry.record.collection)\" SET sync_state = 'pending' WHERE uuid = ? AND sync_state = 'sending'",
+                    [.text(entry.record.uuid.wireText)])
+            }
+        }
+    }
+
     private func chooseBatch(
-        clientID: UUID, limit: Int, maxBytes: Int, waitingFor: Set<String>, repairing: Bool = true
+        clientID: UUID, limit: Int, maxBytes: Int, waitingFor: Set<String>, repairing: Bool = true, behind lease: PushBatch? = nil
     ) throws -> PushBatch? {
         let limit = max(1, min(limit, PushRequest.maximumMutations))
         var chosen: [OutboxRow] = []
@@ -93,8 +139,11 @@ extension Outbox {
             return true
         }
         var held: [HeldEntry] = []
-        // Records with an entry earlier in the queue that is not in this batch.
-        var blocked: Set<RecordReference> = []
+        // Records with an entry earlier in the queue that is not in this batch
+        // (those of a batch still out, first).
+        var blocked = Set(lease?.entries.map(\.record) ?? [])
+        let out = Set(lease?.entries.map(\.entry) ?? [])
+        var newSeqs: ClosedRange<Int64>?
         // Records with an entry in this batch; a second entry would carry a stale base.
         var included: Set<RecordReference> = []
         // Records whose create is in this batch: children may follow them.
@@ -109,7 +158,7 @@ extension Outbox {
             var lastSeq = try self.lastSeq()
             // Already-sent entries go first, in seq order, and are never skipped:
             // the server must see seqs in increasing order.
-            for row in try rows(where: "seq IS NOT NULL", order: "seq") {
+            for row in try rows(where: "seq IS NOT NULL", order: "seq") where !out.contains(row.entry) {
                 // An already-sent entry left for a later batch means this one
                 // is full, so no new (higher) seq can overtake it.
                 guard fits(row) else {
@@ -160,6 +209,7 @@ extension Outbox {
                 }
                 guard fits(row) else { break }
                 lastSeq += 1
+                newSeqs = (newSeqs?.lowerBound ?? lastSeq)...lastSeq
                 row.seq = lastSeq
                 try connection.run(
                     "UPDATE outbox SET seq = ? WHERE entry = ? AND seq IS NULL", [.integer(lastSeq), .integer(row.entry)])
@@ -175,8 +225,8 @@ extension Outbox {
         guard !batch.isEmpty else { return nil }
         let entries = try batch.map { try $0.entryValue() }
         let request = PushRequest(clientID: clientID, mutations: entries.compactMap { $0.mutation() })
-        let pushBatch = PushBatch(id: ids.next(), entries: entries, held: held, request: request)
-        inFlight = pushBatch
+        let pushBatch = PushBatch(id: ids.next(), entries: entries, held: held, request: request, newSeqs: newSeqs)
+        leases.append(pushBatch)
         return pushBatch
     }
 
@@ -190,10 +240,10 @@ extension Outbox {
     /// Gives back a batch whose push produced no results. Entries keep their
     /// seq and content and are resent first next time; nothing is removed.
     func release(_ batch: PushBatch, failure: PushFailure) throws {
-        guard inFlight?.id == batch.id else { throw OutboxError.notInFlight }
+        guard isLeased(batch) else { throw OutboxError.notInFlight }
         // Ended even when the update below fails: the entries keep their seqs
         // in the database, so a later batch resends them as they are.
-        defer { inFlight = nil }
+        defer { dropLease(batch) }
         try connection.transaction {
             for entry in batch.entries {
                 try connection.run(
@@ -217,7 +267,8 @@ extension Outbox {
 
     static let lastSeqKey = "outbox.last_seq"
 
-    /// The highest seq ever handed out by this client. Never goes backwards.
+    /// The highest seq ever handed out by this client. Never goes backwards
+    /// past a seq that left the device (see `giveBack`).
     func lastSeq() throws -> Int64 {
         try connection.first("SELECT value FROM kv WHERE key = ?", [.text(Self.lastSeqKey)]) { Int64($0.string(0)) }
             .flatMap { $0 } ?? 0

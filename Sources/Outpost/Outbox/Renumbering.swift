@@ -10,8 +10,8 @@ extension Outbox {
     /// batch ends; the next one resends them. No other entry is renumbered:
     /// only this proof makes renumbering safe.
     func renumber(_ batch: PushBatch, seqs: [Int64], serverLastSeq: Int64) throws -> Int {
-        guard inFlight?.id == batch.id else { throw OutboxError.notInFlight }
-        defer { inFlight = nil }
+        guard isLeased(batch) else { throw OutboxError.notInFlight }
+        defer { dropLease(batch) }
         let listed = Set(seqs)
         let carried = Set(batch.entries.compactMap(\.seq))
         guard listed.isSubset(of: carried), !listed.isEmpty else {

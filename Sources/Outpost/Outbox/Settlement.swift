@@ -6,11 +6,11 @@ extension Outbox {
     /// in-flight batch. Each result removes its entry; an entry without a
     /// result keeps its seq and is resent.
     func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
-        guard inFlight?.id == batch.id else { throw OutboxError.notInFlight }
+        guard isLeased(batch) else { throw OutboxError.notInFlight }
         // The lease ends here whatever happens: a settlement that fails (a
         // locked or full disk) rolls back, and the entries, which keep their
         // seqs, are resent and answered `duplicate` with their results.
-        defer { inFlight = nil }
+        defer { dropLease(batch) }
         let results = Dictionary(response.results.map { ($0.seq, $0) }, uniquingKeysWith: { first, _ in first })
         try Self.requireResultsMatch(batch, results)
         var settlement = PushSettlement()

@@ -48,7 +48,7 @@ extension LocalStore {
         attachments.attachedHere = []
         identity.withLock { $0 = newID }
         StoreMarker(databasePath: path).record(newID)
-        outbox.inFlight = nil
+        outbox.leases = []
         captureLimits = nil
         liveCounts = LiveCounts()
         tables.damage.clearAll()

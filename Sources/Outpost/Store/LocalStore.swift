@@ -266,6 +266,29 @@ public actor LocalStore {
         return batch
     }
 
+    /// The push after `lease`, taken while `lease` is on the wire (see
+    /// `Outbox.takeBatch(after:)`); nil when it cannot be taken ahead.
+    package func takePushBatch(after lease: PushBatch, limit: Int, maxBytes: Int = .max) throws -> PushBatch? {
+        try checkOpen()
+        guard
+            let batch = try translatingStorageErrors({
+                let waitingFor = try attachments.anyNotUploaded() ? try attachments.notUploaded() : []
+                return try outbox.takeBatch(after: lease, clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor)
+            })
+        else { return nil }
+        notify(Set(batch.entries.map(\.record.collection)))
+        return batch
+    }
+
+    /// Gives back a push taken ahead that was never sent. Never throws: if
+    /// writing fails, its entries keep the seqs no server saw and go as they are.
+    package func giveBack(_ batch: PushBatch) {
+        guard outbox.isLeased(batch) else { return }
+        try? outbox.giveBack(batch)
+        outbox.dropLease(batch)
+        notify(Set(batch.entries.map(\.record.collection)))
+    }
+
     /// Applies the server's per-mutation results of a push.
     package func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
         try checkOpen()
@@ -299,9 +322,9 @@ public actor LocalStore {
     /// attempt fails too, the batch still stops being in flight, and its
     /// entries, whose seqs are on disk, are resent as they are.
     package func endLease(_ batch: PushBatch, failure: PushFailure) {
-        guard outbox.inFlight?.id == batch.id else { return }
+        guard outbox.isLeased(batch) else { return }
         try? outbox.release(batch, failure: failure)
-        outbox.inFlight = nil
+        outbox.dropLease(batch)
         notify(Set(batch.entries.map(\.record.collection)))
     }
 

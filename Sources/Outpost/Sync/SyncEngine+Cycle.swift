@@ -141,52 +141,110 @@ extension SyncEngine {
         var limit = options.pushBatchSize
         var renumbering = RenumberingBudget()
         var learnt = false
-        while true {
-            guard schedule.isCurrent(generation) else { throw StaleGeneration() }
-            let spent = try await store.entriesWithSpentBudget(options.retry.budget)
-            if !spent.isEmpty {
-                // Refused again and again for reasons no split could pin down:
-                // these entries stop, visibly, and only they do.
-                for entry in spent {
-                    report.rejected += try await store.rejectLocally(
-                        [entry], code: "retry_budget_spent",
-                        message: "Refused \(entry.failures) times: \(entry.lastError ?? "no reason given")")
-                }
-            }
-            // Under the server's published limits once they are known.
-            let published = await store.serverLimits
-            let maxBytes = min(options.pushBatchBytes, published.map { CaptureLimits(limits: $0).batchBytes } ?? .max)
-            let count = min(limit, published?.maxMutations ?? .max)
-            guard let batch = try await store.takePushBatch(limit: count, maxBytes: maxBytes) else { return }
-            report.sent += batch.entries.count
-            await publishStatus()
-            let next = try await leasing(batch) { () async throws -> PushStep in
-                let response: PushResponse
-                do {
-                    let answer = try await client.push(batch.request)
-                    response = answer.body
-                    await record(.answered(latency: answer.latency))
-                } catch let failure as ServerClient.Failure {
-                    await record(failure)
-                    let step = try await refused(batch, failure.failure, renumbering: &renumbering, limit: &limit, report: &report)
-                    if !learnt, case .refused(let body) = failure.failure, Self.narrowable.contains(body.code) {
-                        // Refused whole: the server's limits say how to size what follows.
-                        learnt = true
-                        _ = try? await health()
+        // The push sent the moment the one before it was answered, whose
+        // answer comes next. (The device takes each batch while the one
+        // before is on the wire and settles each while the next is: its own
+        // work overlaps the server's instead of adding to it.)
+        var sending: OutgoingPush?
+        // Some changes went unanswered: the push still out is settled, then the cycle stops.
+        var stopping = false
+        do {
+            while true {
+                // Under the server's published limits once they are known.
+                let published = await store.serverLimits
+                let maxBytes = min(options.pushBatchBytes, published.map { CaptureLimits(limits: $0).batchBytes } ?? .max)
+                let push: OutgoingPush
+                if let carried = sending {
+                    push = carried
+                    sending = nil
+                } else {
+                    if stopping { return }
+                    guard schedule.isCurrent(generation) else { throw StaleGeneration() }
+                    let spent = try await store.entriesWithSpentBudget(options.retry.budget)
+                    if !spent.isEmpty {
+                        // Refused again and again for reasons no split could pin down:
+                        // these entries stop, visibly, and only they do.
+                        for entry in spent {
+                            report.rejected += try await store.rejectLocally(
+                                [entry], code: "retry_budget_spent",
+                                message: "Refused \(entry.failures) times: \(entry.lastError ?? "no reason given")")
+                        }
                     }
-                    return step
+                    let count = min(limit, published?.maxMutations ?? .max)
+                    guard let batch = try await store.takePushBatch(limit: count, maxBytes: maxBytes) else { return }
+                    report.sent += batch.entries.count
+                    await publishStatus()
+                    push = OutgoingPush(batch, client)
                 }
-                guard schedule.isCurrent(generation) else {
-                    // An answer for an abandoned cycle: resent later with the same seqs.
-                    await store.endLease(batch, failure: .unknownOutcome("answer arrived for an older cycle"))
-                    throw StaleGeneration()
+                let batch = push.batch
+                let step = try await leasing(batch) { () async throws -> PushStep in
+                    // The next batch is taken while this one is out (never sent before this one is answered).
+                    let ahead =
+                        stopping
+                        ? nil
+                        : try? await store.takePushBatch(
+                            after: batch, limit: min(limit, published?.maxMutations ?? .max), maxBytes: maxBytes)
+                    let response: PushResponse
+                    do {
+                        let answer = try await push.answer()
+                        response = answer.body
+                        await record(.answered(latency: answer.latency))
+                    } catch let failure as ServerClient.Failure {
+                        if let ahead { await store.giveBack(ahead) }
+                        await record(failure)
+                        let step = try await refused(batch, failure.failure, renumbering: &renumbering, limit: &limit, report: &report)
+                        if !learnt, case .refused(let body) = failure.failure, Self.narrowable.contains(body.code) {
+                            // Refused whole: the server's limits say how to size what follows.
+                            learnt = true
+                            _ = try? await health()
+                        }
+                        return step
+                    } catch {
+                        if let ahead { await store.giveBack(ahead) }
+                        throw error
+                    }
+                    guard schedule.isCurrent(generation) else {
+                        // An answer for an abandoned cycle: resent later with the same seqs.
+                        if let ahead { await store.giveBack(ahead) }
+                        await store.endLease(batch, failure: .unknownOutcome("answer arrived for an older cycle"))
+                        throw StaleGeneration()
+                    }
+                    if let ahead {
+                        report.sent += ahead.entries.count
+                        sending = OutgoingPush(ahead, client)
+                    }
+                    let settlement = try await store.settle(batch, with: response)
+                    report.add(settlement)
+                    await refreshAdoptedOriginals(settlement.adoptedOriginals)
+                    if sending != nil { await publishStatus() }
+                    return settlement.unanswered.isEmpty ? .next : .stop
                 }
-                let settlement = try await store.settle(batch, with: response)
-                report.add(settlement)
-                await refreshAdoptedOriginals(settlement.adoptedOriginals)
-                return settlement.unanswered.isEmpty ? .next : .stop
+                if step == .stop { stopping = true }
             }
-            if next == .stop { return }
+        } catch {
+            // A push still out is abandoned with the cycle: its outcome is
+            // unknown, and its entries are resent with the same seqs.
+            if let sending {
+                sending.task.cancel()
+                await store.endLease(sending.batch, failure: .unknownOutcome("push abandoned: \(error)"))
+            }
+            throw error
+        }
+    }
+
+    /// A push on the wire: its batch and the request.
+    struct OutgoingPush {
+        let batch: PushBatch
+        let task: Task<ServerClient.Answer<PushResponse>, any Error>
+
+        init(_ batch: PushBatch, _ client: ServerClient) {
+            self.batch = batch
+            task = Task { try await client.push(batch.request) }
+        }
+
+        /// Its answer; cancelling the waiter cancels the request.
+        func answer() async throws -> ServerClient.Answer<PushResponse> {
+            try await withTaskCancellationHandler { try await task.value } onCancel: { [task] in task.cancel() }
         }
     }
 

@@ -1,0 +1,87 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostTesting
+import Testing
+
+/// The batch after the one on the wire is taken while it is out, and sent
+/// the moment it is answered: what that batch may hold, and what becomes of
+/// it when the push before it fails.
+@Suite("Push pipeline", .timeLimit(.minutes(5)))
+struct PushPipelineTests {
+    @Test func theBatchTakenAheadHoldsNothingThatDependsOnTheOneOut() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let server = ScriptedServer()
+        let ana = try await store.create(Person(name: "Ana"))
+        let out = try #require(try await store.takePushBatch(limit: 1))
+        #expect(out.entries.map(\.record.uuid) == [ana])
+        // Made while Ana's create is on the wire: an edit of Ana, a visit to
+        // her (a child of the create) and a record of its own.
+        try await store.update(Person.self, ana) { $0.phone = "555" }
+        let visit = try await store.create(Visit(person: ana.wireText, visitedAt: "2026-11-29"))
+        let bea = try await store.create(Person(name: "Bea"))
+
+        #expect(try await store.takePushBatch() == nil, "no ordinary batch while one is out")
+        let ahead = try #require(try await store.takePushBatch(after: out, limit: 10))
+        #expect(ahead.entries.map(\.record.uuid) == [bea], "only what does not wait for Ana's answer")
+        #expect(ahead.entries.map(\.seq) == [out.entries[0].seq! + 1], "seqs in the order the batches go")
+        #expect(try await store.takePushBatch(after: ahead, limit: 10) == nil, "one batch ahead at most")
+
+        _ = try await store.settle(out, with: server.answer(out))
+        _ = try await store.settle(ahead, with: server.answer(ahead))
+        let rest = try #require(try await store.takePushBatch())
+        #expect(rest.entries.map(\.record.uuid) == [ana, visit])
+        #expect(rest.entries[0].baseVersion == server.records[ana]?.version, "the edit is conditioned on what Ana's create produced")
+    }
+
+    @Test func aBatchGivenBackIsAsIfItHadNeverBeenTaken() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let ana = try await store.create(Person(name: "Ana"))
+        let bea = try await store.create(Person(name: "Bea"))
+        let out = try #require(try await store.takePushBatch(limit: 1))
+        let ahead = try #require(try await store.takePushBatch(after: out, limit: 10))
+        #expect(ahead.entries.map(\.seq) == [2])
+        #expect(try await store.get(Person.self, bea)?.syncState == .sending)
+
+        await store.giveBack(ahead)
+        let waiting = try await store.outboxEntries()
+        #expect(waiting.map(\.seq) == [1, nil], "the seq no server saw is withdrawn")
+        #expect(waiting.map(\.attempts) == [0, 0], "a batch never sent is no attempt")
+        #expect(try await store.get(Person.self, bea)?.syncState == .pending)
+        #expect(try await store.outboxSummary().sending == 1, "only the batch on the wire is sending")
+
+        try await store.release(out, failure: .notSent("offline"))
+        let again = try #require(try await store.takePushBatch())
+        #expect(again.entries.map(\.record.uuid) == [ana, bea])
+        #expect(again.entries.map(\.seq) == [1, 2], "the same numbers, in the same order")
+    }
+
+    @Test func aPushThatFailsGivesBackTheBatchBehindItAndTheNextSyncSendsBothInOrder() async throws {
+        let harness = try SyncHarness()
+        var options = SyncOptions()
+        options.pushBatchSize = 2
+        let device = try harness.device("u-1", options: options)
+        var made: [UUID] = []
+        for index in 0..<6 { made.append(try await device.store.create(Person(name: "P\(index)"))) }
+        // The first push is cut after the server processed it; the batch
+        // taken behind it must not go, nor count as an attempt.
+        device.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.self) { try await device.engine.sync() }
+        let waiting = try await device.store.outboxEntries()
+        #expect(waiting.count == 6)
+        #expect(waiting.prefix(2).allSatisfy { $0.seq != nil && $0.attempts == 1 }, "the cut push: outcome unknown")
+        #expect(waiting.dropFirst(2).allSatisfy { $0.seq == nil && $0.attempts == 0 }, "nothing behind it went out")
+        #expect(device.network.delivered(to: "/v1/push").count == 1)
+
+        _ = try await device.engine.sync()
+        #expect(try await device.store.outboxEntries().isEmpty)
+        #expect(Set(try harness.serverRecords().map(\.uuid)) == Set(made.map(\.wireText)))
+        // Every push after the cut went out only once the one before was answered, seqs rising.
+        let seqs = try device.network.delivered(to: "/v1/push").map { request in
+            try WireCoding.decode(PushRequest.self, from: request.body ?? Data()).mutations.map(\.seq)
+        }
+        #expect(seqs == [[1, 2], [1, 2], [3, 4], [5, 6]])
+    }
+}
