@@ -212,6 +212,9 @@ extension SyncEngine {
                     if let ahead {
                         report.sent += ahead.entries.count
                         sending = OutgoingPush(ahead, client)
+                        // Let the request start before the settlement below
+                        // takes the thread (a pool of one thread runs them in turn).
+                        await Task.yield()
                     }
                     let settlement = try await store.settle(batch, with: response)
                     report.add(settlement)
