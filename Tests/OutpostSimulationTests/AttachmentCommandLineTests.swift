@@ -13,8 +13,10 @@ struct AttachmentCommandLineTests {
     @Test func aPhotoWhoseSyncWasKilledMidUploadCompletesWithTheNextSync() async throws {
         let station = try CommandLineTests.Workstation()
         defer { station.stopServer() }
-        // A slow uplink: the upload is still under way when the sync is killed.
-        let proxy = try ChaosProxy(upstreamPort: station.port, mode: .slowUpload(bytesPerSecond: 2_000_000))
+        // A slow uplink: the upload is still under way when the sync is killed
+        // (16 s for the photo: a loaded machine once saw the first megabyte
+        // only after all 8 had gone at 2 MB/s).
+        let proxy = try ChaosProxy(upstreamPort: station.port, mode: .slowUpload(bytesPerSecond: 500_000))
         defer { proxy.stop() }
         let token = try station.server.tokens.issue(user: "ana", role: .field, team: "north", ttl: nil)
         let login = try await station.run(["login", "--server", proxy.url.absoluteString, "--token", token])
