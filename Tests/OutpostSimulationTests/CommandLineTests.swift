@@ -243,4 +243,29 @@ struct CommandLineTests {
         let object = try JSONValue.parse(data).objectValue
         #expect(object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } } == 15)
     }
+
+    /// The download of records whose uuids arrive in no key order (as from
+    /// many devices) brings every record, beside the in-order one.
+    @Test func benchMixedKeysDownloadsEveryRecord() async throws {
+        let station = try Workstation()
+        let json = station.directory.path("bench.json")
+        let result = try await station.run(["bench", "initial-sync", "--quick", "--mixed-keys", "--json", json])
+        #expect(result.status == 0, "\(result.stderr)")
+        let data = try #require(FileManager.default.contents(atPath: json))
+        guard case .array(let results)? = try JSONValue.parse(data).objectValue?["results"] else {
+            Issue.record("no results in \(String(decoding: data, as: UTF8.self))")
+            return
+        }
+        func records(_ name: String) -> Double? {
+            let result = results.first { $0.objectValue?["name"]?.stringValue == name }?.objectValue
+            switch result?["details"]?.objectValue?["records"] {
+            case .int(let value)?: return Double(value)
+            case .double(let value)?: return value
+            default: return nil
+            }
+        }
+        // The 5,000 people, and the catalogs every server seeds.
+        #expect((records("initial-sync") ?? 0) > 5_000)
+        #expect(records("initial-sync-mixed-keys") == records("initial-sync"), "every record of the mixed feed stored")
+    }
 }

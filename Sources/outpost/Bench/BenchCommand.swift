@@ -5,7 +5,7 @@ import OutpostCore
 enum BenchCommand {
     static let help = """
         Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [--quick] [--json FILE]
-                             [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series] [--repeat N]
+                             [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series] [--mixed-keys] [--repeat N]
 
         Runs the benchmarks (all when none is named) and prints each figure, its baseline
         measured in the same run and their ratio. Build in release mode for real figures
@@ -18,6 +18,8 @@ enum BenchCommand {
           --db-latency MS  push on PostgreSQL: milliseconds a proxy adds to each round trip between the
                            servers and the database in the scale-out comparison (default 1, as "1ms" or "1")
           --series         initial-sync at 10k, 50k, 100k and 235k records (for the chart)
+          --mixed-keys     initial-sync also downloads the same records with their uuids in no key
+                           order, as records made on many devices arrive (reported beside the copy)
           --repeat N       run the chosen benchmarks N times in a row, then print each figure's ratio
                            as min / median / max and in how many runs it met its target
           --json FILE      also write the results as JSON
@@ -31,9 +33,10 @@ enum BenchCommand {
     static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments"]
 
     static func run(_ words: [String]) async throws {
-        var arguments = try Arguments(words, flagNames: ["quick", "series"])
+        var arguments = try Arguments(words, flagNames: ["quick", "series", "mixed-keys"])
         let quick = arguments.flag("quick")
         let series = arguments.flag("series")
+        let mixedKeys = arguments.flag("mixed-keys")
         let jsonPath = arguments.option("json")
         let records = try arguments.integer("records", in: 1...5_000_000) ?? (quick ? 5_000 : 235_613)
         let postgres = arguments.option("postgres")
@@ -71,7 +74,10 @@ enum BenchCommand {
                 case "initial-sync":
                     let sizes = series ? [10_000, 50_000, 100_000, records] : [records]
                     for size in sizes {
-                        report(try await InitialSyncBench.run(records: size, postgres: series ? nil : postgres, encrypted: !series).map { result in
+                        report(
+                            try await InitialSyncBench.run(
+                                records: size, postgres: series ? nil : postgres, encrypted: !series, mixedKeys: mixedKeys && !series
+                            ).map { result in
                             var result = result
                             if series { result.name += "-\(size)" }
                             return result

@@ -79,8 +79,21 @@ enum Bench {
     }
 
     /// Fills a fresh server database with `count` people owned by `user`.
-    static func seedServer(_ database: any ServerDatabase, count: Int, user: String, team: String, client: String = "bench", idSeed: UInt64 = 1) throws {
-        let ids = UUIDv7Generator.seeded(idSeed, clock: FixedClock())
+    ///
+    /// Their uuids come from one generator, so the feed (in version order)
+    /// carries them in key order. `mixedKeys` deals the same uuids out in a
+    /// seeded random order instead, as a feed does whose records were made
+    /// on many devices at different times.
+    static func seedServer(
+        _ database: any ServerDatabase, count: Int, user: String, team: String, client: String = "bench", idSeed: UInt64 = 1,
+        mixedKeys: Bool = false
+    ) throws {
+        let generator = UUIDv7Generator.seeded(idSeed, clock: FixedClock())
+        var uuids = (0..<count).map { _ in generator.next().wireText }
+        if mixedKeys {
+            var random = SeededRandom(seed: idSeed)
+            uuids.shuffle(using: &random)
+        }
         let now = ServerTimestamp(Date()).rawValue
         let batch = 500
         var next = 0
@@ -94,7 +107,7 @@ enum Bench {
                     let version = try versions.next()
                     values.append("('people', ?, ?, ?, 0, ?, ?, ?, ?, NULL, ?)")
                     arguments += [
-                        .text(ids.next().wireText), .integer(version), .text(now), .text(user), .text(team), .text(user),
+                        .text(uuids[index]), .integer(version), .text(now), .text(user), .text(team), .text(user),
                         .text(client), .text(recordData(index)),
                     ]
                 }

@@ -14,8 +14,10 @@ enum InitialSyncBench {
     }
 
     /// `encrypted` adds a run of the same download into a store that seals
-    /// every record at rest (AES-256-GCM), to show what encryption costs.
-    static func run(records: Int, postgres: String?, encrypted: Bool = false) async throws -> [BenchResult] {
+    /// every record at rest (AES-256-GCM), to show what encryption costs;
+    /// `mixedKeys` one of the same records whose uuids arrive in no key order
+    /// (see `Bench.seedServer`), against the same copy.
+    static func run(records: Int, postgres: String?, encrypted: Bool = false, mixedKeys: Bool = false) async throws -> [BenchResult] {
         var results: [BenchResult] = []
         let directory = try TemporaryDirectory(prefix: "outpost-bench")
         let serverPath = directory.path("server.sqlite")
@@ -25,13 +27,23 @@ enum InitialSyncBench {
         try Bench.seedServer(database, count: records, user: "bench", team: "t")
         database.close()
         let baseline = try Bench.sqliteCopySeconds(from: serverPath, to: directory.path("copy.sqlite"))
+        let mixedPath = directory.path("server-mixed.sqlite")
+        var mixedToken = token
+        if mixedKeys {
+            let mixed = try SQLiteServerDatabase(path: mixedPath)
+            _ = try SyncServer(database: mixed, config: ServerConfig())
+            mixedToken = try TokenStore(database: mixed).issue(user: "bench", role: .field, team: "t", ttl: nil)
+            try Bench.seedServer(mixed, count: records, user: "bench", team: "t", mixedKeys: true)
+            mixed.close()
+        }
 
         // (result name, server database, whether the device seals what it stores)
         let runs = [("initial-sync", serverPath, false)] + (encrypted ? [("initial-sync-encrypted", serverPath, true)] : [])
+            + (mixedKeys ? [("initial-sync-mixed-keys", mixedPath, false)] : [])
             + (postgres.map { [("initial-sync-postgres", $0, false)] } ?? [])
         for (name, location, seals) in runs {
-            var token = token
-            if location != serverPath {
+            var token = location == mixedPath ? mixedToken : token
+            if location != serverPath && location != mixedPath {
                 let pg = try DatabaseLocation.open(location)
                 _ = try SyncServer(database: pg, config: ServerConfig())
                 let existing = try pg.read { try $0.first("SELECT COUNT(*) FROM records WHERE collection = 'people'")?.int(0) ?? 0 }
