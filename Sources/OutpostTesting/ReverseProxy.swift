@@ -118,7 +118,9 @@ public final class ReverseProxy: Sendable {
     }
 
     private static func waitForListener(port: UInt16, process: SpawnedProcess, what: String, log: String) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        // Starting alone takes milliseconds; a full test run on two busy
+        // cores once kept haproxy and nginx from listening for over 10 s.
+        let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if !process.isRunning {
                 let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
@@ -127,7 +129,7 @@ public final class ReverseProxy: Sendable {
             if canConnect(port: port) { return }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw SpawnedProcess.SpawnError(reason: "\(what) did not listen on port \(port) within 10 seconds")
+        throw SpawnedProcess.SpawnError(reason: "\(what) did not listen on port \(port) within 60 seconds")
     }
 
     private static func canConnect(port: UInt16) -> Bool {

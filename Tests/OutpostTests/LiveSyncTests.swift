@@ -382,7 +382,8 @@ struct LiveSyncTests {
         }
         #expect(ContinuousClock.now - silent < .seconds(8), "within two heartbeats, and a loaded machine's scheduling")
         proxy.mode = .pass
-        try await eventually("live again through a new connection", timeout: .seconds(15)) {
+        // A reconnection after backoff; a loaded full run once took over 15 s.
+        try await eventually("live again through a new connection", timeout: .seconds(45)) {
             await device.engine.currentStatus.live == .live
         }
         let worker = try rig.device("u-1", name: "worker")

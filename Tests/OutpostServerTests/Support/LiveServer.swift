@@ -130,7 +130,8 @@ final class LiveServer: @unchecked Sendable {
     ) async throws -> Response {
         var request = URLRequest(url: URL(string: target, relativeTo: base)!)
         request.httpMethod = method
-        request.timeoutInterval = 30
+        // A long poll is silent until it answers: its wait, plus room for a loaded machine.
+        request.timeoutInterval = target.contains("wait=") ? 120 : 30
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let body {
