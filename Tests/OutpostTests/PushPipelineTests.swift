@@ -53,6 +53,7 @@ struct PushPipelineTests {
         #expect(try await store.outboxSummary().sending == 1, "only the batch on the wire is sending")
 
         try await store.release(out, failure: .notSent("offline"))
+        #expect(try await store.get(Person.self, ana)?.syncState == .pending, "a released batch is no longer sending")
         let again = try #require(try await store.takePushBatch())
         #expect(again.entries.map(\.record.uuid) == [ana, bea])
         #expect(again.entries.map(\.seq) == [1, 2], "the same numbers, in the same order")

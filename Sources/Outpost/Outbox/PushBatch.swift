@@ -117,11 +117,7 @@ extension Outbox {
                     "UPDATE outbox SET seq = NULL WHERE seq BETWEEN ? AND ?", [.integer(fresh.lowerBound), .integer(fresh.upperBound)])
                 try setLastSeq(fresh.lowerBound - 1)
             }
-            for entry in batch.entries {
-                try connection.run(
-                    "UPDATE \"\(entry.record.collection)\" SET sync_state = 'pending' WHERE uuid = ? AND sync_state = 'sending'",
-                    [.text(entry.record.uuid.wireText)])
-            }
+            try stopSending(batch)
         }
     }
 
@@ -256,10 +252,16 @@ extension Outbox {
                         .integer(failure.consumesBudget ? 1 : 0), .text(failure.message),
                         .integer(failure.outcomeUnknown ? 1 : 0), .integer(entry.entry),
                     ])
-                try connection.run(
-                    "UPDATE \"\(entry.record.collection)\" SET sync_state = 'pending' WHERE uuid = ? AND sync_state = 'sending'",
-                    [.text(entry.record.uuid.wireText)])
             }
+            try stopSending(batch)
+        }
+    }
+
+    /// Records of a batch that ended without a settlement show `pending`
+    /// again (a record whose state moved on meanwhile is left alone).
+    func stopSending(_ batch: PushBatch) throws {
+        for entry in batch.entries {
+            try tables.setState(entry.record.collection, entry.record.uuid, .pending, from: .sending)
         }
     }
 

@@ -28,11 +28,7 @@ extension Outbox {
             }
             try setLastSeq(next)
             try resolveDoubtsAfterClientBehind()
-            for entry in batch.entries {
-                try connection.run(
-                    "UPDATE \"\(entry.record.collection)\" SET sync_state = 'pending' WHERE uuid = ? AND sync_state = 'sending'",
-                    [.text(entry.record.uuid.wireText)])
-            }
+            try stopSending(batch)
         }
         return entries.count
     }

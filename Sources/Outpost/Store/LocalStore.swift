@@ -254,26 +254,25 @@ public actor LocalStore {
     /// The next push to send, with seqs written durably; nil while another
     /// push is in flight or when nothing can be sent.
     package func takePushBatch(limit: Int = PushRequest.maximumMutations, maxBytes: Int = .max) throws -> PushBatch? {
-        try checkOpen()
-        guard
-            let batch = try translatingStorageErrors({
-                // A change naming an attachment the server does not hold yet waits for its upload.
-                let waitingFor = try attachments.anyNotUploaded() ? try attachments.notUploaded() : []
-                return try outbox.takeBatch(clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor)
-            })
-        else { return nil }
-        notify(Set(batch.entries.map(\.record.collection)))
-        return batch
+        try taking { waitingFor in
+            try outbox.takeBatch(clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor)
+        }
     }
 
     /// The push after `lease`, taken while `lease` is on the wire (see
     /// `Outbox.takeBatch(after:)`); nil when it cannot be taken ahead.
     package func takePushBatch(after lease: PushBatch, limit: Int, maxBytes: Int = .max) throws -> PushBatch? {
+        try taking { waitingFor in
+            try outbox.takeBatch(after: lease, clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor)
+        }
+    }
+
+    private func taking(_ take: (_ waitingFor: Set<String>) throws -> PushBatch?) throws -> PushBatch? {
         try checkOpen()
         guard
             let batch = try translatingStorageErrors({
-                let waitingFor = try attachments.anyNotUploaded() ? try attachments.notUploaded() : []
-                return try outbox.takeBatch(after: lease, clientID: clientID, limit: limit, maxBytes: maxBytes, waitingFor: waitingFor)
+                // A change naming an attachment the server does not hold yet waits for its upload.
+                try take(try attachments.anyNotUploaded() ? try attachments.notUploaded() : [])
             })
         else { return nil }
         notify(Set(batch.entries.map(\.record.collection)))
@@ -281,11 +280,11 @@ public actor LocalStore {
     }
 
     /// Gives back a push taken ahead that was never sent. Never throws: if
-    /// writing fails, its entries keep the seqs no server saw and go as they are.
+    /// writing fails, the lease still ends, and its entries keep the seqs no
+    /// server saw and go as they are.
     package func giveBack(_ batch: PushBatch) {
         guard outbox.isLeased(batch) else { return }
         try? outbox.giveBack(batch)
-        outbox.dropLease(batch)
         notify(Set(batch.entries.map(\.record.collection)))
     }
 

@@ -114,6 +114,13 @@ struct RecordTables {
             "UPDATE \"\(collection)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
     }
 
+    /// Sets the state only where it is still `expected`.
+    func setState(_ collection: String, _ uuid: UUID, _ state: SyncState, from expected: SyncState) throws {
+        try connection.run(
+            "UPDATE \"\(collection)\" SET sync_state = ? WHERE uuid = ? AND sync_state = ?",
+            [.text(state.rawValue), .text(uuid.wireText), .text(expected.rawValue)])
+    }
+
     /// Every column's value, in `ControlColumn` order.
     private func values(_ row: RecordRow, dataText: String? = nil) throws -> [SQLiteValue] {
         [

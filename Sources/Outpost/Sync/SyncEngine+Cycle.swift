@@ -153,6 +153,7 @@ extension SyncEngine {
                 // Under the server's published limits once they are known.
                 let published = await store.serverLimits
                 let maxBytes = min(options.pushBatchBytes, published.map { CaptureLimits(limits: $0).batchBytes } ?? .max)
+                let count = min(limit, published?.maxMutations ?? .max)
                 let push: OutgoingPush
                 if let carried = sending {
                     push = carried
@@ -170,7 +171,6 @@ extension SyncEngine {
                                 message: "Refused \(entry.failures) times: \(entry.lastError ?? "no reason given")")
                         }
                     }
-                    let count = min(limit, published?.maxMutations ?? .max)
                     guard let batch = try await store.takePushBatch(limit: count, maxBytes: maxBytes) else { return }
                     report.sent += batch.entries.count
                     await publishStatus()
@@ -182,8 +182,7 @@ extension SyncEngine {
                     let ahead =
                         stopping
                         ? nil
-                        : try? await store.takePushBatch(
-                            after: batch, limit: min(limit, published?.maxMutations ?? .max), maxBytes: maxBytes)
+                        : try? await store.takePushBatch(after: batch, limit: count, maxBytes: maxBytes)
                     let response: PushResponse
                     do {
                         let answer = try await push.answer()
