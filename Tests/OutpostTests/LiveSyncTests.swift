@@ -278,13 +278,14 @@ struct LiveSyncTests {
 
     /// Pull to refresh while live: the channel closes for the cycle's
     /// snapshot and reopens after it; the status shows that as connecting,
-    /// never as off and back.
+    /// never as off and back. Every step the status takes is kept, so a
+    /// brief "off" is seen however fast or slow the reader is.
     @Test func aManualSyncWhileLiveNeverShowsTheChannelOff() async throws {
         let rig = try await LiveSyncRig()
         let device = try rig.device("c-1", name: "coordinator", role: .coordinator)
         await device.engine.start()
         try await eventually("live", timeout: Self.firstLive) { await device.engine.currentStatus.live == .live }
-        let updates = await device.engine.statusUpdates()
+        let updates = await device.engine.statusUpdates(keeping: 1_000)
         let seen = Locked<[LiveChannelState]>([])
         let watcher = Task { for await status in updates { seen.withLock { $0.append(status.live) } } }
         defer { watcher.cancel() }

@@ -33,12 +33,14 @@ extension SyncEngine {
     }
 
     /// Closes the live channel: its reads are cancelled and anything it
-    /// still delivers is dropped (its generation is over).
-    func stopLive() {
+    /// still delivers is dropped (its generation is over). The status moves
+    /// straight to `shown`: a channel that closes only to reopen says
+    /// "connecting", and a listener never sees "off" in between.
+    func stopLive(showing shown: LiveChannelState = .off) {
         liveGeneration += 1
         liveSleepingUntil = nil
         tasks.cancelLive()
-        setLive(.off)
+        setLive(shown)
     }
 
     /// The app went to the background: the OS suspends sockets there, so

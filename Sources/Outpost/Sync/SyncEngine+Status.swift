@@ -7,7 +7,14 @@ extension SyncEngine {
 
     /// The status now, then after every change (coalesced to the newest).
     public func statusUpdates() -> AsyncStream<SyncStatus> {
-        let (stream, continuation) = statusListeners.add(newest: 1, ended: listenerEnded)
+        statusUpdates(keeping: 1)
+    }
+
+    /// The status now, then after every change, with up to `newest`
+    /// changes kept for a slow reader: tests see every step the status
+    /// took, not only where it settled.
+    package func statusUpdates(keeping newest: Int) -> AsyncStream<SyncStatus> {
+        let (stream, continuation) = statusListeners.add(newest: newest, ended: listenerEnded)
         continuation.yield(status)
         return stream
     }

@@ -214,9 +214,7 @@ public actor SyncEngine {
         if pulls {
             // The channel closes for the cycle's snapshot and reopens after
             // it: the status says "connecting" meanwhile, not "off" and back.
-            let reopens = tasks.live != nil
-            stopLive()
-            if reopens { setLive(.connecting) }
+            stopLive(showing: tasks.live != nil ? .connecting : .off)
         }
         tasks.cycle = Task { [weak self] in
             guard let self else { return }
