@@ -15,6 +15,10 @@ public final class SQLiteConnection {
     public let path: String
     private var statements: [String: SQLiteStatement] = [:]
     private var isClosed = false
+    /// How the file was opened (a checkpointing connection opens it alike).
+    private let openFlags: Int32
+    private let vfs: String?
+    private var checkpointer: IdleCheckpointer?
 
     /// Opens (creating if needed) a database file in WAL mode.
     ///
@@ -52,6 +56,8 @@ public final class SQLiteConnection {
         }
         self.handle = handle
         self.path = path
+        self.openFlags = flags & ~SQLITE_OPEN_CREATE
+        self.vfs = vfs
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, 5_000)
         do {
@@ -79,8 +85,39 @@ public final class SQLiteConnection {
         guard !isClosed else { return }
         isClosed = true
         statements.removeAll()
+        if let checkpointer {
+            sqlite3_wal_hook(handle, nil, nil)
+            checkpointer.close()
+        }
         sqlite3_close_v2(handle)
     }
+
+    /// Moves WAL checkpoints out of this connection's commits into the
+    /// pauses between them, on a connection and thread of their own
+    /// (``IdleCheckpointer``); under writes without a pause, a commit
+    /// checkpoints once the WAL reaches 16 MB. For a connection that writes
+    /// in WAL mode.
+    public func checkpointWhenIdle() {
+        guard checkpointer == nil, !isClosed else { return }
+        let checkpointer = IdleCheckpointer(path: path, flags: openFlags, vfs: vfs)
+        self.checkpointer = checkpointer
+        // Replaces SQLite's automatic checkpoint, which is itself a WAL hook.
+        sqlite3_wal_hook(
+            handle,
+            { context, database, name, pages in
+                guard let context else { return SQLITE_OK }
+                let checkpointer = Unmanaged<IdleCheckpointer>.fromOpaque(context).takeUnretainedValue()
+                if checkpointer.committed(walPages: pages) {
+                    // Far behind: this commit checkpoints, as SQLite's own would.
+                    sqlite3_wal_checkpoint_v2(database, name, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+                }
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(checkpointer).toOpaque())
+    }
+
+    /// Idle-time checkpoints run so far, and how many failed (nil when
+    /// checkpoints run in commits, SQLite's default).
+    public var backgroundCheckpoints: (completed: Int, failed: Int)? { checkpointer?.runs }
 
     func error(code: Int32, sql: String?) -> SQLiteError {
         SQLiteError(extendedCode: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)

@@ -150,16 +150,20 @@ final class Outbox {
     }
 
     /// Queues a partial update; merges into the last entry when that one was never sent.
+    /// `newDataText` is `newData`'s JSON when the caller wrote it already.
     func enqueueUpdate(
-        _ record: RecordReference, patch: JSONObject, baseVersion: Int64?, newData: JSONObject,
+        _ record: RecordReference, patch: JSONObject, baseVersion: Int64?, newData: JSONObject, newDataText: String? = nil,
         references: [String: String]
     ) throws {
         let parents = Self.parents(of: newData, references)
         if let tail = try queuedRows(for: record).last, tail.seq == nil, let tailData = try tail.data() {
             switch tail.op {
             case .create:
-                // create + update = one create with the merged fields.
-                try rewrite(tail, op: .create, baseVersion: nil, data: tailData.applyingPatch(patch), parents: parents)
+                // create + update = one create with the merged fields: the
+                // record's new data, unless the create held something else.
+                let merged = tailData.applyingPatch(patch)
+                let text = merged == newData ? newDataText : nil
+                try rewrite(tail, op: .create, baseVersion: nil, data: merged, dataText: text, parents: parents)
                 return
             case .update:
                 // update + update = one update keeping the FIRST base_version:
@@ -220,7 +224,8 @@ final class Outbox {
     }
 
     private func rewrite(
-        _ row: OutboxRow, op: MutationOp, baseVersion: Int64?, data: JSONObject?, parents: Set<RecordReference>
+        _ row: OutboxRow, op: MutationOp, baseVersion: Int64?, data: JSONObject?, dataText: String? = nil,
+        parents: Set<RecordReference>
     ) throws {
         precondition(row.seq == nil, "an entry that was sent is never rewritten")
         // New content, new mutation id: a mutation id names one content. A
@@ -234,7 +239,7 @@ final class Outbox {
             """,
             [
                 .text(ids.next().wireText), .text(op.rawValue), .integer(baseVersion),
-                try tables.payloads.stored(try data?.jsonText()), .text(OutboxRow.parentsText(parents)),
+                try tables.payloads.stored(try dataText ?? data?.jsonText()), .text(OutboxRow.parentsText(parents)),
                 .text(ServerTimestamp(clock.now()).rawValue), .integer(row.entry),
             ])
     }

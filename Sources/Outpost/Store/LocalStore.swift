@@ -112,7 +112,12 @@ public actor LocalStore {
             }
             return try StoreMigrator.clientID(connection, ids: ids)
         }
-        if !readOnly { marker.record(clientID) }
+        if !readOnly {
+            marker.record(clientID)
+            // An app's writes come in bursts: the WAL is copied back into
+            // the database file in the pauses, not inside one of the writes.
+            connection.checkpointWhenIdle()
+        }
         let limitsText = try? connection.first("SELECT value FROM kv WHERE key = ?", [.text(Self.limitsKey)]) { $0.string(0) }
         self.captureLimits = (limitsText ?? nil).flatMap { try? WireCoding.decode(HealthResponse.Limits.self, from: Data($0.utf8)) }
             .map(CaptureLimits.init(limits:))
@@ -150,6 +155,10 @@ public actor LocalStore {
         localChangeContinuations.removeAll()
         connection.close()
     }
+
+    /// Checkpoints run in pauses between writes so far, and how many failed
+    /// (nil for a store opened read-only, whose file nobody writes).
+    package var backgroundCheckpoints: (completed: Int, failed: Int)? { connection.backgroundCheckpoints }
 
     func checkOpen() throws {
         if isClosed { throw StoreError.closed }

@@ -96,13 +96,14 @@ struct RecordTables {
     /// SQLITE_CONSTRAINT_PRIMARYKEY.
     private static let primaryKeyConflict: Int32 = 1555
 
-    /// Writes every column of an existing row.
-    func save(_ row: RecordRow) throws {
+    /// Writes every column of an existing row (`dataText`: the data's
+    /// JSON, when the caller already wrote it).
+    func save(_ row: RecordRow, dataText: String? = nil) throws {
         try connection.run(
             """
             UPDATE "\(row.collection)" SET \(ControlColumn.assignments) WHERE uuid = ?1
             """,
-            try values(row))
+            try values(row, dataText: dataText))
     }
 
     func remove(_ collection: String, _ uuid: UUID) throws {

@@ -82,7 +82,10 @@ public final class StoreTransaction {
         let uuid = row.uuid
         let descriptor = try registry.descriptor(collection)
         let newData = row.data.applyingPatch(patch)
-        if let captureLimits { try captureLimits.check(newData, text: try newData.jsonText()) }
+        // The record's new data and a create it folds into carry the same
+        // text: written once.
+        let newText = try newData.jsonText()
+        try captureLimits?.check(newData, text: newText)
         let record = RecordReference(collection: collection, uuid: uuid)
         if row.syncState == .rejected {
             // The person is fixing a refused record: send all of it again.
@@ -103,14 +106,14 @@ public final class StoreTransaction {
             guard !effective.isEmpty else { return }
             if row.baseVersion == nil { row.baseVersion = row.serverVersion }
             try outbox.enqueueUpdate(
-                record, patch: effective, baseVersion: row.serverVersion, newData: newData,
+                record, patch: effective, baseVersion: row.serverVersion, newData: newData, newDataText: newText,
                 references: descriptor.references)
         }
         row.data = newData
         row.localUpdatedAt = now()
         row.deviceTime = ServerTimestamp(clock.now())
         if row.syncState != .sending { row.syncState = .pending }
-        try tables.save(row)
+        try tables.save(row, dataText: newText)
         touched.insert(collection)
     }
 

@@ -24,7 +24,7 @@ public final class UUIDv7Generator: IDGenerator, Sendable {
     private let state: Locked<State>
     private let clock: any WallClock
 
-    public init(clock: any WallClock = SystemWallClock(), random: any RandomNumberGenerator = SystemRandomNumberGenerator()) {
+    public init(clock: any WallClock = SystemWallClock(), random: any RandomNumberGenerator = BufferedSystemRandom()) {
         self.clock = clock
         self.state = Locked(State(random: random))
     }

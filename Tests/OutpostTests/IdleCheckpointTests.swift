@@ -1,0 +1,93 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostSimulation
+import OutpostSQLite
+import OutpostTesting
+import Testing
+
+/// The store copies its WAL back into the database file in the pauses
+/// between writes, on a connection of its own, so an app's write does not
+/// wait for that copy and its syncs; under writes without a pause, or when
+/// the copy fails, the WAL stays bounded.
+@Suite("Checkpoints in the pauses between writes", .timeLimit(.minutes(3)))
+struct IdleCheckpointTests {
+    /// A WAL frame: a page and its 24-byte header.
+    static let frameBytes = 4_096 + 24
+
+    static func open(_ path: String, _ disk: FaultyDisk? = nil) throws -> LocalStore {
+        try LocalStore(
+            path: path, collections: StoreFixture.collections, ids: UUIDv7Generator.seeded(7, clock: SystemWallClock()),
+            vfs: disk?.name)
+    }
+
+    static func walBytes(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
+    }
+
+    /// The rows the database file itself holds, without its WAL: what
+    /// checkpoints copied there.
+    static func rowsInTheFile(_ path: String) throws -> Int {
+        let file = try SQLiteConnection(path: path, readOnly: true, immutable: true)
+        defer { file.close() }
+        return try file.first("SELECT count(*) FROM people") { Int($0.int64(0)) } ?? 0
+    }
+
+    @Test func writesPastTheThresholdAreCopiedIntoTheFileInThePauseAfterThem() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("device.sqlite")
+        let store = try Self.open(path)
+        #expect(await store.backgroundCheckpoints?.completed == 0)
+        // Four pages a create (the record, its index entry, the outbox
+        // entry and its index): 400 creates pass the 1,000-page threshold.
+        for index in 0..<400 { try await store.create(Person(name: "p\(index)")) }
+        try await eventually("a checkpoint ran in the pause") { await store.backgroundCheckpoints?.completed ?? 0 >= 1 }
+        #expect(await store.backgroundCheckpoints?.failed == 0)
+        #expect(try Self.rowsInTheFile(path) > 0, "the checkpoint copied committed records into the database file")
+        await store.close()
+        // The checkpointing connection closed first: the store's own close
+        // was the last and removed the WAL.
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+        #expect(try Self.rowsInTheFile(path) == 400)
+    }
+
+    @Test func aSteadyStreamOfWritesKeepsTheWALBounded() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("device.sqlite")
+        let store = try Self.open(path)
+        var largest = 0
+        for index in 0..<2_500 {
+            try await store.create(Person(name: "p\(index)"))
+            if index % 50 == 0 { largest = max(largest, Self.walBytes(path)) }
+        }
+        largest = max(largest, Self.walBytes(path))
+        // No pause here: the writer checkpoints itself at the backstop
+        // (4,000 pages), so the WAL holds at most that plus one write's pages.
+        #expect(largest <= 4_010 * Self.frameBytes, "WAL reached \(largest) bytes")
+        #expect(try await store.query(Person.self).count == 2_500)
+        await store.close()
+        #expect(try Self.rowsInTheFile(path) == 2_500)
+    }
+
+    /// Checkpoints end with a sync of the database file; a disk that fails
+    /// syncs fails every checkpoint while writes (which do not sync) go on.
+    @Test func checkpointsThatFailLoseNothingAndResumeOnceTheDiskHeals() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("device.sqlite")
+        let disk = FaultyDisk()
+        let store = try Self.open(path, disk)
+        disk.fail(.syncs)
+        for index in 0..<900 { try await store.create(Person(name: "p\(index)")) }
+        try await eventually("a checkpoint failed") { await store.backgroundCheckpoints?.failed ?? 0 >= 1 }
+        #expect(disk.injected > 0)
+        #expect(try await store.query(Person.self).count == 900, "every write was kept")
+        disk.heal()
+        for index in 900..<1_400 { try await store.create(Person(name: "p\(index)")) }
+        try await eventually("a checkpoint ran once the disk healed") { await store.backgroundCheckpoints?.completed ?? 0 >= 1 }
+        #expect(try await store.integrityProblems().isEmpty)
+        await store.close()
+        let reopened = try Self.open(path)
+        #expect(try await reopened.query(Person.self).count == 1_400)
+        await reopened.close()
+    }
+}
