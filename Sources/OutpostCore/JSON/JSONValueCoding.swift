@@ -91,8 +91,8 @@ public enum FieldNaming: Sendable, Equatable {
 /// handed out earlier can still add to its parent.
 private final class EncodedNode {
     var value: JSONValue?
-    var object: [String: EncodedNode]?
-    var array: [EncodedNode]?
+    var object: [String: EncodedChild]?
+    var array: [EncodedChild]?
 
     init(_ value: JSONValue? = nil) { self.value = value }
 
@@ -100,6 +100,21 @@ private final class EncodedNode {
         if let object { return .object(object.mapValues(\.json)) }
         if let array { return .array(array.map(\.json)) }
         return value ?? .object([:])
+    }
+}
+
+/// A container's member: a finished value (a record's fields, nearly
+/// always), or a nested container still being filled in. Finished values
+/// need no node of their own (an allocation per field of every typed write).
+private enum EncodedChild {
+    case value(JSONValue)
+    case node(EncodedNode)
+
+    var json: JSONValue {
+        switch self {
+        case .value(let value): value
+        case .node(let node): node.json
+        }
     }
 }
 
@@ -161,7 +176,7 @@ private struct KeyedValueEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol
     let node: EncodedNode
     let codingPath: [any CodingKey]
 
-    private func set(_ value: JSONValue, _ key: Key) { node.object![key.stringValue] = EncodedNode(value) }
+    private func set(_ value: JSONValue, _ key: Key) { node.object![key.stringValue] = .value(value) }
 
     mutating func encodeNil(forKey key: Key) throws { set(.null, key) }
     mutating func encode(_ value: Bool, forKey key: Key) throws { set(.bool(value), key) }
@@ -183,13 +198,13 @@ private struct KeyedValueEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol
         -> KeyedEncodingContainer<NestedKey>
     {
         let child = EncodedNode()
-        node.object![key.stringValue] = child
+        node.object![key.stringValue] = .node(child)
         return ValueEncoder(node: child, codingPath: codingPath + [key]).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
         let child = EncodedNode()
-        node.object![key.stringValue] = child
+        node.object![key.stringValue] = .node(child)
         return ValueEncoder(node: child, codingPath: codingPath + [key]).unkeyedContainer()
     }
 
@@ -199,7 +214,7 @@ private struct KeyedValueEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol
 
     private func superEncoder(named key: any CodingKey) -> any Encoder {
         let child = EncodedNode()
-        node.object![key.stringValue] = child
+        node.object![key.stringValue] = .node(child)
         return ValueEncoder(node: child, codingPath: codingPath + [key])
     }
 }
@@ -211,29 +226,29 @@ private struct UnkeyedValueEncoder: UnkeyedEncodingContainer {
 
     private var nextKey: PathKey { PathKey(count) }
 
-    mutating func encodeNil() throws { node.array!.append(EncodedNode(.null)) }
+    mutating func encodeNil() throws { node.array!.append(.value(.null)) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        node.array!.append(EncodedNode(try ValueEncoder.box(value, codingPath: codingPath + [nextKey])))
+        node.array!.append(.value(try ValueEncoder.box(value, codingPath: codingPath + [nextKey])))
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
         let child = EncodedNode()
         let path = codingPath + [nextKey]
-        node.array!.append(child)
+        node.array!.append(.node(child))
         return ValueEncoder(node: child, codingPath: path).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
         let child = EncodedNode()
         let path = codingPath + [nextKey]
-        node.array!.append(child)
+        node.array!.append(.node(child))
         return ValueEncoder(node: child, codingPath: path).unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
         let child = EncodedNode()
         let path = codingPath + [nextKey]
-        node.array!.append(child)
+        node.array!.append(.node(child))
         return ValueEncoder(node: child, codingPath: path)
     }
 }
