@@ -20,6 +20,9 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     case clonedDevice = "cloned_device"
     /// The disk fills up for a while: every write fails until space is freed.
     case diskFull = "disk_full"
+    /// The disk fails every sync for a while: the WAL's copies into the
+    /// database file (checkpoints) fail; commits, which do not sync, go on.
+    case syncsFail = "syncs_fail"
     /// One write fails at some step of a later local transaction.
     case ioError = "io_error"
     /// A queued change is damaged on disk.

@@ -95,7 +95,7 @@ public enum Simulation {
         for device in devices { try await device.store.setAttachmentStorageBudget(Self.attachmentBudget) }
         var cursors: [Int: Int64] = [:]
         var mark = 0
-        // Disks that are full, with the operation at which space is freed.
+        // Disks that are full (or fail syncs), with the operation at which they heal.
         var fullUntil: [Int: Int] = [:]
 
         for operation in 0..<config.operations {
@@ -373,10 +373,12 @@ public enum Simulation {
                 trace("cloned as \(clone.name)")
                 result.faults[.clonedDevice, default: 0] += 1
             case 2:
-                device.disk.fail(.writes)
-                trace("disk full")
+                // A full disk, or one whose syncs fail, until a later step.
+                let syncsOnly = random.next() % 3 == 0
+                device.disk.fail(syncsOnly ? .syncs : .writes)
+                trace(syncsOnly ? "syncs fail" : "disk full")
                 fullUntil[index] = operation + 1 + Int(random.next() % 6)
-                result.faults[.diskFull, default: 0] += 1
+                result.faults[syncsOnly ? .syncsFail : .diskFull, default: 0] += 1
             case 3:
                 // One write, somewhere in the next local transactions, fails.
                 let after = Int(random.next() % 12)

@@ -53,7 +53,9 @@ struct NetworkSwitchTests {
         // The name takes 4 s to resolve: the request leaves late, then succeeds.
         device.network.inject(.delay(.seconds(4)))
         let seen = StateLog()
-        let updates = await device.engine.statusUpdates()
+        // Every step the status takes is kept: a brief "degraded" (or
+        // "offline") is seen however slow the reader is.
+        let updates = await device.engine.statusUpdates(keeping: 1_000)
         let watcher = Task { for await status in updates { seen.add(status.connectivity) } }
         defer { watcher.cancel() }
         let sync = Task { try await device.engine.sync() }

@@ -29,6 +29,9 @@ public final class SQLiteServerDatabase: ServerDatabase, @unchecked Sendable {
         }
         lockWaitMilliseconds = lockWait.map { Int32(max(0.001, min($0, 3600)) * 1000) }
         if let lockWaitMilliseconds { writer.setBusyTimeout(milliseconds: lockWaitMilliseconds) }
+        // Pushes come in bursts: the WAL is copied back into the database
+        // file between them rather than inside a push's commit.
+        writer.checkpointWhenIdle()
     }
 
     /// Set on every connection, readers included: a reader can meet the lock too.
