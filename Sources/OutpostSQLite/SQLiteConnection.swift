@@ -108,7 +108,8 @@ public final class SQLiteConnection {
                 guard let context else { return SQLITE_OK }
                 let checkpointer = Unmanaged<IdleCheckpointer>.fromOpaque(context).takeUnretainedValue()
                 if checkpointer.committed(walPages: pages) {
-                    // Far behind: this commit checkpoints, as SQLite's own would.
+                    // No pause came before the WAL reached the backstop: this
+                    // commit checkpoints, as SQLite's own would.
                     sqlite3_wal_checkpoint_v2(database, name, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
                 }
                 return SQLITE_OK
@@ -117,7 +118,7 @@ public final class SQLiteConnection {
 
     /// Idle-time checkpoints run so far, and how many failed (nil when
     /// checkpoints run in commits, SQLite's default).
-    public var backgroundCheckpoints: (completed: Int, failed: Int)? { checkpointer?.runs }
+    public var idleCheckpoints: (completed: Int, failed: Int)? { checkpointer?.runs }
 
     func error(code: Int32, sql: String?) -> SQLiteError {
         SQLiteError(extendedCode: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)

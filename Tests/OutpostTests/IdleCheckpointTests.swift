@@ -37,12 +37,12 @@ struct IdleCheckpointTests {
         let directory = try TemporaryDirectory()
         let path = directory.path("device.sqlite")
         let store = try Self.open(path)
-        #expect(await store.backgroundCheckpoints?.completed == 0)
+        #expect(await store.idleCheckpoints?.completed == 0)
         // Four pages a create (the record, its index entry, the outbox
         // entry and its index): 400 creates pass the 1,000-page threshold.
         for index in 0..<400 { try await store.create(Person(name: "p\(index)")) }
-        try await eventually("a checkpoint ran in the pause") { await store.backgroundCheckpoints?.completed ?? 0 >= 1 }
-        #expect(await store.backgroundCheckpoints?.failed == 0)
+        try await eventually("a checkpoint ran in the pause") { await store.idleCheckpoints?.completed ?? 0 >= 1 }
+        #expect(await store.idleCheckpoints?.failed == 0)
         #expect(try Self.rowsInTheFile(path) > 0, "the checkpoint copied committed records into the database file")
         await store.close()
         // The checkpointing connection closed first: the store's own close
@@ -78,12 +78,12 @@ struct IdleCheckpointTests {
         let store = try Self.open(path, disk)
         disk.fail(.syncs)
         for index in 0..<900 { try await store.create(Person(name: "p\(index)")) }
-        try await eventually("a checkpoint failed") { await store.backgroundCheckpoints?.failed ?? 0 >= 1 }
+        try await eventually("a checkpoint failed") { await store.idleCheckpoints?.failed ?? 0 >= 1 }
         #expect(disk.injected > 0)
         #expect(try await store.query(Person.self).count == 900, "every write was kept")
         disk.heal()
         for index in 900..<1_400 { try await store.create(Person(name: "p\(index)")) }
-        try await eventually("a checkpoint ran once the disk healed") { await store.backgroundCheckpoints?.completed ?? 0 >= 1 }
+        try await eventually("a checkpoint ran once the disk healed") { await store.idleCheckpoints?.completed ?? 0 >= 1 }
         #expect(try await store.integrityProblems().isEmpty)
         await store.close()
         let reopened = try Self.open(path)
