@@ -15,7 +15,7 @@ import CSQLite
 /// machine the checkpoint's syncs stall the writer's own file writes, and
 /// every write made meanwhile is slowed (local-write p99 rose from 2.3x to
 /// 3-4x the bare insert). So the copy waits for a pause: past `threshold`
-/// pages, a checkpoint runs once no commit has come for `idle` (an app's
+/// pages, a checkpoint runs once no commit has come for 50 ms (an app's
 /// writes come in bursts: a form saved, a photo taken). Under a steady
 /// stream (a first download, a bulk import) there is no pause; once the WAL
 /// passes `backstop` pages the writer's own commit checkpoints, as SQLite
@@ -26,8 +26,8 @@ final class IdleCheckpointer: @unchecked Sendable {
     static let threshold: Int32 = 1_000
     /// WAL pages after which the writer checkpoints itself (16 MB of 4 kB pages).
     static let backstop: Int32 = 4_000
-    /// The pause without commits that lets a checkpoint run.
-    static let idle = DispatchTimeInterval.milliseconds(50)
+    /// The pause without commits that lets a checkpoint run (50 ms).
+    static let idleNanoseconds: UInt64 = 50_000_000
 
     private let queue = DispatchQueue(label: "outpost.sqlite.checkpoint")
     private let path: String
@@ -49,16 +49,16 @@ final class IdleCheckpointer: @unchecked Sendable {
     func committed(walPages: Int32) -> Bool {
         if walPages >= Self.backstop { return true }
         guard walPages >= Self.threshold, state.committed(at: DispatchTime.now()) else { return false }
-        queue.asyncAfter(deadline: .now() + Self.idle) { [self] in checkpointWhenIdle() }
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(Self.idleNanoseconds))) { [self] in checkpointWhenIdle() }
         return false
     }
 
-    /// On `queue`: checkpoints if no commit came during the last `idle`,
+    /// On `queue`: checkpoints if no commit came during the last 50 ms,
     /// or looks again once that much time has passed since the last one.
     private func checkpointWhenIdle() {
         guard !isClosed else { return state.finished(ok: nil) }
-        if let wait = state.timeToIdle(now: DispatchTime.now(), idle: Self.idle) {
-            queue.asyncAfter(deadline: .now() + wait) { [self] in checkpointWhenIdle() }
+        if let wait = state.nanosecondsToIdle(now: DispatchTime.now(), idle: Self.idleNanoseconds) {
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(wait))) { [self] in checkpointWhenIdle() }
             return
         }
         if handle == nil { handle = open() }
@@ -117,14 +117,13 @@ private final class CheckpointState: @unchecked Sendable {
         return true
     }
 
-    /// How long until `idle` has passed since the last commit; nil when it has.
-    func timeToIdle(now: DispatchTime, idle: DispatchTimeInterval) -> DispatchTimeInterval? {
+    /// How long until `idle` nanoseconds have passed since the last
+    /// commit; nil when they have.
+    func nanosecondsToIdle(now: DispatchTime, idle: UInt64) -> UInt64? {
         lock.lock()
         defer { lock.unlock() }
-        guard case .milliseconds(let milliseconds) = idle else { return nil }
         let since = now.uptimeNanoseconds &- lastCommit.uptimeNanoseconds
-        let needed = UInt64(milliseconds) * 1_000_000
-        return since >= needed ? nil : .nanoseconds(Int(needed - since))
+        return since >= idle ? nil : idle - since
     }
 
     func finished(ok: Bool?) {

@@ -98,7 +98,7 @@ public final class StoreTransaction {
                         record, patch: fullPatch, baseVersion: row.serverVersion, newData: newData,
                         references: descriptor.references)
                 } else {
-                    try outbox.enqueueCreate(record, data: newData, references: descriptor.references)
+                    try outbox.enqueueCreate(record, data: newData, dataText: newText, references: descriptor.references)
                 }
             }
         } else {

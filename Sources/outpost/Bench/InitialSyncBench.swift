@@ -20,22 +20,20 @@ enum InitialSyncBench {
     static func run(records: Int, postgres: String?, encrypted: Bool = false, mixedKeys: Bool = false) async throws -> [BenchResult] {
         var results: [BenchResult] = []
         let directory = try TemporaryDirectory(prefix: "outpost-bench")
+        // A seeded server database, and a token of its user.
+        func seededServer(_ path: String, mixedKeys: Bool) throws -> String {
+            let database = try SQLiteServerDatabase(path: path)
+            defer { database.close() }
+            _ = try SyncServer(database: database, config: ServerConfig())
+            let token = try TokenStore(database: database).issue(user: "bench", role: .field, team: "t", ttl: nil)
+            try Bench.seedServer(database, count: records, user: "bench", team: "t", mixedKeys: mixedKeys)
+            return token
+        }
         let serverPath = directory.path("server.sqlite")
-        let database = try SQLiteServerDatabase(path: serverPath)
-        _ = try SyncServer(database: database, config: ServerConfig())
-        let token = try TokenStore(database: database).issue(user: "bench", role: .field, team: "t", ttl: nil)
-        try Bench.seedServer(database, count: records, user: "bench", team: "t")
-        database.close()
+        let token = try seededServer(serverPath, mixedKeys: false)
         let baseline = try Bench.sqliteCopySeconds(from: serverPath, to: directory.path("copy.sqlite"))
         let mixedPath = directory.path("server-mixed.sqlite")
-        var mixedToken = token
-        if mixedKeys {
-            let mixed = try SQLiteServerDatabase(path: mixedPath)
-            _ = try SyncServer(database: mixed, config: ServerConfig())
-            mixedToken = try TokenStore(database: mixed).issue(user: "bench", role: .field, team: "t", ttl: nil)
-            try Bench.seedServer(mixed, count: records, user: "bench", team: "t", mixedKeys: true)
-            mixed.close()
-        }
+        let mixedToken = mixedKeys ? try seededServer(mixedPath, mixedKeys: true) : token
 
         // (result name, server database, whether the device seals what it stores)
         let runs = [("initial-sync", serverPath, false)] + (encrypted ? [("initial-sync-encrypted", serverPath, true)] : [])
