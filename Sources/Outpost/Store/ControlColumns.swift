@@ -33,8 +33,7 @@ enum ControlColumn: Int, CaseIterable {
         switch self {
         case .uuid: "TEXT PRIMARY KEY"
         case .serverID, .baseVersion, .serverVersion: "INTEGER"
-        case .syncState:
-            "TEXT NOT NULL CHECK (sync_state IN (\(SyncState.allCases.map { "'\($0.rawValue)'" }.joined(separator: ", "))))"
+        case .syncState: "TEXT NOT NULL \(Self.syncStateCheck)"
         case .serverUpdatedAt, .localUpdatedAt, .rejection, .owner, .team, .deviceTime: "TEXT"
         case .onServer, .deleted: "INTEGER NOT NULL DEFAULT 0"
         case .data: "TEXT NOT NULL"
@@ -53,6 +52,9 @@ enum ControlColumn: Int, CaseIterable {
 
     /// `server_id = ?2, …` for every column but the key (`?1`), for a whole-row update.
     static let assignments = allCases.dropFirst().map { "\($0.name) = ?\($0.rawValue + 1)" }.joined(separator: ", ")
+
+    /// The sync state's constraint, written as `=` tests joined by `OR`.
+    static let syncStateCheck = MembershipCheck(column: "sync_state", values: SyncState.allCases.map(\.rawValue))
 
     /// The column definitions of `CREATE TABLE`.
     static let definitions = allCases.map { "\($0.name) \($0.declaration)" }.joined(separator: ",\n    ")

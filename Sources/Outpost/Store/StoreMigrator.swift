@@ -26,11 +26,14 @@ enum StoreMigrator {
                 try connection.execute(migration)
             }
             try connection.execute("PRAGMA user_version = \(StoreSchema.migrations.count)")
+            try MembershipCheck.upgrade("outbox", checks: [StoreSchema.outboxOpCheck], in: connection)
+            try MembershipCheck.upgrade("blobs", checks: [StoreSchema.blobUploadCheck], in: connection)
             // A store whose payloads are sealed opens only with its cipher.
             let marked = try connection.first("SELECT value FROM kv WHERE key = ?", [.text(sealedKey)]) { $0.string(0) } == "1"
             if marked && !sealed { throw StoreError.encrypted }
             for descriptor in collections {
                 try connection.execute(StoreSchema.collectionTable(descriptor.name))
+                try MembershipCheck.upgrade(descriptor.name, checks: [ControlColumn.syncStateCheck], in: connection)
                 var columns = Set(try connection.query("PRAGMA table_info(\"\(descriptor.name)\")") { $0.string(1) })
                 for added in addedColumns where !columns.contains(added.name) {
                     try connection.execute("ALTER TABLE \"\(descriptor.name)\" ADD COLUMN \(added.name) \(added.type)")

@@ -39,7 +39,7 @@ enum StoreSchema {
             mutation_id TEXT NOT NULL,
             collection  TEXT NOT NULL,
             record_uuid TEXT NOT NULL,
-            op          TEXT NOT NULL CHECK (op IN ('create', 'update', 'delete')),
+            op          TEXT NOT NULL \(outboxOpCheck),
             base_version INTEGER,
             data        TEXT,
             parents     TEXT NOT NULL DEFAULT '',
@@ -98,7 +98,7 @@ enum StoreSchema {
             sha256         TEXT PRIMARY KEY,
             size           INTEGER NOT NULL,
             content_type   TEXT NOT NULL,
-            upload         TEXT CHECK (upload IN ('waiting', 'uploading', 'uploaded', 'failed')),
+            upload         TEXT \(blobUploadCheck),
             uploaded_bytes INTEGER NOT NULL DEFAULT 0,
             attempts       INTEGER NOT NULL DEFAULT 0,
             failures       INTEGER NOT NULL DEFAULT 0,
@@ -109,6 +109,12 @@ enum StoreSchema {
         ) WITHOUT ROWID;
         """,
     ]
+
+    /// The fixed tables' membership checks (`MembershipCheck`: not `IN`,
+    /// which SQLite evaluates slowly). Stores made before hold the `IN`
+    /// form; `StoreMigrator` rebuilds those tables once.
+    static let outboxOpCheck = MembershipCheck(column: "op", values: ["create", "update", "delete"])
+    static let blobUploadCheck = MembershipCheck(column: "upload", values: ["waiting", "uploading", "uploaded", "failed"])
 
     /// The table of one collection. `uuid` is made on the device and is the
     /// key everywhere; `on_server` records that the server is known to hold
