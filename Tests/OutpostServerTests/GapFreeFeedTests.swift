@@ -84,6 +84,44 @@ struct GapFreeFeedTests {
         stream.close()
     }
 
+    /// Transaction ids belong to the whole PostgreSQL cluster. A long
+    /// transaction of another application, in another database of the same
+    /// cluster, must not hold this feed back (devices would see nothing new
+    /// for as long as it runs); one in this server's own database still does.
+    @Test func aTransactionInAnotherDatabaseOfTheClusterDoesNotHoldTheFeedBack() async throws {
+        let first = try LiveServer(.postgres)
+        let server = try Self.impatient(first)
+        let writer = try first.token("f-1")
+        let reader = try first.token("admin-1", .admin)
+        func connect(_ url: String) throws -> PostgresConnection {
+            try PostgresConnection(url: url, redactedURL: "a test database", timeouts: .sharedTestDatabase, failureKind: .failure)
+        }
+        // Creating a table gives the transaction an id, as any write does.
+        let elsewhere = try connect(try Backend.makePostgresDatabase())
+        defer { elsewhere.rollback(); elsewhere.finish() }
+        try elsewhere.command("BEGIN")
+        try elsewhere.command("CREATE TABLE another_application (id integer)")
+
+        let device = TestDevice()
+        _ = try await first.push(device.request(device.mutation(.create, data: ["name": "Ana"])), token: writer)
+        let page = try await server.get("/v1/pull?collections=people", token: reader).decode(PullResponse.self)
+        #expect(page.changes.compactMap(\.record).map { $0.data?["name"] } == [.string("Ana")],
+                "a transaction in another database held the feed back")
+
+        let here = try connect(first.location)
+        defer { here.finish() }
+        try here.command("BEGIN")
+        try here.command("CREATE TABLE held_here (id integer)")
+        _ = try await first.push(device.request(device.mutation(.create, data: ["name": "Ben"])), token: writer)
+        let held = try await server.get("/v1/pull?collections=people&cursor=\(page.cursor.rawValue)", token: reader)
+            .decode(PullResponse.self)
+        #expect(held.changes.isEmpty, "a change above a transaction running in the same database was handed out")
+        here.rollback()
+        let after = try await server.get("/v1/pull?collections=people&cursor=\(page.cursor.rawValue)", token: reader)
+            .decode(PullResponse.self)
+        #expect(after.changes.compactMap(\.record).map { $0.data?["name"] } == [.string("Ben")])
+    }
+
     /// Three servers, writers committing out of order (long and short
     /// transactions, some rolled back, coordinators editing each other's
     /// records), and a reader tailing each server in small pages.

@@ -35,7 +35,7 @@ struct ReadReplicaTests {
 
         deinit { _ = try? ChildProcess.run(script, ["stop", directory]) }
 
-        /// `location` (a schema of the primary) on the replica.
+        /// `location` (a database of the primary) on the replica.
         func location(of location: String) throws -> String {
             var components = try #require(URLComponents(string: location))
             components.port = port

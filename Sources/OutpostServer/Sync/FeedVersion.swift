@@ -91,6 +91,15 @@ struct FeedVersionBehind: Error, CustomStringConvertible {
 /// back and they never will be. Any transaction that gets an id later gets a
 /// larger one. So a page cut below this bound can never be followed by a
 /// commit below its cursor.
+///
+/// Transaction ids belong to the whole PostgreSQL cluster, not to one
+/// database: a long transaction of another application in another database
+/// of the same cluster would otherwise hold every page back for as long as
+/// it runs, and devices would see nothing new. Running transactions whose
+/// backend is connected to another database are left out of the minimum:
+/// a transaction never changes database, so it cannot write this feed. One
+/// that ended before `pg_stat_activity` was read, or whose database is not
+/// known (a prepared transaction, one replayed on a standby), still counts.
 struct FeedWatermark {
     /// Versions below this are final.
     var bound: Int64
@@ -106,12 +115,22 @@ struct FeedWatermark {
         case .postgres:
             // One round trip, and in the transaction's own snapshot (a
             // REPEATABLE READ transaction keeps the snapshot of its first
-            // statement, which `pg_current_snapshot()` reports).
+            // statement, which `pg_current_snapshot()` reports). The bound
+            // is the oldest running transaction that may write here, or the
+            // snapshot's xmax (one past the newest that ended) when none is.
+            // `NOT IN` over a subquery is hashed: pg_stat_activity is read
+            // once, and only when some transaction is running.
             let row = try sql.first(
                 """
                 SELECT (SELECT value FROM server_state WHERE key = 'purged_through'),
                     (SELECT CAST(value AS BIGINT) FROM server_state WHERE key = 'feed_base')
-                    + (CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS TEXT) AS BIGINT) << \(FeedVersions.shift))
+                    + (CAST(CAST(COALESCE(
+                        (SELECT MIN(running) FROM pg_snapshot_xip(pg_current_snapshot()) AS running
+                         WHERE CAST(running AS xid) NOT IN (
+                            SELECT backend_xid FROM pg_stat_activity
+                            WHERE backend_xid IS NOT NULL
+                                AND datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
+                        pg_snapshot_xmax(pg_current_snapshot())) AS TEXT) AS BIGINT) << \(FeedVersions.shift))
                 """)
             guard let row, let bound = row.optionalInt(1) else {
                 throw DatabaseError(kind: .failure, message: "the feed's base version is missing; migrations did not run")

@@ -21,8 +21,13 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     /// (the README's test command always does).
     static var available: [Backend] { postgresURL == nil ? [.sqlite] : [.sqlite, .postgres] }
 
-    /// A fresh, empty database: a new SQLite file, or a new schema of the
-    /// test PostgreSQL so parallel tests never see each other's rows.
+    /// A fresh, empty database: a new SQLite file, or a new database in the
+    /// test PostgreSQL cluster. A database of its own, not a schema of a
+    /// shared one: the change feed's watermark counts every transaction
+    /// running in the same database, so a test that holds one open on
+    /// purpose would hold back every other test's feed, and a test that
+    /// reads the feed without waiting would see pages cut short by another
+    /// test's writes.
     func makeDatabase(
         in directory: TemporaryDirectory, timeouts: DatabaseTimeouts = .sharedTestDatabase
     ) throws -> (database: any ServerDatabase, location: String) {
@@ -31,15 +36,24 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
             let path = directory.path("server.sqlite")
             return (try SQLiteServerDatabase(path: path), path)
         case .postgres:
-            let base = try #require(Self.postgresURL)
-            let schema = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-            let admin = try PostgresDatabase(url: base, poolSize: 1, timeouts: .sharedTestDatabase)
-            _ = try admin.write { try $0.execute("CREATE SCHEMA \(schema)", []) }
-            admin.close()
-            let separator = base.contains("?") ? "&" : "?"
-            let location = "\(base)\(separator)options=-csearch_path%3D\(schema)"
+            let location = try Self.makePostgresDatabase()
             return (try PostgresDatabase(url: location, poolSize: 4, timeouts: timeouts), location)
         }
+    }
+
+    /// Creates an empty database in the test cluster; returns its URL.
+    static func makePostgresDatabase() throws -> String {
+        let base = try #require(postgresURL)
+        let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+        // CREATE DATABASE cannot run inside a transaction, so not through
+        // PostgresDatabase.write.
+        let admin = try PostgresConnection(
+            url: base, redactedURL: "the test cluster", timeouts: .sharedTestDatabase, failureKind: .failure)
+        defer { admin.finish() }
+        try admin.command("CREATE DATABASE \(name)")
+        var components = try #require(URLComponents(string: base))
+        components.path = "/\(name)"
+        return try #require(components.string)
     }
 }
 
@@ -51,10 +65,11 @@ extension DatabaseTimeouts {
 }
 
 extension Duration {
-    /// Every PostgreSQL test shares one cluster, and some hold a transaction
-    /// open on purpose, which holds back every test's change feed (the
-    /// watermark is the cluster's oldest running transaction): pulls wait
-    /// for it, as a production pull would for its own writers.
+    /// How long a test server's pull waits for changes held back by a
+    /// transaction still running in its database. Tests run ten at a time on
+    /// two cores, where a writer can be descheduled mid-transaction for
+    /// seconds; and some tests hold one open on purpose. Pulls wait for it,
+    /// as a production pull would for its own writers.
     static let sharedTestDatabase = Duration.seconds(20)
 }
 
