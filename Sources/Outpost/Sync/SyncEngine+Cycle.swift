@@ -375,27 +375,45 @@ extension SyncEngine {
         }
     }
 
+    /// Pages of a pull read ahead of the store: three pages of 5,000
+    /// records cover the longest checkpoint seen in a first download.
+    static let pullPagesAhead = 3
+
     private func pullPages(_ generation: UInt64, _ report: inout SyncReport) async throws {
+        let client = self.client
+        let limit = options.pullPageSize
+        func pages(_ target: PullTarget, after cursor: PullCursor?, depth: Int) -> PullPageChain<ServerClient.Answer<RawPullPage>> {
+            PullPageChain(after: cursor, depth: depth, following: { $0.body.hasMore ? $0.body.cursor : nil }) { cursor in
+                try await client.pull(collections: target.collections, cursor: cursor, limit: limit, windowStart: target.windowStart)
+            }
+        }
+        // The first page is asked for while the scope is counted: a first
+        // download (or one after a resync) would otherwise wait a round trip
+        // and the server's count before it. It asks for what the stored
+        // plan (or, before one is chosen, a full download) would; a plan
+        // that differs drops it unread.
+        let expected = try await storedPullTarget()
+        let expectedCursor = try await store.pullState(collections: expected.collections).cursor
+        var chain = pages(expected, after: expectedCursor, depth: 1)
+        defer { chain.cancel() }
         let plan = try await scopePlan(generation)
-        let cursor = try await store.pullState(collections: plan.collections).cursor
+        let cursor = try await store.pullState(collections: plan.target.collections).cursor
+        if plan.target == expected, cursor == expectedCursor {
+            // Pages are requested ahead while the store writes (see PullPageChain).
+            chain.deepen(to: Self.pullPagesAhead)
+        } else {
+            chain.cancel()
+            chain = pages(plan.target, after: cursor, depth: Self.pullPagesAhead)
+        }
         if cursor == nil {
             progress = SyncProgress(done: 0, total: plan.total)
             await publishStatus()
         }
-        // The next page is requested as soon as this one's cursor is known,
-        // so the server builds it while the device stores this one.
-        let client = self.client
-        let limit = options.pullPageSize
-        func request(_ cursor: PullCursor?) -> Task<ServerClient.Answer<RawPullPage>, any Error> {
-            Task { try await client.pull(collections: plan.collections, cursor: cursor, limit: limit, windowStart: plan.windowStart) }
-        }
-        var next = request(cursor)
-        defer { next.cancel() }
         while true {
             guard schedule.isCurrent(generation) else { throw StaleGeneration() }
             let page: RawPullPage
             do {
-                let answer = try await next.value
+                guard let answer = try await chain.next() else { return }
                 page = answer.body
                 await record(.answered(latency: answer.latency))
             } catch let failure as ServerClient.Failure {
@@ -404,7 +422,6 @@ extension SyncEngine {
             }
             // A slow answer from before a newer cycle never overwrites fresher data.
             guard schedule.isCurrent(generation) else { throw StaleGeneration() }
-            if page.hasMore { next = request(page.cursor) }
             let result = try await store.applyPull(page, collections: plan.collections)
             noteFeedPosition(page)
             report.add(result)
@@ -434,6 +451,26 @@ extension SyncEngine {
         var collections: [String]
         var windowStart: ServerTimestamp?
         var total: Int64
+
+        var target: PullTarget { PullTarget(collections: collections, windowStart: windowStart) }
+    }
+
+    /// What a pull asks the server for.
+    struct PullTarget: Equatable {
+        var collections: [String]
+        var windowStart: ServerTimestamp?
+    }
+
+    /// The collections and window of the mode already chosen, or of the
+    /// app's chosen mode, or else of a full download.
+    private func storedPullTarget() async throws -> PullTarget {
+        let mode = try await store.metadata("scope.mode").flatMap(ScopeMode.init(rawValue:)) ?? options.scopeMode
+        let windowStart = try await store.metadata("scope.window_start").map(ServerTimestamp.init(rawValue:))
+        return PullTarget(collections: Self.collections(for: mode, all: store.syncedCollections), windowStart: windowStart)
+    }
+
+    static func collections(for mode: ScopeMode?, all: [String]) -> [String] {
+        mode == .onlineWithCache ? ["catalogs"] : all
     }
 
     private func scopePlan(_ generation: UInt64) async throws -> ScopePlan {
@@ -464,7 +501,7 @@ extension SyncEngine {
             scopeTotals = scope.collections.mapValues(\.count)
             guard schedule.isCurrent(generation) else { throw StaleGeneration() }
         }
-        let collections = mode == .onlineWithCache ? ["catalogs"] : all
+        let collections = Self.collections(for: mode, all: all)
         total = collections.reduce(0) { $0 + (scopeTotals[$1] ?? 0) }
         return ScopePlan(mode: mode ?? .full, collections: collections, windowStart: windowStart, total: total)
     }
