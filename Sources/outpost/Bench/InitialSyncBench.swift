@@ -31,7 +31,10 @@ enum InitialSyncBench {
         }
         let serverPath = directory.path("server.sqlite")
         let token = try seededServer(serverPath, mixedKeys: false)
-        let baseline = try Bench.sqliteCopySeconds(from: serverPath, to: directory.path("copy.sqlite"))
+        // The faster of two copies: the first copy of a process ran up to
+        // twice as slow as the ones after it (0.75-0.90 s against 0.42-0.50 s),
+        // which flattered the first run's ratio.
+        let baseline = try (1...2).map { try Bench.sqliteCopySeconds(from: serverPath, to: directory.path("copy-\($0).sqlite")) }.min()!
         let mixedPath = directory.path("server-mixed.sqlite")
         let mixedToken = mixedKeys ? try seededServer(mixedPath, mixedKeys: true) : token
 
