@@ -105,7 +105,7 @@ public final class URLSessionTransport: SyncTransport {
         let session = request.method == "PUT" ? uploads : self.session
         do {
             let (data, response) = try await withDeadline(request.timeout) { [session, urlRequest] in
-                try await session.data(for: urlRequest)
+                try await session.answer(to: urlRequest)
             }
             guard let http = response as? HTTPURLResponse else { throw TransportError.noAnswer("not an HTTP answer") }
             var headers: [String: String] = [:]
