@@ -5,8 +5,7 @@ import OutpostTesting
 import Testing
 
 /// A pull's pages are requested ahead of the store, one request at a time,
-/// each with the cursor of the answer before it; and a first download asks
-/// for its first page while the scope is still being counted.
+/// each with the cursor of the answer before it.
 @Suite("Pull pages read ahead", .timeLimit(.minutes(2)))
 struct PullPageChainTests {
     /// A page of a fake feed: its number, and whether another follows.
@@ -67,48 +66,5 @@ struct PullPageChainTests {
         await #expect(throws: SyncFailure.noAnswer) { try await chain.next() }
         try await Task.sleep(for: .milliseconds(50))
         #expect(feed.cursorsAsked == [nil, "1", "2", "3"])
-    }
-
-    @Test func aChainStartedOnePageAheadReadsFurtherOnceDeepened() async throws {
-        let feed = Feed(pages: 10)
-        var chain = feed.chain(depth: 1)
-        defer { chain.cancel() }
-        try await eventually("the first page asked for") { feed.cursorsAsked.count == 1 }
-        try await Task.sleep(for: .milliseconds(50))
-        #expect(feed.cursorsAsked == [nil], "one page ahead, and no more, until deepened")
-        chain.deepen(to: 4)
-        try await eventually("four pages asked for ahead") { feed.cursorsAsked.count == 4 }
-        #expect(try await chain.next()?.number == 1)
-    }
-
-    /// The first page goes out while the server is still counting the
-    /// scope: held here until the pull has arrived, which without the early
-    /// request never happens (the wait fails, naming it).
-    @Test func aFirstDownloadAsksForItsFirstPageWhileTheScopeIsCounted() async throws {
-        let harness = try SyncHarness()
-        let field = try harness.device("f-1", name: "field")
-        for index in 0..<30 { try await field.store.create(Person(name: "Person \(index)")) }
-        try await field.engine.sync()
-
-        var options = SyncOptions()
-        options.periodicInterval = nil
-        options.reconnectJitter = .zero
-        options.liveUpdates = false
-        options.pullPageSize = 10
-        let fresh = try harness.device("f-1", name: "second phone", options: options)
-        let scopeHeld = FaultInjectingTransport.Gate()
-        fresh.network.inject(.hold(scopeHeld)) { $0.target.hasPrefix("/v1/scope") }
-        let sync = Task { try await fresh.engine.sync() }
-        try await scopeHeld.waitForArrivals(1)
-        try await eventually("the first page asked for while the scope is held", timeout: .seconds(10)) {
-            !fresh.network.delivered(to: "/v1/pull").isEmpty
-        }
-        scopeHeld.open()
-        let report = try await awaitBounded("the first download finished") { try await sync.value }
-        #expect(report.received == 30 + 18, "every person, and the catalogs")
-        #expect(try await fresh.store.query(Person.self).count == 30)
-        // The early page was the first of the download that followed, not asked again.
-        let pulls = fresh.network.delivered(to: "/v1/pull").map(\.target)
-        #expect(pulls.filter { !$0.contains("cursor=") }.count == 1, "\(pulls)")
     }
 }

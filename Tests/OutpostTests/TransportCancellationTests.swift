@@ -10,8 +10,8 @@ import Testing
 /// Swift's cancellation handler, while the cancelling thread holds the
 /// task's status lock, and waits for the session's queue; that queue may at
 /// the same moment be handing the answer to the same task, which needs the
-/// lock. Both wait for ever. It hung `outpost bench` in a storm of devices
-/// whose pulls were dropped when their scope request failed. Should it come
+/// lock. Both wait for ever. It hung `outpost bench` in a storm of 1,000
+/// devices whose page requests were cancelled as they failed. Should it come
 /// back, the threads of Swift's pool stop and this test cannot report it
 /// itself: `scripts/test` ends the hung run and names this test as the one
 /// that never finished.

@@ -22,7 +22,7 @@ package struct PullPageChain<Page: Sendable> {
     package typealias Following = @Sendable (Page) -> PullCursor?
 
     private var ahead: [Task<Page?, any Error>] = []
-    private var depth: Int
+    private let depth: Int
     private let fetch: Fetch
     private let following: Following
 
@@ -43,13 +43,6 @@ package struct PullPageChain<Page: Sendable> {
         let head = ahead.removeFirst()
         extend()
         return try await head.value
-    }
-
-    /// Reads further ahead from now on (a chain started before its pages
-    /// were known to be wanted reads one).
-    package mutating func deepen(to depth: Int) {
-        self.depth = max(self.depth, depth)
-        extend()
     }
 
     /// Stops every request not yet answered (the cycle ended or failed).

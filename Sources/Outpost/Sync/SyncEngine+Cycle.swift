@@ -380,31 +380,16 @@ extension SyncEngine {
     static let pullPagesAhead = 3
 
     private func pullPages(_ generation: UInt64, _ report: inout SyncReport) async throws {
+        let plan = try await scopePlan(generation)
+        let cursor = try await store.pullState(collections: plan.collections).cursor
+        // Pages are requested ahead while the store writes (see PullPageChain).
         let client = self.client
         let limit = options.pullPageSize
-        func pages(_ target: PullTarget, after cursor: PullCursor?, depth: Int) -> PullPageChain<ServerClient.Answer<RawPullPage>> {
-            PullPageChain(after: cursor, depth: depth, following: { $0.body.hasMore ? $0.body.cursor : nil }) { cursor in
-                try await client.pull(collections: target.collections, cursor: cursor, limit: limit, windowStart: target.windowStart)
-            }
+        var chain = PullPageChain(after: cursor, depth: Self.pullPagesAhead, following: { $0.body.hasMore ? $0.body.cursor : nil }) {
+            cursor in
+            try await client.pull(collections: plan.collections, cursor: cursor, limit: limit, windowStart: plan.windowStart)
         }
-        // The first page is asked for while the scope is counted: a first
-        // download (or one after a resync) would otherwise wait a round trip
-        // and the server's count before it. It asks for what the stored
-        // plan (or, before one is chosen, a full download) would; a plan
-        // that differs drops it unread.
-        let expected = try await storedPullTarget()
-        let expectedCursor = try await store.pullState(collections: expected.collections).cursor
-        var chain = pages(expected, after: expectedCursor, depth: 1)
         defer { chain.cancel() }
-        let plan = try await scopePlan(generation)
-        let cursor = try await store.pullState(collections: plan.target.collections).cursor
-        if plan.target == expected, cursor == expectedCursor {
-            // Pages are requested ahead while the store writes (see PullPageChain).
-            chain.deepen(to: Self.pullPagesAhead)
-        } else {
-            chain.cancel()
-            chain = pages(plan.target, after: cursor, depth: Self.pullPagesAhead)
-        }
         if cursor == nil {
             progress = SyncProgress(done: 0, total: plan.total)
             await publishStatus()
@@ -451,22 +436,6 @@ extension SyncEngine {
         var collections: [String]
         var windowStart: ServerTimestamp?
         var total: Int64
-
-        var target: PullTarget { PullTarget(collections: collections, windowStart: windowStart) }
-    }
-
-    /// What a pull asks the server for.
-    struct PullTarget: Equatable {
-        var collections: [String]
-        var windowStart: ServerTimestamp?
-    }
-
-    /// The collections and window of the mode already chosen, or of the
-    /// app's chosen mode, or else of a full download.
-    private func storedPullTarget() async throws -> PullTarget {
-        let mode = try await store.metadata("scope.mode").flatMap(ScopeMode.init(rawValue:)) ?? options.scopeMode
-        let windowStart = try await store.metadata("scope.window_start").map(ServerTimestamp.init(rawValue:))
-        return PullTarget(collections: Self.collections(for: mode, all: store.syncedCollections), windowStart: windowStart)
     }
 
     static func collections(for mode: ScopeMode?, all: [String]) -> [String] {
