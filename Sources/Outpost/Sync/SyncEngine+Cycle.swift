@@ -438,10 +438,6 @@ extension SyncEngine {
         var total: Int64
     }
 
-    static func collections(for mode: ScopeMode?, all: [String]) -> [String] {
-        mode == .onlineWithCache ? ["catalogs"] : all
-    }
-
     private func scopePlan(_ generation: UInt64) async throws -> ScopePlan {
         let all = store.syncedCollections
         var mode = try await store.metadata("scope.mode").flatMap(ScopeMode.init(rawValue:))
@@ -470,7 +466,7 @@ extension SyncEngine {
             scopeTotals = scope.collections.mapValues(\.count)
             guard schedule.isCurrent(generation) else { throw StaleGeneration() }
         }
-        let collections = Self.collections(for: mode, all: all)
+        let collections = mode == .onlineWithCache ? ["catalogs"] : all
         total = collections.reduce(0) { $0 + (scopeTotals[$1] ?? 0) }
         return ScopePlan(mode: mode ?? .full, collections: collections, windowStart: windowStart, total: total)
     }
