@@ -58,9 +58,9 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
 }
 
 extension DatabaseTimeouts {
-    /// Every PostgreSQL test shares one database, hence one write lock, and
-    /// some hold it on purpose (a writer that commits last): waits there are
-    /// far longer than in production, so tests allow a minute.
+    /// Some tests hold a lock on purpose (a writer that commits last, a
+    /// frozen server), and ten tests share two cores: waits are far longer
+    /// than in production, so tests allow a minute.
     static let sharedTestDatabase = try! DatabaseTimeouts(lock: 60, statement: 120)
 }
 
