@@ -109,6 +109,12 @@ static inline unsigned int outpost_mhd_open_connections(struct MHD_Daemon *daemo
     return info == NULL ? 0 : info->num_connections;
 }
 
+// How long this connection may stay silent from now on (the daemon's
+// connection timeout, for this connection only).
+static inline void outpost_mhd_set_idle_timeout(struct MHD_Connection *connection, unsigned int seconds) {
+    MHD_set_connection_option(connection, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
 // The IPv4 address of the connection's peer as text into `buffer`; 0 when unknown.
 static inline int outpost_mhd_peer_address(struct MHD_Connection *connection, char *buffer, socklen_t length) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);

@@ -26,7 +26,31 @@ final class SpoilingTransport: SyncTransport, Sendable {
     /// Long polls held back (an answer still on its way), and what they will answer.
     private let held = Locked<(holding: Bool, waiting: [CheckedContinuation<Data, Never>])>((false, []))
 
+    /// Until then, every request and stream waits before it is sent, the
+    /// way a server in a reconnect storm answers: late, but it answers.
+    private let stalledUntil = Locked<ContinuousClock.Instant?>(nil)
+
     init(baseURL: URL) { wrapped = URLSessionTransport(baseURL: baseURL) }
+
+    /// For `duration` from now, nothing is answered sooner than the end of
+    /// it; a request whose timeout comes first fails as unanswered.
+    func stall(for duration: Duration) { stalledUntil.withLock { $0 = .now + duration } }
+
+    /// Waits out the stall, or fails at the request's timeout when the stall lasts longer.
+    private func waitOutStall(_ request: TransportRequest) async throws {
+        guard let until = stalledUntil.current, until > .now else { return }
+        let timeout = Duration.milliseconds(Int64(request.timeout * 1000))
+        if .now + timeout < until {
+            try await Task.sleep(for: timeout)
+            throw TransportError.noAnswer("no answer within \(request.timeout) seconds")
+        }
+        try await Task.sleep(until: until)
+    }
+
+    /// Ends every stream open now, as a server does at a stream's maximum duration.
+    func endStreams() {
+        for stream in opened.current { stream.finish() }
+    }
 
     func set(_ mode: Mode) { self.mode.withLock { $0 = mode } }
     var streamsOpened: Int { opened.current.count }
@@ -57,10 +81,12 @@ final class SpoilingTransport: SyncTransport, Sendable {
             let body = await withCheckedContinuation { continuation in held.withLock { $0.waiting.append(continuation) } }
             return TransportResponse(status: 200, headers: ["Content-Type": "application/json"], body: body)
         }
+        try await waitOutStall(request)
         return try await wrapped.send(request)
     }
 
     func openStream(_ request: TransportRequest) async throws -> TransportStream {
+        try await waitOutStall(request)
         let real = try await wrapped.openStream(request)
         let mode = self.mode.current
         let (bytes, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
@@ -207,6 +233,38 @@ struct LiveSyncTests {
         try await worker.engine.sync()
         try await eventually("the change arrived by long poll") { try await coordinator.store.get(Person.self, id) != nil }
         #expect(coordinator.transport.streamsOpened == streamsBefore, "streams are not tried again on that server")
+        await coordinator.engine.stop()
+    }
+
+    @Test func aServerTooBusyToAnswerAStreamInTimeIsNotTakenForABufferingProxy() async throws {
+        let rig = try await LiveSyncRig()
+        var options = SyncOptions.quickLive
+        options.liveFirstEventLimit = .milliseconds(600)
+        let coordinator = try rig.device("c-1", name: "coordinator", role: .coordinator, options: options)
+        let worker = try rig.device("u-1", name: "worker")
+        let statuses = await coordinator.engine.statusUpdates()
+        let seen = Locked<Set<String>>([])
+        let watcher = Task { for await status in statuses { seen.withLock { _ = $0.insert("\(status.live)") } } }
+        defer { watcher.cancel() }
+        await coordinator.engine.start()
+        try await eventually("the stream went live", timeout: Self.firstLive) { await coordinator.engine.currentStatus.live == .live }
+        let streamsBefore = coordinator.transport.streamsOpened
+        seen.withLock { $0.removeAll() }
+
+        // The server answers nothing for 3 s (streams' headers and plain
+        // pulls alike), and the open stream ends: the reconnection meets it.
+        coordinator.transport.stall(for: .seconds(3))
+        coordinator.transport.endStreams()
+        try await eventually("the reconnection met the stall") { !seen.current.isDisjoint(with: ["connecting", "polling"]) }
+        try await eventually("a stream again after the stall", timeout: .seconds(30)) {
+            await coordinator.engine.currentStatus.live == .live && coordinator.transport.streamsOpened > streamsBefore
+        }
+        #expect(!seen.current.contains("polling"), "a slow server is retried with streams, not given long polls for ten minutes")
+
+        let id = try await worker.store.create(Person(name: "After the storm"))
+        try await worker.engine.sync()
+        try await eventually("the change came through the new stream") { try await coordinator.store.get(Person.self, id) != nil }
+        #expect(await coordinator.engine.currentStatus.live == .live)
         await coordinator.engine.stop()
     }
 

@@ -5,8 +5,12 @@ import OutpostCore
 enum LiveEnd: Error {
     /// A newer channel (or a sync cycle's snapshot) replaced this one.
     case stale
-    /// No first event in time: something between buffers streams.
+    /// Streams do not get through to this server: something between
+    /// buffers them, or nothing there serves them.
     case buffered
+    /// No first event (or no headers) in time: a proxy that buffers, or a
+    /// server too busy to answer anyone (`runLive` asks a plain pull which).
+    case silent
     /// No byte for two heartbeat intervals: the socket is open but dead.
     case dead
     /// The device has no cursor yet: a sync cycle takes the snapshot first.
@@ -85,13 +89,31 @@ extension SyncEngine {
         liveLoopsRunning += 1
         defer { liveLoopsRunning -= 1 }
         var attempt = 0
+        var silentStreams = 0
         while !Task.isCancelled, liveGeneration == generation {
             do {
                 if let until = streamsBufferedUntil, clock.now() < until {
                     setLive(.polling)
                     try await pollOnce(generation)
                 } else {
-                    try await streamOnce(generation)
+                    do {
+                        try await streamOnce(generation)
+                        silentStreams = 0
+                    } catch LiveEnd.silent {
+                        // Held back by something between, or a server too
+                        // busy to answer anyone (a reconnect storm after a
+                        // restart, where giving streams up for ten minutes
+                        // would turn each later change into a thousand long
+                        // polls). A plain pull tells which: answered promptly
+                        // twice in a row, only streams are held back.
+                        if try await pullAnswersPromptly(generation) {
+                            silentStreams += 1
+                            if silentStreams >= 2 { throw LiveEnd.buffered }
+                        } else {
+                            silentStreams = 0
+                            throw SyncFailure.noAnswer
+                        }
+                    }
                     // The server ended the stream (its maximum duration):
                     // reconnect from the cursor, a moment later.
                     try await liveSleep(.milliseconds(Int64.random(in: 0...500, using: &random)), generation)
@@ -173,9 +195,8 @@ extension SyncEngine {
             throw LiveEnd.buffered
         } catch let error as TransportError {
             if error.isNotSent { throw SyncFailure.offline }
-            // No headers in time: held back, or no answer at all. Long
-            // polls tell which (they fail too when nothing answers).
-            if case .noAnswer = error { throw LiveEnd.buffered }
+            // No headers in time: held back, or a server too busy to answer.
+            if case .noAnswer = error { throw LiveEnd.silent }
             throw SyncFailure.noAnswer
         }
         guard liveGeneration == generation else { throw LiveEnd.stale }
@@ -219,7 +240,7 @@ extension SyncEngine {
                     watch.withLock { $0 = (generation, clock.now() + step) }
                     try await clock.sleep(for: step)
                     let silent = clock.now() - lastByte.current
-                    if !sawEvent.current && silent >= firstEventLimit { throw LiveEnd.buffered }
+                    if !sawEvent.current && silent >= firstEventLimit { throw LiveEnd.silent }
                     if silent >= heartbeat * 2 { throw LiveEnd.dead }
                 }
             }
@@ -299,6 +320,30 @@ extension SyncEngine {
     private func refreshStatusNow() async {
         statusRefreshPending = false
         await publishStatus()
+    }
+
+    /// Whether the server answers a plain pull within half the first-event
+    /// limit, asked right after a stream said nothing in that limit; its
+    /// page is stored like any. No answer in time is `false`; any other
+    /// failure is thrown.
+    private func pullAnswersPromptly(_ generation: UInt64) async throws -> Bool {
+        let position = try await livePosition()
+        var prober = client
+        prober.timeout = Self.seconds(options.liveFirstEventLimit) / 2
+        let answer: ServerClient.Answer<RawPullPage>
+        do {
+            answer = try await prober.pull(
+                collections: position.collections, cursor: position.cursor, limit: options.pullPageSize,
+                windowStart: position.windowStart)
+        } catch let failure as ServerClient.Failure {
+            if failure.failure == .noAnswer { return false }
+            throw failure.failure
+        }
+        guard liveGeneration == generation else { throw LiveEnd.stale }
+        if !answer.body.changes.isEmpty || answer.body.cursor != position.cursor {
+            try await storeLive(answer.body, generation: generation, collections: position.collections)
+        }
+        return true
     }
 
     /// One long poll: the next page, or an empty one when the wait ran out.

@@ -70,6 +70,7 @@ enum LiveBench {
             engines.append(engine)
         }
         defer { listeners.forEach { $0.cancel() } }
+        FileHandle.standardError.write("TMP engines made at \(Date())\n".data(using: .utf8)!)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for engine in engines { group.addTask { await engine.start() } }
             try await group.waitForAll()
@@ -82,6 +83,9 @@ enum LiveBench {
             try await Task.sleep(for: .milliseconds(50))
         }
 
+        var states: [String: Int] = [:]
+        for engine in engines { states["\(await engine.currentStatus.live)", default: 0] += 1 }
+        FileHandle.standardError.write("TMP live at \(Date()) \(states)\n".data(using: .utf8)!)
         let writer = try server.tokens.issue(user: "writer", role: .field, team: "t-1", ttl: nil)
         let client = UUID()
         var pushTimes: [Double] = []
@@ -110,6 +114,7 @@ enum LiveBench {
             propagation += times.map { Double(Int64($0) - Int64(answered)) / 1e6 }
             try await Task.sleep(for: .milliseconds(20))
         }
+        FileHandle.standardError.write("TMP rounds done at \(Date())\n".data(using: .utf8)!)
         for engine in engines { await engine.stop() }
 
         let p99 = Bench.percentile(propagation, 99)
