@@ -159,6 +159,13 @@ extension SimulatedDevice {
                 trace("live: stream open dropped")
                 network.count(.liveOpenFailed)
                 continuation.resume(throwing: TransportError.noAnswer("no answer to the stream open"))
+            } else if faulty && network.roll(2) == 0 {
+                // A reconnect storm: nothing is answered in time, the
+                // stream's headers nor the plain pull the engine asks next.
+                trace("live: stream open meets a server too busy to answer")
+                network.count(.liveOpenBusy)
+                network.makeBusy(requests: 1)
+                continuation.resume(throwing: TransportError.noAnswer("no answer to the stream open"))
             } else if faulty {
                 trace("live: stream open answered 503")
                 network.count(.liveOpenFailed)

@@ -40,6 +40,11 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     case liveCut = "live_cut"
     /// A stream open (or long poll) gets no answer, or a 503.
     case liveOpenFailed = "live_open_failed"
+    /// A stream open meets a server too busy to answer anyone (a
+    /// reconnect storm): no headers in time, and no answer to the plain
+    /// pull that asks why either. The device tries the stream again after
+    /// a backoff; it must not take the server for a buffering proxy.
+    case liveOpenBusy = "live_open_busy"
     /// An event delivered before is delivered again on a newer stream.
     case liveLateDuplicate = "live_late_duplicate"
     /// A replaced channel's read hands over an event after the snapshot
@@ -71,6 +76,8 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
         var held: [TransportRequest] = []
         var faults: [FaultKind: Int] = [:]
         var requestCount = 0
+        /// Requests still to go unanswered by a server too busy for them.
+        var busyRequests = 0
     }
 
     private let state: Locked<State>
@@ -105,7 +112,10 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
 
     func count(_ kind: FaultKind) { state.withLock { $0.faults[kind, default: 0] += 1 } }
 
-    private func roll(_ bound: UInt64) -> UInt64 { state.withLock { $0.random.next() % bound } }
+    func roll(_ bound: UInt64) -> UInt64 { state.withLock { $0.random.next() % bound } }
+
+    /// The next `count` requests (not the live channel's) get no answer.
+    func makeBusy(requests count: Int) { state.withLock { $0.busyRequests += count } }
 
     /// Delivers requests held back earlier (a late, reordered arrival).
     public func deliverHeld() async {
@@ -126,6 +136,11 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
         if request.target.contains("&wait=") { return try await live.poll(request) }
         state.withLock { $0.requestCount += 1 }
         if isPartitioned { throw TransportError.notSent("partitioned") }
+        let busy = state.withLock { state in
+            defer { state.busyRequests = max(0, state.busyRequests - 1) }
+            return state.busyRequests > 0
+        }
+        if busy { throw TransportError.noAnswer("the server was too busy to answer in time") }
         // Uploads are few and long: they meet faults three times as often.
         let isUpload = request.method == "PUT" && request.target.hasPrefix("/v1/blobs/")
         guard roll(100) < UInt64(min(100, faultRate * (isUpload ? 3 : 1))) else { return try await server.send(request) }

@@ -70,11 +70,11 @@ enum LiveBench {
             engines.append(engine)
         }
         defer { listeners.forEach { $0.cancel() } }
-        FileHandle.standardError.write("TMP engines made at \(Date())\n".data(using: .utf8)!)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for engine in engines { group.addTask { await engine.start() } }
             try await group.waitForAll()
         }
+        let starting = DispatchTime.now().uptimeNanoseconds
         let liveDeadline = Date() + 120
         while Date() < liveDeadline {
             var live = 0
@@ -83,9 +83,18 @@ enum LiveBench {
             try await Task.sleep(for: .milliseconds(50))
         }
 
-        var states: [String: Int] = [:]
-        for engine in engines { states["\(await engine.currentStatus.live)", default: 0] += 1 }
-        FileHandle.standardError.write("TMP live at \(Date()) \(states)\n".data(using: .utf8)!)
+        // How the devices wait when the rounds begin: on a stream, or on
+        // long polls (a stream judged held back), or still without a channel.
+        let secondsToGoLive = Double(DispatchTime.now().uptimeNanoseconds - starting) / 1e9
+        var streaming = 0
+        var polling = 0
+        for engine in engines {
+            switch await engine.currentStatus.live {
+            case .live: streaming += 1
+            case .polling: polling += 1
+            default: break
+            }
+        }
         let writer = try server.tokens.issue(user: "writer", role: .field, team: "t-1", ttl: nil)
         let client = UUID()
         var pushTimes: [Double] = []
@@ -114,7 +123,6 @@ enum LiveBench {
             propagation += times.map { Double(Int64($0) - Int64(answered)) / 1e6 }
             try await Task.sleep(for: .milliseconds(20))
         }
-        FileHandle.standardError.write("TMP rounds done at \(Date())\n".data(using: .utf8)!)
         for engine in engines { await engine.stop() }
 
         let p99 = Bench.percentile(propagation, 99)
@@ -127,8 +135,10 @@ enum LiveBench {
         result.details = [
             "p50_ms": Bench.percentile(propagation, 50), "p99_ms": p99, "max_ms": propagation.max() ?? 0,
             "push_p50_ms": pushP50, "push_p99_ms": Bench.percentile(pushTimes, 99), "devices": Double(devices),
-            "rounds": Double(rounds), "missed": Double(missed),
+            "rounds": Double(rounds), "missed": Double(missed), "devices_on_streams": Double(streaming),
+            "devices_on_long_polls": Double(polling), "seconds_until_every_channel_open": secondsToGoLive,
         ]
+        if streaming < devices { result.notes.append("\(devices - streaming) devices were not on a stream when the rounds began") }
         if missed > 0 { result.notes.append("\(missed) arrivals did not come within 10 s") }
         return result
     }

@@ -35,8 +35,9 @@ enum ServeCommand {
           --connections-per-address N
                                open connections from one client address (default 256, enough for a
                                few hundred phones behind one NAT; "connections_per_address")
-          --idle-timeout S     seconds a connection may stay silent before it is closed (default 10;
-                               "idle_timeout_seconds")
+          --idle-timeout S     seconds a connection may stay silent within a request before it is
+                               closed (default 10; "idle_timeout_seconds"); after an answer it waits
+                               at most 2 s (or this, if shorter) for its next request
           --write-lock rows|schema
                                PostgreSQL: how writes of several servers are kept apart. "rows" (the
                                default): row locks only, writes of different users run in parallel and
