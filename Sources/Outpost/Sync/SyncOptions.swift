@@ -60,9 +60,11 @@ public struct SyncOptions: Sendable {
     /// `heartbeat_seconds`, 15 s by default): no byte for two of these and
     /// the channel is taken for dead.
     public var liveHeartbeat: Duration = .seconds(15)
-    /// How long a new stream may take to deliver its first event before the
-    /// engine decides something in between buffers it (a proxy) and
-    /// long-polls that server instead. Default 10 s.
+    /// How long a new stream may take to deliver its first event. Past it
+    /// the engine asks a plain pull: answered within half this time, twice
+    /// in a row, something in between buffers streams (a proxy) and the
+    /// engine long-polls that server instead; not answered, the server is
+    /// busy and the stream is tried again after a backoff. Default 10 s.
     public var liveFirstEventLimit: Duration = .seconds(10)
     /// How long one long poll waits on the server (at most 60 s). Default 25 s.
     public var longPollWait = 25
