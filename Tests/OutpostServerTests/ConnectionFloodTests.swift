@@ -20,9 +20,7 @@ struct ConnectionFloodTests {
 
     @Test func withoutAPerAddressCapAFloodFromOneAddressStopsEveryoneElse() async throws {
         // The old settings: only a total cap, and a long idle timeout.
-        var config = try ServerConfig()
-        config.connections = try ConnectionLimits(total: 64, perAddress: 64, idleTimeoutSeconds: 30)
-        let live = try LiveServer(.sqlite, config: config)
+        let live = try LiveServer.sqlite(total: 64, perAddress: 64, idleTimeoutSeconds: 30)
         let port = live.http.port
         let http = live.http
         let (held, answered) = try await RawHTTP.onThread {
@@ -37,9 +35,7 @@ struct ConnectionFloodTests {
     }
 
     @Test func withAPerAddressCapOthersAreServedPromptlyAndSilentSocketsAreClosed() async throws {
-        var config = try ServerConfig()
-        config.connections = try ConnectionLimits(total: 64, perAddress: 16, idleTimeoutSeconds: 3)
-        let live = try LiveServer(.sqlite, config: config)
+        let live = try LiveServer.sqlite(total: 64, perAddress: 16, idleTimeoutSeconds: 3)
         let port = live.http.port
         let http = live.http
         let (held, answered, closed) = try await RawHTTP.onThread {
@@ -116,7 +112,23 @@ final class HalfSentFlood {
 
     /// How long after opening each socket the server closed it (EOF or reset); sockets still open after `seconds` are left out.
     func closedByServer(within seconds: Int) -> [Duration] {
-        let deadline = opened + .seconds(seconds)
+        HostileSocket.closings(of: sockets, since: opened, until: opened + .seconds(seconds))
+    }
+
+    func close() {
+        for fd in sockets { Glibc.close(fd) }
+        sockets = []
+    }
+
+    deinit { close() }
+}
+
+extension HostileSocket {
+    /// How long after `start` the server closed each of `sockets` (EOF or
+    /// reset), watched until `deadline`; sockets still open then are left out.
+    static func closings(of sockets: [Int32], since start: ContinuousClock.Instant, until deadline: ContinuousClock.Instant)
+        -> [Duration]
+    {
         var closed: [Duration] = []
         var open = sockets
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -128,7 +140,7 @@ final class HalfSentFlood {
                 if entry.revents != 0 {
                     let count = buffer.withUnsafeMutableBytes { recv(entry.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
                     if count <= 0 && !(count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                        closed.append(ContinuousClock.now - opened)
+                        closed.append(ContinuousClock.now - start)
                         continue
                     }
                 }
@@ -138,11 +150,4 @@ final class HalfSentFlood {
         }
         return closed
     }
-
-    func close() {
-        for fd in sockets { Glibc.close(fd) }
-        sockets = []
-    }
-
-    deinit { close() }
 }

@@ -17,9 +17,7 @@ import Glibc
 struct KeepAliveTests {
     @Test func socketsKeptAliveAfterTheirAnswersDoNotHoldTheSlotsOthersNeed() async throws {
         // A long idle timeout within requests, and room for 8 sockets only.
-        var config = try ServerConfig()
-        config.connections = try ConnectionLimits(total: 8, perAddress: 8, idleTimeoutSeconds: 30)
-        let live = try LiveServer(.sqlite, config: config)
+        let live = try LiveServer.sqlite(total: 8, perAddress: 8, idleTimeoutSeconds: 30)
         let port = live.http.port
         let http = live.http
         let outcome = try await RawHTTP.onThread { () throws -> (reused: Bool, others: [Duration], closed: [Duration]) in
@@ -33,7 +31,7 @@ struct KeepAliveTests {
             let held = http.openConnections
             // Others: each must be answered long before the 30 s idle timeout frees a slot.
             let others = ConnectionFloodTests.legitimateRequests(port: port, count: 3, timeoutSeconds: 8)
-            let closed = kept.compactMap { $0.closedByServer(within: .seconds(10)) }
+            let closed = HostileSocket.closings(of: kept.map(\.fd), since: .now, until: .now + .seconds(10))
             print("KeepAlive: \(held) sockets held after 8 answers; others answered in \(others); kept sockets closed after \(closed)")
             return (reused, others, closed)
         }
@@ -46,9 +44,7 @@ struct KeepAliveTests {
     @Test func aRequestWhoseBodyPausesLongerThanTheKeepAliveIsStillServed() async throws {
         // Within a request the configured idle timeout holds, not the
         // short wait between requests: a phone's upload may stall a while.
-        var config = try ServerConfig()
-        config.connections = try ConnectionLimits(total: 64, perAddress: 64, idleTimeoutSeconds: 30)
-        let live = try LiveServer(.sqlite, config: config)
+        let live = try LiveServer.sqlite(total: 64, perAddress: 64, idleTimeoutSeconds: 30)
         let port = live.http.port
         let token = try live.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil)
         let status = try await RawHTTP.onThread { () throws -> Int in
@@ -100,20 +96,6 @@ final class KeptAliveSocket {
             }
             pending += chunk[0..<count]
         }
-    }
-
-    /// How long from now until the server closed the socket, or nil if it stayed open for `limit`.
-    func closedByServer(within limit: Duration) -> Duration? {
-        let started = ContinuousClock.now
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        var byte: UInt8 = 0
-        while ContinuousClock.now - started < limit {
-            entry.revents = 0
-            guard poll(&entry, 1, 100) > 0 else { continue }
-            let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
-            if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { return ContinuousClock.now - started }
-        }
-        return nil
     }
 
     func close() { Glibc.close(fd) }

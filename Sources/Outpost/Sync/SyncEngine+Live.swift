@@ -168,7 +168,9 @@ extension SyncEngine {
     }
 
     /// Where the channel starts: the stored cursor, and the cycle's plan.
-    private func livePosition() async throws -> (collections: [String], windowStart: ServerTimestamp?, cursor: PullCursor) {
+    typealias LivePosition = (collections: [String], windowStart: ServerTimestamp?, cursor: PullCursor)
+
+    private func livePosition() async throws -> LivePosition {
         let collections = store.syncedCollections
         guard let cursor = try await store.pullState(collections: collections).cursor else { throw LiveEnd.needsSnapshot }
         let windowStart = try await store.metadata("scope.window_start").map(ServerTimestamp.init(rawValue:))
@@ -327,49 +329,54 @@ extension SyncEngine {
     /// page is stored like any. No answer in time is `false`; any other
     /// failure is thrown.
     private func pullAnswersPromptly(_ generation: UInt64) async throws -> Bool {
-        let position = try await livePosition()
-        var prober = client
-        prober.timeout = Self.seconds(options.liveFirstEventLimit) / 2
-        let answer: ServerClient.Answer<RawPullPage>
+        let pulled: (page: RawPullPage, position: LivePosition)
         do {
-            answer = try await prober.pull(
-                collections: position.collections, cursor: position.cursor, limit: options.pullPageSize,
-                windowStart: position.windowStart)
-        } catch let failure as ServerClient.Failure {
-            if failure.failure == .noAnswer { return false }
-            throw failure.failure
+            pulled = try await pullFromLivePosition(generation, wait: nil, timeout: Self.seconds(options.liveFirstEventLimit) / 2)
+        } catch SyncFailure.noAnswer {
+            return false
         }
-        guard liveGeneration == generation else { throw LiveEnd.stale }
-        if !answer.body.changes.isEmpty || answer.body.cursor != position.cursor {
-            try await storeLive(answer.body, generation: generation, collections: position.collections)
-        }
+        try await storeIfMoved(pulled.page, from: pulled.position, generation: generation)
         return true
     }
 
     /// One long poll: the next page, or an empty one when the wait ran out.
     private func pollOnce(_ generation: UInt64) async throws {
-        let position = try await livePosition()
-        var poller = client
-        poller.timeout = TimeInterval(options.longPollWait) + options.requestTimeout
         let started = clock.now()
+        let (page, position) = try await pullFromLivePosition(
+            generation, wait: options.longPollWait, timeout: TimeInterval(options.longPollWait) + options.requestTimeout)
+        await record(.answered(latency: .zero))
+        try await storeIfMoved(page, from: position, generation: generation)
+        setLive(.polling, eventAt: page.serverTime)
+        // A server that does not hold long polls answers at once: never a hot loop.
+        if page.changes.isEmpty && clock.now() - started < .seconds(1) {
+            try await liveSleep(.seconds(1), generation)
+        }
+    }
+
+    /// A pull from the channel's position (a long poll with `wait`);
+    /// failures as `SyncFailure`s.
+    private func pullFromLivePosition(_ generation: UInt64, wait: Int?, timeout: TimeInterval)
+        async throws -> (page: RawPullPage, position: LivePosition)
+    {
+        let position = try await livePosition()
+        var puller = client
+        puller.timeout = timeout
         let answer: ServerClient.Answer<RawPullPage>
         do {
-            answer = try await poller.pull(
+            answer = try await puller.pull(
                 collections: position.collections, cursor: position.cursor, limit: options.pullPageSize,
-                windowStart: position.windowStart, wait: options.longPollWait)
+                windowStart: position.windowStart, wait: wait)
         } catch let failure as ServerClient.Failure {
             throw failure.failure
         }
         guard liveGeneration == generation else { throw LiveEnd.stale }
-        await record(.answered(latency: .zero))
-        if !answer.body.changes.isEmpty || answer.body.cursor != position.cursor {
-            try await storeLive(answer.body, generation: generation, collections: position.collections)
-        }
-        setLive(.polling, eventAt: answer.body.serverTime)
-        // A server that does not hold long polls answers at once: never a hot loop.
-        if answer.body.changes.isEmpty && clock.now() - started < .seconds(1) {
-            try await liveSleep(.seconds(1), generation)
-        }
+        return (answer.body, position)
+    }
+
+    /// Stores a pulled page, unless it moved nothing.
+    private func storeIfMoved(_ page: RawPullPage, from position: LivePosition, generation: UInt64) async throws {
+        guard !page.changes.isEmpty || page.cursor != position.cursor else { return }
+        try await storeLive(page, generation: generation, collections: position.collections)
     }
 
     /// How long a server whose streams were held back is long-polled before streams are tried again.

@@ -219,3 +219,12 @@ final class TestDevice: @unchecked Sendable {
         PushRequest(clientID: clientID, mutations: mutations)
     }
 }
+
+extension LiveServer {
+    /// A server on SQLite with these connection limits and nothing else set.
+    static func sqlite(total: Int, perAddress: Int, idleTimeoutSeconds: Int) throws -> LiveServer {
+        var config = try ServerConfig()
+        config.connections = try ConnectionLimits(total: total, perAddress: perAddress, idleTimeoutSeconds: idleTimeoutSeconds)
+        return try LiveServer(.sqlite, config: config)
+    }
+}
