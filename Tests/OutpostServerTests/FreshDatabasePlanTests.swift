@@ -65,3 +65,60 @@ struct FreshDatabasePlanTests {
         }
     }
 }
+
+/// The reads that walk a whole scope or the whole feed, on SQLite, where
+/// the plan does not depend on statistics: a first download waits for the
+/// scope's count, and housekeeping looks for tombstones under the write lock.
+@Suite("Plans of the scope count and of housekeeping", .timeLimit(.minutes(5)))
+struct ScopeCountPlanTests {
+    static func plan(_ live: LiveServer, _ query: String, _ arguments: [SQLValue]) throws -> String {
+        try live.database.read { sql in
+            try sql.query("EXPLAIN QUERY PLAN " + query, arguments).map { $0.string(3) }.joined(separator: "\n")
+        }
+    }
+
+    /// Every branch of every role is counted from an index alone: no row of
+    /// the table is read and nothing is sorted (a GROUP BY sorted every
+    /// counted row; an OR of the branches read every row).
+    @Test func everyBranchOfTheScopeCountReadsAnIndexAlone() async throws {
+        let live = try LiveServer(.sqlite)
+        let principals = [
+            Principal(user: "f-1", role: .field, team: "t-1"), Principal(user: "c-1", role: .coordinator, team: "t-1"),
+            Principal(user: "a-1", role: .admin, team: "hq"),
+        ]
+        for principal in principals {
+            let branches = Scope(principal: principal, config: live.server.config).disjointBranches()
+            #expect(!branches.isEmpty)
+            for branch in branches {
+                let arguments = branch.collections.map { SQLValue.text($0) } + branch.arguments
+                let plan = try Self.plan(live, ReadService.countQuery(branch.collections.count, where: branch.condition), arguments)
+                #expect(plan.contains("USING COVERING INDEX"), "\(principal.role) \(branch.condition): \(plan)")
+                #expect(!plan.contains("SCAN") && !plan.contains("TEMP B-TREE"), "\(principal.role) \(branch.condition): \(plan)")
+            }
+        }
+    }
+
+    /// The branches of a count share no record: a record of a read-only
+    /// collection that a field worker owns is counted once.
+    @Test func aReadOnlyRecordOwnedByTheCallerIsCountedOnce() async throws {
+        let live = try LiveServer(.sqlite)
+        let token = try live.token("f-1")
+        let before = try await live.get("/v1/scope", token: token).decode(ScopeResponse.self)
+        _ = try live.database.write { sql in
+            try sql.execute(
+                """
+                INSERT INTO records (collection, uuid, version, updated_at, owner, team, created_by_user, created_by_client, data)
+                VALUES ('catalogs', ?, 999999, '2026-01-01T00:00:00Z', 'f-1', 't-1', 'f-1', 'c', '{}')
+                """, [.text(UUID().wireText)])
+        }
+        let after = try await live.get("/v1/scope", token: token).decode(ScopeResponse.self)
+        #expect(after.collections["catalogs"]?.count == (before.collections["catalogs"]?.count ?? 0) + 1)
+    }
+
+    @Test func housekeepingFindsTombstonesByTheirOwnIndex() async throws {
+        let live = try LiveServer(.sqlite)
+        let plan = try Self.plan(live, Maintenance.newestPurgeableQuery, [.text("2026-01-01T00:00:00Z")])
+        #expect(plan.contains("records_tombstones"), "\(plan)")
+        #expect(!plan.contains("records_by_version"), "\(plan)")
+    }
+}

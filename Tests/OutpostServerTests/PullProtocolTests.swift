@@ -138,6 +138,12 @@ struct PullProtocolTests {
         _ = try await live.push(device.request(device.mutation(.delete, uuid: uuid)), token: token)
         live.clock.advance(by: 91 * 86_400)
         try live.server.runMaintenance()
+        // The purged record's history goes with it; the kept ones' stays.
+        let history = try live.database.read { sql in
+            try Set(sql.query("SELECT uuid FROM record_history", []).map { $0.string(0) })
+        }
+        #expect(!history.contains(uuid.wireText), "the purged record's history was kept")
+        #expect(history.isSuperset(of: kept.map(\.uuid.wireText)), "a kept record's history was purged")
         let stale = try await live.get("/v1/pull?cursor=\(cursor.rawValue)", token: token)
         #expect(stale.status == 410)
         #expect(stale.error?.code == .resyncRequired)

@@ -14,22 +14,27 @@ struct Maintenance {
     let clock: any WallClock
     var blobs: BlobStore?
 
+    /// The newest tombstone past the horizon. `+version`: without it SQLite
+    /// answers MAX by walking every record down the version index (under the
+    /// write lock, 60 ms per 235,000 records) instead of reading the few
+    /// tombstones in their own index.
+    static let newestPurgeableQuery = "SELECT MAX(+version) FROM records WHERE deleted = 1 AND updated_at < ?"
+
     func run() throws {
         let now = clock.now()
         let horizon = ServerTimestamp(now - config.tombstoneHorizon).rawValue
         let retention = ServerTimestamp(now - config.resultRetention).rawValue
         try database.write { sql in
-            let newest = try sql.first(
-                "SELECT MAX(version) FROM records WHERE deleted = 1 AND updated_at < ?", [.text(horizon)])?.optionalInt(0)
+            let newest = try sql.first(Self.newestPurgeableQuery, [.text(horizon)])?.optionalInt(0)
             let newestExit = try sql.first("SELECT MAX(version) FROM scope_exits WHERE at < ?", [.text(horizon)])?
                 .optionalInt(0)
             if let purged = [newest, newestExit].compactMap({ $0 }).max() {
                 // A purged record's history goes with it: nothing is left to show it on.
+                // Driven from the tombstones, not from every history row.
                 try sql.execute(
                     """
-                    DELETE FROM record_history WHERE EXISTS (SELECT 1 FROM records WHERE records.deleted = 1
-                        AND records.updated_at < ? AND records.collection = record_history.collection
-                        AND records.uuid = record_history.uuid)
+                    DELETE FROM record_history WHERE (collection, uuid) IN (
+                        SELECT collection, uuid FROM records WHERE deleted = 1 AND updated_at < ?)
                     """, [.text(horizon)])
                 try sql.execute("DELETE FROM records WHERE deleted = 1 AND updated_at < ?", [.text(horizon)])
                 try sql.execute("DELETE FROM scope_exits WHERE at < ?", [.text(horizon)])

@@ -11,30 +11,45 @@ struct ReadService {
     /// that window would fetch (exact progress for it).
     func scope(of principal: Principal, windowStart: String? = nil) throws -> ScopeResponse {
         let scope = Scope(principal: principal, config: config)
-        var arguments: [SQLValue] = []
-        var condition = scope.readable(&arguments)
+        var window: String?
         if let windowStart {
             guard let date = ServerTimestamp(rawValue: windowStart).date else {
                 throw APIError(
                     .invalidRequest, "The window start is not a valid time.",
                     fields: ["window_start": "must be an RFC 3339 time such as 2026-01-01T00:00:00Z"])
             }
-            condition += " AND (window_at IS NULL OR window_at >= ?)"
-            arguments.append(.text(ServerTimestamp(date).rawValue))
+            window = ServerTimestamp(date).rawValue
         }
-        let counts = try database.read { sql in
-            try sql.query(
-                "SELECT collection, COUNT(*) FROM records WHERE deleted = 0 AND \(condition) GROUP BY collection",
-                arguments)
-        }
+        // Each branch is counted from its index alone (the scope indexes
+        // hold the collection and the deleted flag), in one pass and one
+        // snapshot: a column per collection, not GROUP BY, which sorted
+        // every row it counted.
         var byName: [String: Int64] = [:]
-        for row in counts { byName[row.string(0)] = row.int(1) }
+        try database.read { sql in
+            for branch in scope.disjointBranches() where !branch.collections.isEmpty {
+                var arguments = branch.collections.map { SQLValue.text($0) } + branch.arguments
+                var condition = branch.condition
+                if let window {
+                    condition += " AND (window_at IS NULL OR window_at >= ?)"
+                    arguments.append(.text(window))
+                }
+                guard let row = try sql.first(Self.countQuery(branch.collections.count, where: condition), arguments) else { continue }
+                for (index, name) in branch.collections.enumerated() { byName[name, default: 0] += row.int(index) }
+            }
+        }
         var collections: [String: CollectionScope] = [:]
         for schema in config.collections.values {
             collections[schema.name] = CollectionScope(
                 count: byName[schema.name] ?? 0, windowField: schema.windowField, readOnly: schema.readOnly)
         }
         return ScopeResponse(user: principal.user, role: principal.role, team: principal.team, collections: collections)
+    }
+
+    /// Live records of one scope branch, a column per collection (each
+    /// collection's name is bound before the branch's own arguments).
+    static func countQuery(_ collections: Int, where condition: String) -> String {
+        let columns = Array(repeating: "COUNT(CASE WHEN collection = ? THEN 1 END)", count: collections).joined(separator: ", ")
+        return "SELECT \(columns) FROM records WHERE deleted = 0 AND \(condition)"
     }
 
     /// `GET /v1/records/{collection}/{uuid}`: 404 when absent or out of scope.

@@ -45,6 +45,25 @@ struct Scope {
         return branches
     }
 
+    /// The same scope as conditions that share no record, each one an index
+    /// range by itself, with the configured collections each can hold: a
+    /// count adds up what each finds. (`readable` joins them with OR, which
+    /// SQLite answers by collecting row ids from both indexes and reading
+    /// every row; the pull's branches may overlap, since it merges by version.)
+    func disjointBranches() -> [(condition: String, arguments: [SQLValue], collections: [String])] {
+        let readOnly = config.readOnlyCollections
+        let writable = config.collections.values.filter { !$0.readOnly }.map(\.name).sorted()
+        let others = readOnly.isEmpty ? "" : " AND collection NOT IN (\(readOnly.map { _ in "?" }.joined(separator: ", ")))"
+        var branches: [(String, [SQLValue], [String])] = []
+        switch principal.role {
+        case .admin: return (writable + readOnly).map { ("collection = ?", [.text($0)], [$0]) }
+        case .field: branches.append(("owner = ?" + others, [.text(principal.user)] + readOnly.map { .text($0) }, writable))
+        case .coordinator: branches.append(("team = ?" + others, [.text(principal.team)] + readOnly.map { .text($0) }, writable))
+        }
+        for collection in readOnly { branches.append(("collection = ?", [.text(collection)], [collection])) }
+        return branches
+    }
+
     /// Whether the caller may read this record.
     func canRead(_ record: ServerRecord) -> Bool {
         if config.collections[record.collection]?.readOnly == true { return true }
