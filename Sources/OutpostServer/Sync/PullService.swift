@@ -135,7 +135,7 @@ struct PullService {
             // (a UNION did, for every page).
             var streams: [FeedStream] = []
             for branch in scope.readableBranches() {
-                var part = "SELECT \(ServerRecord.columns) FROM records WHERE \(branch.condition) AND version > ?"
+                var part = "SELECT \(ServerRecord.feedColumns) FROM records WHERE \(branch.condition) AND version > ?"
                 var arguments = branch.arguments + [.integer(after)]
                 part += " AND collection IN (\(collections.map { _ in "?" }.joined(separator: ", ")))"
                 arguments += collections.map { .text($0) }

@@ -21,6 +21,13 @@ struct ServerRecord {
     static let columns =
         "id, collection, uuid, version, updated_at, deleted, owner, team, created_by_user, created_by_client, data, device_time"
 
+    /// `columns` as a pull page reads them: the creator's user and client are
+    /// not on the wire, and NULL in their places keeps the numbering. (On
+    /// PostgreSQL every column selected is converted to text and sent: these
+    /// two were a tenth of a page's bytes.)
+    static let feedColumns =
+        "id, collection, uuid, version, updated_at, deleted, owner, team, NULL, NULL, data, device_time"
+
     func data() throws -> JSONObject? {
         try dataText.map { try JSONObject.parseObject($0) }
     }
