@@ -21,6 +21,8 @@ public final class SyncServer: Sendable {
     package let metrics: ServerMetrics
     /// Where pull pages are read: the primary, or the read replica when fresh.
     let feed: FeedReader
+    /// Download pages built while the page before them travels.
+    let pagesAhead = PagesAhead()
     /// Attachments' bytes (`/v1/blobs`).
     let blobs: BlobStore
     /// When each device was last heard from (the console's devices page).
@@ -88,6 +90,27 @@ public final class SyncServer: Sendable {
                 Thread.sleep(forTimeInterval: 0.2)
             }
         }
+    }
+
+    /// A pull's page: the one built ahead for it, if there is one; and when
+    /// the page is full, the page after it is built ahead in turn.
+    private func pullPage(_ pull: PullService.Request, as principal: Principal) throws -> PullService.Page {
+        let service = PullService(database: feed.source(), config: config, clock: clock)
+        let scope = Scope(principal: principal, config: config).tag
+        func key(_ cursor: String?) -> PagesAhead.Key {
+            PagesAhead.Key(scope: scope, collections: pull.collections, limit: pull.limit, windowStart: pull.windowStart, cursor: cursor)
+        }
+        let page = try config.buildsPagesAhead ? pagesAhead.take(key(pull.cursor)) ?? service.page(pull, as: principal, holdWait: config.feedHoldWait)
+            : service.page(pull, as: principal, holdWait: config.feedHoldWait)
+        if config.buildsPagesAhead, page.hasMore, !page.heldBack {
+            var following = pull
+            following.cursor = page.cursor
+            let next = following
+            pagesAhead.build(key(page.cursor)) { [feed, config, clock] in
+                try PullService(database: feed.source(), config: config, clock: clock).page(next, as: principal)
+            }
+        }
+        return page
     }
 
     /// Removes tombstones past the horizon and old push results.
@@ -250,8 +273,7 @@ public final class SyncServer: Sendable {
             let pull = PullService.Request(
                 collections: request.query["collections"].map { $0.split(separator: ",").map(String.init) },
                 cursor: request.query["cursor"], limit: limit, windowStart: request.query["window_start"])
-            let page = try PullService(database: feed.source(), config: config, clock: clock)
-                .page(pull, as: principal, holdWait: config.feedHoldWait)
+            let page = try pullPage(pull, as: principal)
             metrics.pulled(records: page.changes)
             return .json(200, page.body, user: user)
         case ["scope"]:

@@ -63,6 +63,7 @@ public enum Simulation {
         let serverClock = ManualWallClock(Date(timeIntervalSince1970: 1_796_000_000))
         // A small body limit, so oversized captures and batches meet it.
         var serverConfig = try ServerConfig()
+        serverConfig.buildsPagesAhead = false
         serverConfig.maxBodyBytes = Self.maxBodyBytes
         // Nothing a stream sends may depend on real time: no heartbeat or
         // maximum duration within a run, and the token checked at every event.

@@ -42,6 +42,11 @@ public struct ServerConfig: Sendable {
     /// milliseconds; tests that share one PostgreSQL with transactions held
     /// open on purpose wait longer.
     public var feedHoldWait: Duration = .milliseconds(250)
+    /// When a pull answers a full page, the page after it is built at once
+    /// (see `PagesAhead`), so a download's next request finds it ready.
+    /// Off in the deterministic simulation, whose pages must not depend on
+    /// when a background thread ran.
+    public var buildsPagesAhead = true
     /// `GET /metrics` answers without a token (for a private network where
     /// only Prometheus reaches the port). Off: an admin token or
     /// `metricsToken` is needed.
