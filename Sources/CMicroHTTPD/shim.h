@@ -31,7 +31,8 @@ static inline struct MHD_Daemon *outpost_mhd_start(
     uint16_t port, const char *bind_ip_v4, unsigned int threads,
     unsigned int connection_limit, unsigned int per_address_limit, unsigned int connection_timeout_seconds,
     MHD_AccessHandlerCallback handler, void *handler_context,
-    MHD_RequestCompletedCallback completed, void *completed_context, void *certificate_callback)
+    MHD_RequestCompletedCallback completed, void *completed_context,
+    MHD_NotifyConnectionCallback notify_connection, void *notify_connection_context, void *certificate_callback)
 {
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof(addr));
@@ -56,6 +57,7 @@ static inline struct MHD_Daemon *outpost_mhd_start(
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
         MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
+        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_context,
         MHD_OPTION_END);
 }
 
@@ -121,6 +123,18 @@ static inline int outpost_mhd_peer_address(struct MHD_Connection *connection, ch
     if (info == NULL || info->client_addr == NULL || info->client_addr->sa_family != AF_INET) return 0;
     const struct sockaddr_in *address = (const struct sockaddr_in *)info->client_addr;
     return inet_ntop(AF_INET, &address->sin_addr, buffer, length) != NULL;
+}
+
+// The IPv4 address of the connection's peer as a number; 0 when unknown or not IPv4.
+static inline uint32_t outpost_mhd_peer_ipv4(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL || info->client_addr->sa_family != AF_INET) return 0;
+    return ntohl(((const struct sockaddr_in *)info->client_addr)->sin_addr.s_addr);
+}
+
+// Whether a connection notification says it opened (else it closed).
+static inline int outpost_mhd_connection_started(enum MHD_ConnectionNotificationCode code) {
+    return code == MHD_CONNECTION_NOTIFY_STARTED;
 }
 
 // Enum constants Swift does not import by name.

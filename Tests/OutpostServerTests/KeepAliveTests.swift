@@ -41,6 +41,31 @@ struct KeepAliveTests {
         #expect(outcome.closed.count == 8, "\(outcome.closed.count) of 8 idle sockets closed by the server")
     }
 
+    /// While the limits have room, an answered connection waits its idle
+    /// timeout for the next request: a server that closed it after 2 s
+    /// raced the clients' next requests on it, and Foundation on Linux sent
+    /// a push that met the closing socket again without its body, then
+    /// waited for an answer until its timeout.
+    @Test func aQuietServerKeepsAnAnsweredConnectionForItsIdleTimeout() async throws {
+        let live = try LiveServer.sqlite(total: 64, perAddress: 64, idleTimeoutSeconds: 30)
+        let port = live.http.port
+        let http = live.http
+        let outcome = try await RawHTTP.onThread { () throws -> (reused: Bool, counted: Int) in
+            let socket = try KeptAliveSocket(port: port)
+            try socket.ask()
+            sleep(UInt32(HTTPServer.keepAliveSeconds) + 2)
+            let reused = (try? socket.ask()) != nil
+            let counted = http.occupancy.openConnections
+            socket.close()
+            return (reused, counted)
+        }
+        #expect(outcome.reused, "an answered connection of a quiet server was closed after \(HTTPServer.keepAliveSeconds) s")
+        #expect(outcome.counted == 1)
+        try await eventually("the closed connection is no longer counted", timeout: .seconds(10)) {
+            live.http.occupancy.openConnections == 0
+        }
+    }
+
     @Test func aRequestWhoseBodyPausesLongerThanTheKeepAliveIsStillServed() async throws {
         // Within a request the configured idle timeout holds, not the
         // short wait between requests: a phone's upload may stall a while.

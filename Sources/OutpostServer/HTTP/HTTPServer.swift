@@ -35,14 +35,18 @@ public final class HTTPServer: @unchecked Sendable {
     /// and body arriving).
     let idleWithinRequest: UInt32
     /// Seconds a connection may stay silent between an answer and its next
-    /// request. A device's requests in one sync follow each other within
-    /// milliseconds, and its next sync is minutes away: a socket kept
-    /// longer only holds a slot of the connection limits (the address's
-    /// share, behind an office NAT) that another device's stream needs.
-    /// Measured with 500 devices on one address and the limit at 756, the
-    /// kept-alive sockets of their syncs held the slots and 245 streams
-    /// waited in the listen queue until they were given up for long polls.
+    /// request once half of a connection limit is taken (see
+    /// `ConnectionOccupancy`; until then, `idleWithinRequest`). A device's
+    /// requests in one sync follow each other within milliseconds, and its
+    /// next sync is minutes away: a socket kept longer only holds a slot of
+    /// the limits (the address's share, behind an office NAT) that another
+    /// device's stream needs. Measured with 500 devices on one address and
+    /// the limit at 756, the kept-alive sockets of their syncs held the
+    /// slots and 245 streams waited in the listen queue until they were
+    /// given up for long polls.
     let idleBetweenRequests: UInt32
+    /// How full the connection limits are (see `ConnectionOccupancy`).
+    let occupancy: ConnectionOccupancy
     private var daemon: OpaquePointer?
     private let lock = NSLock()
     /// The server's periodic work beside the sockets (device sightings), stopped with them.
@@ -124,6 +128,7 @@ public final class HTTPServer: @unchecked Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.idleWithinRequest = UInt32(connections.idleTimeoutSeconds)
         self.idleBetweenRequests = UInt32(min(connections.idleTimeoutSeconds, Self.keepAliveSeconds))
+        self.occupancy = ConnectionOccupancy(total: connections.total, perAddress: connections.perAddress)
         let context = Unmanaged.passUnretained(self).toOpaque()
         // libmicrohttpd 0.9.75 has no deadline for a request's headers to
         // arrive: its connection timeout is an idle timeout, restarted by
@@ -135,7 +140,7 @@ public final class HTTPServer: @unchecked Sendable {
             let daemon = outpost_mhd_start(
                 port, host, UInt32(max(1, threads)), UInt32(connections.total), UInt32(connections.perAddress),
                 UInt32(connections.idleTimeoutSeconds), Self.accessHandler, context, Self.completedHandler, context,
-                tls == nil ? nil : outpost_tls_certificate_callback())
+                Self.connectionHandler, context, tls == nil ? nil : outpost_tls_certificate_callback())
         else {
             throw ServeError("could not listen on \(host):\(port) (is the port in use, or the address not local?)")
         }
@@ -369,14 +374,34 @@ public final class HTTPServer: @unchecked Sendable {
         return queued
     }
 
-    /// The longest a connection waits for its next request after an answer.
+    /// The longest a connection waits for its next request after an answer
+    /// while the connection limits are filling up.
     static let keepAliveSeconds = 2
 
+    /// Counts connections as they open and close, by the peer's address
+    /// (kept in the connection's socket context for its closing).
+    static let connectionHandler: MHD_NotifyConnectionCallback = { context, connection, socketContext, code in
+        guard let context, let connection, let socketContext else { return }
+        let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+        if outpost_mhd_connection_started(code) != 0 {
+            let address = outpost_mhd_peer_ipv4(connection)
+            // The address, plus one so that 0.0.0.0 (unknown) is not a null pointer.
+            socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(address) + 1)
+            server.occupancy.opened(address: address)
+        } else if let stored = socketContext.pointee {
+            server.occupancy.closed(address: UInt32(UInt(bitPattern: stored) - 1))
+            socketContext.pointee = nil
+        }
+    }
+
     static let completedHandler: MHD_RequestCompletedCallback = { context, connection, requestContext, termination in
-        // Answered in full (MHD_REQUEST_TERMINATED_COMPLETED_OK): the connection now waits for its next request.
+        // Answered in full (MHD_REQUEST_TERMINATED_COMPLETED_OK): the connection now waits for its next
+        // request, briefly when the limits are filling up (see ConnectionOccupancy).
         if termination.rawValue == 0, let context, let connection {
             let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
-            if server.idleBetweenRequests < server.idleWithinRequest {
+            if server.idleBetweenRequests < server.idleWithinRequest,
+                server.occupancy.isCrowded(address: outpost_mhd_peer_ipv4(connection))
+            {
                 outpost_mhd_set_idle_timeout(connection, server.idleBetweenRequests)
             }
         }

@@ -37,7 +37,8 @@ enum ServeCommand {
                                few hundred phones behind one NAT; "connections_per_address")
           --idle-timeout S     seconds a connection may stay silent within a request before it is
                                closed (default 10; "idle_timeout_seconds"); after an answer it waits
-                               at most 2 s (or this, if shorter) for its next request
+                               as long for its next request, or at most 2 s once half of a
+                               connection limit is taken
           --write-lock rows|schema
                                PostgreSQL: how writes of several servers are kept apart. "rows" (the
                                default): row locks only, writes of different users run in parallel and
