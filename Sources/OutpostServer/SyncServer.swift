@@ -71,7 +71,14 @@ public final class SyncServer: Sendable {
             if let notice = CommitNotice(payload: payload, ignoringOrigin: hub.origin) { hub.committed(notice) }
         }
         commitListener.withLock { $0 = listener }
-        liveHub.setCommitHandler { feed.committed() }
+        // A page built ahead before a commit may lack it; a device that
+        // pushed and then pulls must see its write (and a replica-fed page
+        // must not be older than a commit this server heard of).
+        let pagesAhead = self.pagesAhead
+        liveHub.setCommitHandler {
+            feed.committed()
+            pagesAhead.dropAll()
+        }
         let revocations = RevocationWatch(database: database, clock: clock)
         liveHub.setTickHandler { [liveHub] _ in
             // A token revoked by any process (the CLI, another server) ends its streams within a second.

@@ -57,11 +57,11 @@ struct PagesAheadTests {
         #expect(plain.server.pagesAhead.count == 0, "off: nothing is built ahead")
     }
 
-    /// Writes made after a page built ahead was read still reach the
-    /// device: a new record and an edit of one it already has come in a
-    /// later page, with versions above the cursor.
+    /// A commit drops the pages built ahead: a device that pushed and then
+    /// pulls finds its writes (a new record, an edit of one it already
+    /// has) in that pull, in feed order, each once.
     @Test(arguments: Backend.available)
-    func writesMadeWhileAPageWaitsComeInALaterPage(_ backend: Backend) async throws {
+    func aCommitDropsThePagesBuiltAheadSoAPullAfterAPushHasIt(_ backend: Backend) async throws {
         let (live, token) = try await Self.seeded(backend, buildsAhead: true, records: 30)
         let first = try await live.get("/v1/pull?collections=people&limit=10", token: token).decode(PullResponse.self)
         #expect(first.hasMore)
@@ -70,6 +70,7 @@ struct PagesAheadTests {
         let writer = TestDevice()
         let fresh = writer.mutation(.create, data: ["name": "Late"])
         _ = try await live.push(writer.request(fresh), token: token)
+        #expect(live.server.pagesAhead.count == 0, "a page built before a commit was kept after it")
         let edited = try #require(first.changes.first?.record)
         _ = try await live.push(
             writer.request(writer.mutation(.update, uuid: edited.uuid, base: edited.version, data: ["name": "Edited"])),

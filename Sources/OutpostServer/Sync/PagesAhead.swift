@@ -10,10 +10,13 @@ import Foundation
 /// moment for the request that will ask for it.
 ///
 /// A page built ahead is what a pull made at that moment would have
-/// answered, so serving it later is correct: a write made meanwhile gets a
-/// version above every version the page covers and comes in a later page,
-/// and each page built ahead is served once. It is only ever served to the
-/// same scope, for the same collections, limit, window and cursor.
+/// answered. It is only ever served to the same scope, for the same
+/// collections, limit, window and cursor, once, and never after a commit
+/// this server heard of (its own or another server's): every kept page is
+/// dropped then. A write made meanwhile would come in a later page anyway
+/// (its version is above every version the page covers), but a device that
+/// pushed and then pulls must find its write in that pull, and a page read
+/// from a lagging replica must not be older than a commit already heard.
 final class PagesAhead: @unchecked Sendable {
     // @unchecked Sendable: `entries` and `building` are only touched while `lock` is held.
 
@@ -89,6 +92,13 @@ final class PagesAhead: @unchecked Sendable {
             lock.unlock()
             entry.done.signal()
         }
+    }
+
+    /// Drops every page kept or being built: a commit was heard.
+    func dropAll() {
+        lock.lock()
+        entries.removeAll()
+        lock.unlock()
     }
 
     /// Pages kept or being built (tests).
