@@ -114,7 +114,10 @@ public final class SyncServer: Sendable {
             following.cursor = page.cursor
             let next = following
             pagesAhead.build(key(page.cursor)) { [feed, config, clock] in
-                try PullService(database: feed.source(), config: config, clock: clock).page(next, as: principal)
+                var page = try PullService(database: feed.source(), config: config, clock: clock).page(next, as: principal)
+                // Only live channels reuse a page's changes apart from its body: not kept twice.
+                page.changesJSON = []
+                return page
             }
         }
         return page
