@@ -102,23 +102,23 @@ public final class SyncServer: Sendable {
     /// A pull's page: the one built ahead for it, if there is one; and when
     /// the page is full, the page after it is built ahead in turn.
     private func pullPage(_ pull: PullService.Request, as principal: Principal) throws -> PullService.Page {
-        let service = PullService(database: feed.source(), config: config, clock: clock)
-        let scope = Scope(principal: principal, config: config).tag
+        // What the cursor's scope tag is a hash of: one caller's scope.
+        let scope = "\(principal.role.rawValue)|\(principal.team)|\(principal.user)"
         func key(_ cursor: String?) -> PagesAhead.Key {
             PagesAhead.Key(scope: scope, collections: pull.collections, limit: pull.limit, windowStart: pull.windowStart, cursor: cursor)
         }
-        let page = try config.buildsPagesAhead ? pagesAhead.take(key(pull.cursor)) ?? service.page(pull, as: principal, holdWait: config.feedHoldWait)
-            : service.page(pull, as: principal, holdWait: config.feedHoldWait)
-        if config.buildsPagesAhead, page.hasMore, !page.heldBack {
-            var following = pull
-            following.cursor = page.cursor
-            let next = following
-            pagesAhead.build(key(page.cursor)) { [feed, config, clock] in
-                var page = try PullService(database: feed.source(), config: config, clock: clock).page(next, as: principal)
-                // Only live channels reuse a page's changes apart from its body: not kept twice.
-                page.changesJSON = []
-                return page
-            }
+        // The database is chosen (and counted in the metrics) only for a page read now.
+        let page =
+            try (config.buildsPagesAhead ? pagesAhead.take(key(pull.cursor)) : nil)
+            ?? PullService(database: feed.source(), config: config, clock: clock).page(pull, as: principal, holdWait: config.feedHoldWait)
+        guard config.buildsPagesAhead, page.hasMore, !page.heldBack else { return page }
+        var next = pull
+        next.cursor = page.cursor
+        pagesAhead.build(key(page.cursor)) { [feed, config, clock, next] in
+            var page = try PullService(database: feed.source(), config: config, clock: clock).page(next, as: principal)
+            // Only live channels reuse a page's changes apart from its body: not kept twice.
+            page.changesJSON = []
+            return page
         }
         return page
     }
