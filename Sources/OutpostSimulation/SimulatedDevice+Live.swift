@@ -164,7 +164,7 @@ extension SimulatedDevice {
                 // stream's headers nor the plain pull the engine asks next.
                 trace("live: stream open meets a server too busy to answer")
                 network.count(.liveOpenBusy)
-                network.makeBusy(requests: 1)
+                network.makeNextRequestBusy()
                 continuation.resume(throwing: TransportError.noAnswer("no answer to the stream open"))
             } else if faulty {
                 trace("live: stream open answered 503")

@@ -114,8 +114,8 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
 
     func roll(_ bound: UInt64) -> UInt64 { state.withLock { $0.random.next() % bound } }
 
-    /// The next `count` requests (not the live channel's) get no answer.
-    func makeBusy(requests count: Int) { state.withLock { $0.busyRequests += count } }
+    /// The next request (not the live channel's) gets no answer.
+    func makeNextRequestBusy() { state.withLock { $0.busyRequests += 1 } }
 
     /// Delivers requests held back earlier (a late, reordered arrival).
     public func deliverHeld() async {
