@@ -310,6 +310,13 @@ struct PostgresExecutor: SQLExecutor {
         }
     }
 
+    func insertReturningID(_ sql: String, _ arguments: [SQLValue]) throws -> Int64 {
+        guard let id = try first(sql + " RETURNING id", arguments)?.int(0) else {
+            throw DatabaseError(kind: .failure, message: "the row just inserted has no id")
+        }
+        return id
+    }
+
     static func bytes(_ result: OpaquePointer, _ row: Int32, _ column: Int32) -> UnsafeBufferPointer<UInt8>? {
         guard PQgetisnull(result, row, column) == 0, let value = PQgetvalue(result, row, column) else { return nil }
         return UnsafeBufferPointer(

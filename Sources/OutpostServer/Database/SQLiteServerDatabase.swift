@@ -116,6 +116,11 @@ struct SQLiteExecutor: SQLExecutor {
         try connection.forEach(sql, arguments.map(Self.convert)) { try body(SQLRawRow(source: .sqlite($0))) }
     }
 
+    func insertReturningID(_ sql: String, _ arguments: [SQLValue]) throws -> Int64 {
+        try connection.run(sql, arguments.map(Self.convert))
+        return connection.lastInsertRowID
+    }
+
     static func convert(_ value: SQLValue) -> SQLiteValue {
         switch value {
         case .null: return .null

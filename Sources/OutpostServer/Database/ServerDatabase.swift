@@ -74,6 +74,11 @@ public protocol SQLExecutor {
     /// straight from them. A row is valid only during its call. (`query`
     /// copies rows out of it.)
     func scan(_ sql: String, _ arguments: [SQLValue], _ body: (SQLRawRow) throws -> Void) throws
+    /// Runs an `INSERT` of one row into a table keyed by `id` and returns
+    /// that id. Not by `RETURNING` on SQLite: it gives the statement a
+    /// savepoint of its own, and at every savepoint FTS5 writes the words it
+    /// holds to disk (see `SearchIndex`).
+    func insertReturningID(_ sql: String, _ arguments: [SQLValue]) throws -> Int64
 }
 
 /// A result row read in place (see `SQLExecutor.scan`).

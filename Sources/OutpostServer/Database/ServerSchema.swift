@@ -254,6 +254,17 @@ enum ServerSchema {
             CREATE INDEX records_by_collection ON records (collection, version, deleted);
             CREATE INDEX records_tombstones ON records (updated_at) WHERE deleted = 1;
             """,
+            // SQLite's search index is written by the statements that write
+            // records' data (`SearchIndex`), no longer by triggers on insert
+            // and update: a trigger gave each record's write a savepoint, and
+            // FTS5 wrote a new index segment at every one. The index's
+            // content is unchanged; the trigger on delete stays.
+            dialect == .postgres
+                ? ""
+                : """
+                DROP TRIGGER records_search_insert;
+                DROP TRIGGER records_search_update;
+                """,
         ]
     }
 

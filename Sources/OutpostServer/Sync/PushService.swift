@@ -321,25 +321,22 @@ struct PushSession {
         let uuid = mutation.uuid.wireText
         let dataText = try data.jsonText()
         // The row's id comes back from the insert: the record is not read back.
-        guard
-            let id = try sql.first(
-                """
-                INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
-                    created_by_client, window_at, data, device_time)
-                VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?) RETURNING id
-                """,
-                [
-                    .text(mutation.collection), .text(uuid), .integer(version), .text(now.rawValue),
-                    .text(principal.user), .text(principal.team), .text(principal.user), .text(client),
-                    .text(Self.windowValue(schema, data)), .text(dataText), .text(mutation.deviceTime?.rawValue),
-                ])?.int(0)
-        else {
-            throw DatabaseError(kind: .failure, message: "the record just inserted has no id")
-        }
+        let id = try sql.insertReturningID(
+            """
+            INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
+                created_by_client, window_at, data, device_time)
+            VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(mutation.collection), .text(uuid), .integer(version), .text(now.rawValue),
+                .text(principal.user), .text(principal.team), .text(principal.user), .text(client),
+                .text(Self.windowValue(schema, data)), .text(dataText), .text(mutation.deviceTime?.rawValue),
+            ])
         let stored = ServerRecord(
             id: id, collection: mutation.collection, uuid: uuid, version: version, updatedAt: now.rawValue, deleted: false,
             owner: principal.user, team: principal.team, createdByUser: principal.user, createdByClient: client,
             dataText: dataText, deviceTime: mutation.deviceTime?.rawValue)
+        try SearchIndex.add(id: id, data: dataText, in: sql)
         try recordReferences(schema, collection: mutation.collection, uuid: mutation.uuid.wireText, data: data)
         try RecordHistory.keep(stored, op: .create, user: principal.user, client: client, in: sql)
         return stored
@@ -360,6 +357,7 @@ struct PushSession {
                 .text(data.flatMap { Self.windowValue(schema, $0) }), .text(dataText),
                 .text(deviceTime?.rawValue), .integer(existing.id),
             ])
+        try SearchIndex.replace(id: existing.id, old: existing.dataText, new: dataText, in: sql)
         try recordReferences(schema, collection: existing.collection, uuid: existing.uuid, data: data)
         var updated = existing
         updated.version = version

@@ -111,6 +111,11 @@ enum PushBench {
                             created_by_client, data)
                         VALUES ('people', ?, ?, ?, 0, 'floor', 't', 'floor', ?, ?)
                         """, [.text(row.uuid), .integer(try versions.next()), .text(now), .text(client), .text(row.data)])
+                    // Its words in the search index, as the server writes them.
+                    if sql.dialect == .sqlite {
+                        try sql.execute(
+                            "INSERT INTO records_search (rowid, data) VALUES (last_insert_rowid(), ?)", [.text(row.data)])
+                    }
                     try sql.execute(
                         """
                         INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
