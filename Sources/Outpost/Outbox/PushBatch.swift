@@ -153,8 +153,12 @@ extension Outbox {
         let batch: [OutboxRow] = try connection.transaction {
             var lastSeq = try self.lastSeq()
             // Already-sent entries go first, in seq order, and are never skipped:
-            // the server must see seqs in increasing order.
-            for row in try rows(where: "seq IS NOT NULL", order: "seq") where !out.contains(row.entry) {
+            // the server must see seqs in increasing order. Those of the batch
+            // still out are all of them while a queue drains: they are
+            // counted by their ids, not read and parsed only to be passed over.
+            let sentElsewhere = try connection.query("SELECT entry FROM outbox WHERE seq IS NOT NULL", []) { $0.int64(0) }
+                .contains { !out.contains($0) }
+            for row in try sentElsewhere ? rows(where: "seq IS NOT NULL", order: "seq") : [] where !out.contains(row.entry) {
                 // An already-sent entry left for a later batch means this one
                 // is full, so no new (higher) seq can overtake it.
                 guard fits(row) else {
@@ -165,15 +169,17 @@ extension Outbox {
                 included.insert(row.record)
                 if row.op == .create { createdInBatch.insert(row.record) }
             }
-            // Never-sent entries are read in chunks: a long offline queue is
-            // not loaded whole for every batch.
+            // Never-sent entries are read in chunks of about what the batch
+            // still has room for: a long offline queue is not loaded (and its
+            // payloads parsed) whole, nor twice what one batch takes.
             var unsent: [OutboxRow] = []
             var after: Int64 = 0
             var exhausted = false
             func nextUnsent() throws -> OutboxRow? {
                 if unsent.isEmpty && !exhausted {
-                    unsent = try rows(where: "seq IS NULL AND entry > ?", [.integer(after)], limit: 1000)
-                    exhausted = unsent.count < 1000
+                    let chunk = min(1000, max(64, limit - chosen.count))
+                    unsent = try rows(where: "seq IS NULL AND entry > ?", [.integer(after)], limit: chunk)
+                    exhausted = unsent.count < chunk
                     unsent.reverse()
                 }
                 guard let row = unsent.popLast() else { return nil }
