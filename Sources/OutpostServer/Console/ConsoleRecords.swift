@@ -133,7 +133,8 @@ struct ConsoleRecords {
                 [
                     "version": .int(row.int(0)), "op": .string(row.string(1)), "server_time": .string(row.string(2)),
                     "user": .string(row.string(3)), "client": .string(row.string(4)), "device_time": .text(row.optionalString(5)),
-                    "owner": .string(row.string(6)), "team": .string(row.string(7)), "data": .stored(row.optionalString(8)),
+                    "owner": .string(row.string(6)), "team": .string(row.string(7)),
+                    "data": .stored(RecordHistory.data(stored: row.optionalString(8), version: row.int(0), of: record)),
                 ]
             }
             let problems = try ConsoleProblems.rows(

@@ -72,11 +72,12 @@ struct AssignService {
             notice.add(collection: collection, owner: record.owner, team: record.team)
             notice.add(collection: collection, owner: assignment.owner, team: assignment.team)
             if let hub { try database.announce(notice.payload(origin: hub.origin), in: sql) }
+            let previous = record
             record.owner = assignment.owner
             record.team = assignment.team
             record.version = version
             record.updatedAt = now.rawValue
-            try RecordHistory.keep(record, op: .assign, user: principal.user, client: via, in: sql)
+            try RecordHistory.keep(record, op: .assign, replacing: previous, user: principal.user, client: via, in: sql)
             return try record.wire()
         }
     }

@@ -338,7 +338,7 @@ struct PushSession {
             dataText: dataText, deviceTime: mutation.deviceTime?.rawValue)
         try SearchIndex.add(id: id, data: dataText, in: sql)
         try recordReferences(schema, collection: mutation.collection, uuid: mutation.uuid.wireText, data: data)
-        try RecordHistory.keep(stored, op: .create, user: principal.user, client: client, in: sql)
+        try RecordHistory.keep(stored, op: .create, replacing: nil, user: principal.user, client: client, in: sql)
         return stored
     }
 
@@ -365,7 +365,8 @@ struct PushSession {
         updated.deleted = data == nil
         updated.dataText = dataText
         updated.deviceTime = deviceTime?.rawValue
-        try RecordHistory.keep(updated, op: data == nil ? .delete : .update, user: principal.user, client: client, in: sql)
+        try RecordHistory.keep(
+            updated, op: data == nil ? .delete : .update, replacing: existing, user: principal.user, client: client, in: sql)
         return updated
     }
 
