@@ -62,7 +62,7 @@ enum PushBench {
             var intakeResult = BenchResult(
                 name: "push" + suffix, figure: intake, unit: "mutations/s (server intake)",
                 baseline: floorRate,
-                baselineLabel: "\(backend == "sqlite" ? "SQLite" : "PostgreSQL") writing the same records and dedupe rows in batches of \(batchSize), no HTTP, no JSON",
+                baselineLabel: "\(backend == "sqlite" ? "SQLite" : "PostgreSQL") doing the same look-ups and writing the same rows (record, search words, history, dedupe result) in batches of \(batchSize), no HTTP, no JSON",
                 ratio: intake / floorRate, ratioMeaning: "server intake / floor", target: "at least 0.5x the floor",
                 met: intake / floorRate >= 0.5)
             intakeResult.details = [
@@ -86,41 +86,64 @@ enum PushBench {
         return results
     }
 
-    /// The floor: the database writing what a push of these records must
-    /// write, in one process with no HTTP and no JSON coding. On the
-    /// server's own schema (its indexes and search index), each batch one
-    /// transaction: every record row at its feed version, every dedupe row
-    /// (seq, mutation id, outcome), the client's last seq.
+    /// The server's look-up of a record a create might meet (`PushSession`),
+    /// locked on PostgreSQL.
+    static let recordQuery =
+        "SELECT id, collection, uuid, version, updated_at, deleted, owner, team, created_by_user, created_by_client, data, device_time FROM records WHERE collection = ? AND uuid = ?"
+
+    /// The floor: the database doing what a push of these records must have
+    /// it do, in one process with no HTTP and no JSON coding. On the
+    /// server's own schema, each batch one transaction: for every record
+    /// the look-up of a copy it might replace, its row at its feed version,
+    /// its words in the search index, its history row, and its dedupe row
+    /// holding the result a retry is answered with (the same text the server
+    /// keeps, made before the clock starts); then the client's last seq.
+    /// What the server adds to this is HTTP, the JSON of the request and
+    /// the answer, and its checks.
     static func floor(at location: String, mutations: Int) throws -> Double {
         let database = try DatabaseLocation.open(location)
         defer { database.close() }
         _ = try SyncServer(database: database, config: ServerConfig())
         let ids = UUIDv7Generator()
         let client = ids.next().wireText
-        let rows = (0..<mutations).map { (uuid: ids.next().wireText, mutation: ids.next().wireText, data: Bench.recordData($0)) }
-        let now = ServerTimestamp(Date()).rawValue
+        let time = ServerTimestamp(Date())
+        let now = time.rawValue
+        let rows = (0..<mutations).map { index in
+            let uuid = ids.next()
+            let mutation = ids.next()
+            let data = Bench.recordData(index)
+            let record = WireRecord(
+                collection: "people", uuid: uuid, id: Int64(index + 1), version: Int64(index + 1), updatedAt: time,
+                deleted: false, owner: "floor", team: "t", data: Bench.recordObject(index))
+            let result = MutationResult(seq: Int64(index + 1), id: mutation, status: .applied, record: record)
+            let text = (try? WireCoding.encode(result)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            return (uuid: uuid.wireText, mutation: mutation.wireText, data: data, result: text)
+        }
         let start = DispatchTime.now().uptimeNanoseconds
         for first in stride(from: 0, to: mutations, by: batchSize) {
             try database.write { sql in
                 var versions = try FeedVersions.begin(sql)
                 for index in first..<min(mutations, first + batchSize) {
                     let row = rows[index]
-                    try sql.execute(
+                    let version = try versions.next()
+                    _ = try sql.first(Self.recordQuery + (sql.dialect == .postgres ? " FOR UPDATE" : ""), [.text("people"), .text(row.uuid)])
+                    let id = try sql.insertReturningID(
                         """
                         INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
                             created_by_client, data)
                         VALUES ('people', ?, ?, ?, 0, 'floor', 't', 'floor', ?, ?)
-                        """, [.text(row.uuid), .integer(try versions.next()), .text(now), .text(client), .text(row.data)])
-                    // Its words in the search index, as the server writes them.
-                    if sql.dialect == .sqlite {
-                        try sql.execute(
-                            "INSERT INTO records_search (rowid, data) VALUES (last_insert_rowid(), ?)", [.text(row.data)])
-                    }
+                        """, [.text(row.uuid), .integer(version), .text(now), .text(client), .text(row.data)])
+                    try SearchIndex.add(id: id, data: row.data, in: sql)
+                    try sql.execute(
+                        """
+                        INSERT INTO record_history (collection, uuid, version, op, at, user_id, client_id, owner, team)
+                        VALUES ('people', ?, ?, 'create', ?, 'floor', ?, 'floor', 't')
+                        """, [.text(row.uuid), .integer(version), .text(now), .text(client)])
                     try sql.execute(
                         """
                         INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
-                        VALUES ('floor', ?, ?, ?, 'applied', ?)
-                        """, [.text(client), .integer(Int64(index + 1)), .text(row.mutation), .text(now)])
+                        VALUES ('floor', ?, ?, ?, ?, ?)
+                        """, [.text(client), .integer(Int64(index + 1)), .text(row.mutation), .text(row.result), .text(now)])
                 }
                 try sql.execute(
                     """
