@@ -6,6 +6,8 @@ import OutpostCore
 public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     case requestDropped = "request_dropped"
     case responseDropped = "response_dropped"
+    /// The server acts and answers, but the answer's body arrives cut short.
+    case responseTruncated = "response_truncated"
     case duplicatedDelivery = "duplicated_delivery"
     case delayedDelivery = "delayed_delivery"
     case serverError = "server_error"
@@ -145,7 +147,7 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
         let isUpload = request.method == "PUT" && request.target.hasPrefix("/v1/blobs/")
         guard roll(100) < UInt64(min(100, faultRate * (isUpload ? 3 : 1))) else { return try await server.send(request) }
         if isUpload { return try await uploadFault(request) }
-        switch roll(7) {
+        switch roll(8) {
         case 0:
             count(.requestDropped)
             throw TransportError.noAnswer("request dropped")
@@ -167,6 +169,10 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
         case 5:
             count(.unavailable)
             return Self.errorResponse(503, retryAfter: Int(roll(5)))
+        case 6:
+            count(.responseTruncated)
+            let answer = try await server.send(request)
+            return TransportResponse(status: answer.status, headers: answer.headers, body: answer.body.prefix(Int(roll(UInt64(max(1, answer.body.count))))))
         default:
             count(.crash)
             state.withLock { $0.crashRequested = true }

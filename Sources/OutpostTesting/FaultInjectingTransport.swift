@@ -14,6 +14,9 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         case dropRequest
         /// The server acted, then the answer was lost.
         case dropResponse
+        /// The server acted and answered 200, but the body arrived cut short
+        /// (a proxy or a dying connection that truncates what it relays).
+        case truncateResponse
         /// The answer arrives late (checked against the request's timeout).
         case delay(Duration)
         /// The server answers this status with an error body (and Retry-After,
@@ -159,6 +162,9 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         switch fault {
         case .dropResponse?:
             throw TransportError.noAnswer("answer lost (injected)")
+        case .truncateResponse?:
+            return TransportResponse(
+                status: response.status, headers: response.headers, body: response.body.prefix(response.body.count / 2))
         case .delay(let duration)?:
             if duration > .seconds(request.timeout) {
                 try? await clock.sleep(for: .seconds(request.timeout))

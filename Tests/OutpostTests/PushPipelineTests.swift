@@ -85,4 +85,34 @@ struct PushPipelineTests {
         }
         #expect(seqs == [[1, 2], [1, 2], [3, 4], [5, 6]])
     }
+
+    /// The push behind an answered one goes before the answer is read. When
+    /// the answer turns out unreadable, that push is already out: both
+    /// batches' outcomes are unknown, both are resent with their seqs, and
+    /// every change is on the server once.
+    @Test func anAnswerCutShortLeavesTheBatchSentBehindItToBeResentAndNothingTwice() async throws {
+        let harness = try SyncHarness()
+        var options = SyncOptions()
+        options.pushBatchSize = 2
+        let device = try harness.device("u-1", options: options)
+        var made: [UUID] = []
+        for index in 0..<6 { made.append(try await device.store.create(Person(name: "P\(index)"))) }
+        device.network.inject(.truncateResponse) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.self) { try await device.engine.sync() }
+        let waiting = try await device.store.outboxEntries()
+        #expect(waiting.count == 6, "nothing settled from an answer that could not be read")
+        #expect(waiting.prefix(4).allSatisfy { $0.seq != nil }, "both pushes that went out keep their seqs")
+        #expect(waiting.dropFirst(4).allSatisfy { $0.seq == nil && $0.attempts == 0 })
+        #expect(try harness.serverRecords().count == 4, "the server applied both pushes")
+
+        let report = try await device.engine.sync()
+        #expect(report.duplicates == 4, "the two pushes resent were answered with their first results")
+        #expect(try await device.store.outboxEntries().isEmpty)
+        let records = try harness.serverRecords()
+        #expect(records.count == 6 && Set(records.map(\.uuid)) == Set(made.map(\.wireText)), "every change once")
+        let seqs = try device.network.delivered(to: "/v1/push").map { request in
+            try WireCoding.decode(PushRequest.self, from: request.body ?? Data()).mutations.map(\.seq)
+        }
+        #expect(seqs.prefix(2) == [[1, 2], [3, 4]], "the second push went as soon as the first was answered")
+    }
 }

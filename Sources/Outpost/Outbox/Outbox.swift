@@ -262,20 +262,20 @@ final class Outbox {
     }
 
     func summary() throws -> OutboxSummary {
-        let inFlightEntries = Set(leases.flatMap { $0.entries.map(\.entry) })
-        var summary = OutboxSummary(pending: 0, sending: 0, awaitingConfirmation: 0, held: 0, rejected: 0)
+        // Counted by SQLite, not row by row here: the status is published
+        // after every settled push, with a long queue still waiting.
+        let inFlight = leases.flatMap { $0.entries.map { String($0.entry) } }.joined(separator: ",")
+        let (total, sending, checking) = try connection.first(
+            """
+            SELECT COUNT(*), COUNT(CASE WHEN entry IN (\(inFlight)) THEN 1 END),
+                COUNT(CASE WHEN unknown_outcome != 0 AND entry NOT IN (\(inFlight)) THEN 1 END)
+            FROM outbox
+            """
+        ) { (Int($0.int64(0)), Int($0.int64(1)), Int($0.int64(2))) } ?? (0, 0, 0)
         // An entry whose last send surely did not arrive is pending, not "checking".
-        try connection.forEach("SELECT entry, unknown_outcome FROM outbox") { row in
-            if inFlightEntries.contains(row.int64(0)) {
-                summary.sending += 1
-            } else if row.int64(1) != 0 {
-                summary.awaitingConfirmation += 1
-            } else {
-                summary.pending += 1
-            }
-        }
-        summary.held = try heldEntries().count
-        return summary
+        return OutboxSummary(
+            pending: total - sending - checking, sending: sending, awaitingConfirmation: checking, held: try heldEntries().count,
+            rejected: 0)
     }
 
     /// Never-sent entries whose parent's create the server refused.

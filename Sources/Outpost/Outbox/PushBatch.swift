@@ -9,6 +9,9 @@ package struct PushBatch: Sendable, Equatable {
     /// Entries not included because a parent's create was refused.
     public let held: [HeldEntry]
     public let request: PushRequest
+    /// The request's JSON, written when the batch is taken: for a batch
+    /// taken ahead, while the push before it is on the wire.
+    let body: Data
     /// The seqs this hand-out gave entries that had none, so a batch taken
     /// ahead and never sent can be given back whole (`Outbox.giveBack`).
     var newSeqs: ClosedRange<Int64>? = nil
@@ -227,7 +230,8 @@ extension Outbox {
         guard !batch.isEmpty else { return nil }
         let entries = try batch.map { try $0.entryValue() }
         let request = PushRequest(clientID: clientID, mutations: entries.compactMap { $0.mutation() })
-        let pushBatch = PushBatch(id: ids.next(), entries: entries, held: held, request: request, newSeqs: newSeqs)
+        let pushBatch = PushBatch(
+            id: ids.next(), entries: entries, held: held, request: request, body: Data(request.wireBytes()), newSeqs: newSeqs)
         leases.append(pushBatch)
         return pushBatch
     }

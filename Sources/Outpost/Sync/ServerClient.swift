@@ -24,10 +24,26 @@ struct ServerClient: Sendable {
     }
 
     func push(_ request: PushRequest) async throws -> Answer<PushResponse> {
-        // Written and read without Codable (see PushWire.swift); an answer
-        // the fast reader refuses goes through the decoder for its error.
-        try await call("POST", "/v1/push", body: Data(request.wireBytes())) { body in
-            try PushResponse.readWire([UInt8](body)) ?? WireCoding.decode(PushResponse.self, from: body)
+        try Self.readPush(try await push(body: Data(request.wireBytes())))
+    }
+
+    /// A push whose body was written beforehand (`PushBatch.body`), answered
+    /// as bytes: the engine sends the next push the moment this one is
+    /// answered, and reads these bytes (`readPush`) while that one travels.
+    func push(body: Data) async throws -> Answer<Data> {
+        try await call("POST", "/v1/push", body: body) { $0 }
+    }
+
+    /// A push's answer read as results. Without Codable (see PushWire.swift);
+    /// an answer the fast reader refuses goes through the decoder for its error.
+    static func readPush(_ answer: Answer<Data>) throws -> Answer<PushResponse> {
+        do {
+            let body = answer.body
+            return Answer(
+                body: try PushResponse.readWire([UInt8](body)) ?? WireCoding.decode(PushResponse.self, from: body),
+                latency: answer.latency)
+        } catch {
+            throw Failure(failure: .invalidAnswer("\(error)"), latency: answer.latency)
         }
     }
 

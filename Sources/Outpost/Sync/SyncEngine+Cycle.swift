@@ -183,11 +183,9 @@ extension SyncEngine {
                         stopping
                         ? nil
                         : try? await store.takePushBatch(after: batch, limit: count, maxBytes: maxBytes)
-                    let response: PushResponse
+                    let answer: ServerClient.Answer<Data>
                     do {
-                        let answer = try await push.answer()
-                        response = answer.body
-                        await record(.answered(latency: answer.latency))
+                        answer = try await push.answer()
                     } catch let failure as ServerClient.Failure {
                         if let ahead { await store.giveBack(ahead) }
                         await record(failure)
@@ -209,11 +207,25 @@ extension SyncEngine {
                         throw StaleGeneration()
                     }
                     if let ahead {
+                        // Answered: the next push goes before this answer is
+                        // even read (its bytes can only settle this batch).
                         report.sent += ahead.entries.count
                         sending = OutgoingPush(ahead, client)
-                        // Let the request start before the settlement below
-                        // takes the thread (a pool of one thread runs them in turn).
+                        // Let the request start before the reading and
+                        // settlement below take the thread (a pool of one
+                        // thread runs them in turn).
                         await Task.yield()
+                    }
+                    let response: PushResponse
+                    do {
+                        response = try ServerClient.readPush(answer).body
+                        await record(.answered(latency: answer.latency))
+                    } catch let failure as ServerClient.Failure {
+                        // Unreadable: this batch's outcome is unknown. The
+                        // push ahead is out; the cycle ends and abandons it
+                        // too, and both are resent with their seqs.
+                        await record(failure)
+                        return try await refused(batch, failure.failure, renumbering: &renumbering, limit: &limit, report: &report)
                     }
                     let settlement = try await store.settle(batch, with: response)
                     report.add(settlement)
@@ -237,15 +249,15 @@ extension SyncEngine {
     /// A push on the wire: its batch and the request.
     struct OutgoingPush {
         let batch: PushBatch
-        let task: Task<ServerClient.Answer<PushResponse>, any Error>
+        let task: Task<ServerClient.Answer<Data>, any Error>
 
         init(_ batch: PushBatch, _ client: ServerClient) {
             self.batch = batch
-            task = Task { try await client.push(batch.request) }
+            task = Task { try await client.push(body: batch.body) }
         }
 
-        /// Its answer; cancelling the waiter cancels the request.
-        func answer() async throws -> ServerClient.Answer<PushResponse> {
+        /// Its answer's bytes; cancelling the waiter cancels the request.
+        func answer() async throws -> ServerClient.Answer<Data> {
             try await withTaskCancellationHandler { try await task.value } onCancel: { [task] in task.cancel() }
         }
     }
