@@ -123,6 +123,40 @@ struct RestoredDeviceTests {
         #expect(try await restored.store.get(Person.self, a)?.syncState == .synced)
     }
 
+    /// A create the server refused, copied with the profile; the laptop
+    /// fixes it and it reaches the server; the desktop still shows the
+    /// refused copy, and the person deletes it there. The delete must reach
+    /// the server: dropping the row on the desktop alone left the server's
+    /// copy, never pulled again, missing from the desktop for good
+    /// (simulation seed 1119).
+    @Test func aRefusedCreateFixedOnTheOtherCopyIsDeletedOnTheServerWhenThisCopyDeletesIt() async throws {
+        let harness = try SyncHarness()
+        let laptop = try harness.device("u-1", name: "laptop")
+        var deep = JSONValue.string("deep")
+        for _ in 0..<31 { deep = .array([deep]) }
+        let record = try await laptop.store.create(in: "people", ["name": "Malformed", "notes": deep])
+        let refused = try await laptop.engine.sync()
+        #expect(refused.rejected.map(\.record.uuid) == [record], "refused whole, then narrowed down to it")
+        await laptop.engine.stop()
+        await laptop.store.close()
+        try FileManager.default.copyItem(atPath: laptop.store.path, toPath: harness.directory.path("desktop.sqlite"))
+        let fixed = try harness.device("u-1", name: "laptop", seed: 1)
+        let desktop = try harness.device("u-1", name: "desktop", seed: 2)
+
+        try await fixed.store.update(in: "people", record, patch: ["notes": "fixed"])
+        _ = try await fixed.engine.sync()
+        #expect(try harness.serverRecords().filter { $0.uuid == record.wireText && !$0.deleted }.count == 1)
+
+        let pulled = try await desktop.engine.sync()
+        #expect(pulled.keptLocal == 1, "the desktop keeps the refused copy the person sees")
+        try await desktop.store.delete(in: "people", record)
+        _ = try await desktop.engine.sync()
+        #expect(try harness.serverRecords().first { $0.uuid == record.wireText }?.deleted == true, "the delete reached the server")
+        _ = try await fixed.engine.sync()
+        #expect(try await fixed.store.get(in: "people", record) == nil, "and the other copy")
+        #expect(try await desktop.store.get(in: "people", record) == nil)
+    }
+
     @Test func twoClonesCapturingInParallelBothReachTheServer() async throws {
         let harness = try SyncHarness()
         let (first, second) = try await Self.copiedProfile(harness)

@@ -269,6 +269,7 @@ struct SyncedCopyWriter {
     private let batch: SQLitePreparedStatement
     private let deleteStatement: SQLitePreparedStatement
     private let noteServerHoldsStatement: SQLitePreparedStatement
+    private let refusedCreateHeldStatement: SQLitePreparedStatement
 
     init(_ connection: SQLiteConnection, _ collection: String, payloads: PayloadCodec) throws {
         self.collection = collection
@@ -284,6 +285,12 @@ struct SyncedCopyWriter {
             SELECT collection, record_uuid, NULL FROM outbox
             WHERE collection = ?1 AND record_uuid = ?2 AND op = 'create' AND seq IS NULL LIMIT 1
             ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = NULL
+            """)
+        refusedCreateHeldStatement = try connection.prepared(
+            """
+            UPDATE "\(collection)" SET on_server = 1, server_id = ?2, server_version = ?3, server_updated_at = ?4
+            WHERE uuid = ?1 AND on_server = 0
+                AND NOT EXISTS (SELECT 1 FROM outbox WHERE collection = ?5 AND record_uuid = ?1)
             """)
     }
 
@@ -326,7 +333,7 @@ struct SyncedCopyWriter {
                     outcome.applied += 1
                 } else if try hasLocalChanges(text.span(record.uuid)) {
                     outcome.keptLocal += 1
-                    try noteServerHolds(text.span(record.uuid))
+                    try noteServerHolds(record, text)
                 }
             }
             return outcome
@@ -341,7 +348,7 @@ struct SyncedCopyWriter {
             case (true, record.version): outcome.applied += 1
             case (false, _):
                 outcome.keptLocal += 1
-                try noteServerHolds(text.span(record.uuid))
+                try noteServerHolds(record, text)
             default: break
             }
         }
@@ -375,14 +382,28 @@ struct SyncedCopyWriter {
         }
     }
 
-    /// The server sent a record this device keeps local changes of. When
-    /// they include a create it never sent, another copy of this database
-    /// sent it (the uuid was made here): a local delete must now reach the
-    /// server instead of cancelling the create (`DoubtfulCreates.swift`).
-    private func noteServerHolds(_ uuid: UnsafeBufferPointer<UInt8>) throws {
+    /// The server sent a record this device keeps local changes of. Only
+    /// another copy of this database can have sent a record this device
+    /// holds as never on the server (the uuid was made here), so what the
+    /// person does with it next must reach the server:
+    /// - when the changes include a create it never sent, a local delete
+    ///   must not simply cancel that create (`DoubtfulCreates.swift`);
+    /// - when it is a create the server refused, with nothing queued (the
+    ///   other copy fixed and sent it), the row stays as the person sees it
+    ///   but now knows the server's copy: a delete is sent instead of
+    ///   dropping the row here only (the server's copy, never pulled again,
+    ///   would be lost to this device), an edit goes as an update of it.
+    private func noteServerHolds(_ record: RawChange, _ text: UnsafeBufferPointer<UInt8>) throws {
+        let uuid = text.span(record.uuid)
         try noteServerHoldsStatement.bind(1, collection)
         try noteServerHoldsStatement.bind(2, text: uuid)
         try noteServerHoldsStatement.run()
+        try refusedCreateHeldStatement.bind(1, text: uuid)
+        try refusedCreateHeldStatement.bind(2, record.id)
+        try refusedCreateHeldStatement.bind(3, record.version)
+        try refusedCreateHeldStatement.bind(4, text: text.span(record.updatedAt))
+        try refusedCreateHeldStatement.bind(5, collection)
+        try refusedCreateHeldStatement.run()
     }
 
     private func hasLocalChanges(_ uuid: UnsafeBufferPointer<UInt8>) throws -> Bool {

@@ -23,10 +23,6 @@ struct ServerClient: Sendable {
         var latency: Duration
     }
 
-    func push(_ request: PushRequest) async throws -> Answer<PushResponse> {
-        try Self.readPush(try await push(body: Data(request.wireBytes())))
-    }
-
     /// A push whose body was written beforehand (`PushBatch.body`), answered
     /// as bytes: the engine sends the next push the moment this one is
     /// answered, and reads these bytes (`readPush`) while that one travels.
