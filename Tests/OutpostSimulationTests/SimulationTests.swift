@@ -76,7 +76,10 @@ struct SimulationTests {
     ///   sent by the other; the first copy kept its refused row when the
     ///   server's copy arrived, and deleting it there dropped the row
     ///   locally only, so the server's copy was never pulled again.
-    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353, 8110, 8423, 5586, 20037, 2726, 5543, 1119] as [UInt64])
+    /// - 534: the same, with a visit captured for the refused person on
+    ///   that copy: held behind it, and still held once the server's copy
+    ///   of the person arrived.
+    @Test(arguments: [830, 32, 121, 185, 650, 691, 743, 3849, 4353, 8110, 8423, 5586, 20037, 2726, 5543, 1119, 534] as [UInt64])
     func regressionSeeds(_ seed: UInt64) async throws {
         // As found (devices without live channels), and with them.
         for live in [false, true] {

@@ -157,6 +157,37 @@ struct RestoredDeviceTests {
         #expect(try await desktop.store.get(in: "people", record) == nil)
     }
 
+    /// The same refused create, with a visit captured for it on the copy
+    /// (held while its person is refused): once the server's copy of the
+    /// person arrives, the visit goes, without waiting for another sync
+    /// (simulation seed 534).
+    @Test func aChildHeldBehindARefusedCreateGoesOnceTheOtherCopyHasSentIt() async throws {
+        let harness = try SyncHarness()
+        let laptop = try harness.device("u-1", name: "laptop")
+        var deep = JSONValue.string("deep")
+        for _ in 0..<31 { deep = .array([deep]) }
+        let person = try await laptop.store.create(in: "people", ["name": "Malformed", "notes": deep])
+        await laptop.engine.stop()
+        await laptop.store.close()
+        try FileManager.default.copyItem(atPath: laptop.store.path, toPath: harness.directory.path("desktop.sqlite"))
+        let fixed = try harness.device("u-1", name: "laptop", seed: 1)
+        let desktop = try harness.device("u-1", name: "desktop", seed: 2)
+
+        let refused = try await desktop.engine.sync()
+        #expect(refused.rejected.map(\.record.uuid) == [person])
+        let visit = try await desktop.store.create(in: "visits", ["person": .string(person.wireText), "visited_at": "2026-12-03T09:00:00Z"])
+        let held = try await desktop.engine.sync()
+        #expect(held.held.map(\.entry.record.uuid) == [visit], "the visit waits for its refused person")
+
+        try await fixed.store.update(in: "people", person, patch: ["notes": "fixed"])
+        _ = try await fixed.engine.sync()
+        _ = try await desktop.engine.sync()
+        try await eventually("the visit reaches the server") {
+            try harness.serverRecords("visits").contains { $0.uuid == visit.wireText && !$0.deleted }
+        }
+        try await eventually("the desktop's queue drains") { try await desktop.store.outboxEntries().isEmpty }
+    }
+
     @Test func twoClonesCapturingInParallelBothReachTheServer() async throws {
         let harness = try SyncHarness()
         let (first, second) = try await Self.copiedProfile(harness)

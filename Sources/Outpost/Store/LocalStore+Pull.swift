@@ -27,6 +27,10 @@ public struct PullPageResult: Sendable, Equatable {
     /// server sent back: hidden again, with a delete queued that still has
     /// to be pushed.
     public var redeleted = 0
+    /// Creates this device holds as refused that the server turned out to
+    /// hold (another copy of this database fixed and sent them): changes
+    /// waiting on them can go now, so a push follows.
+    public var unblocked = 0
 }
 
 extension LocalStore {
@@ -137,6 +141,7 @@ extension LocalStore {
                     let outcome = try writer.upsert(changes[index..<end], text)
                     result.applied += outcome.applied
                     result.keptLocal += outcome.keptLocal
+                    result.unblocked += outcome.unblocked
                     index = end
                 }
             }
@@ -324,31 +329,33 @@ struct SyncedCopyWriter {
     /// Writes records' server copies, their text bound straight from the
     /// page: how many were written, and how many were left alone because
     /// they have local changes waiting.
-    func upsert(_ records: ArraySlice<RawChange>, _ text: UnsafeBufferPointer<UInt8>) throws -> (applied: Int, keptLocal: Int) {
+    func upsert(_ records: ArraySlice<RawChange>, _ text: UnsafeBufferPointer<UInt8>) throws
+        -> (applied: Int, keptLocal: Int, unblocked: Int)
+    {
         guard records.count == Self.batchSize else {
-            var outcome = (applied: 0, keptLocal: 0)
+            var outcome = (applied: 0, keptLocal: 0, unblocked: 0)
             for record in records {
                 try bind(record, text, to: single, at: 0)
                 if try single.run() > 0 {
                     outcome.applied += 1
                 } else if try hasLocalChanges(text.span(record.uuid)) {
                     outcome.keptLocal += 1
-                    try noteServerHolds(record, text)
+                    if try noteServerHolds(record, text) { outcome.unblocked += 1 }
                 }
             }
             return outcome
         }
         for (offset, record) in records.enumerated() { try bind(record, text, to: batch, at: Int32(offset * Self.parametersPerRecord)) }
         let written = try batch.run()
-        if written == records.count { return (written, 0) }
+        if written == records.count { return (written, 0, 0) }
         // Some were left alone: a written row now holds exactly the page's version.
-        var outcome = (applied: 0, keptLocal: 0)
+        var outcome = (applied: 0, keptLocal: 0, unblocked: 0)
         for record in records {
             switch try storedState(text.span(record.uuid)) {
             case (true, record.version): outcome.applied += 1
             case (false, _):
                 outcome.keptLocal += 1
-                try noteServerHolds(record, text)
+                if try noteServerHolds(record, text) { outcome.unblocked += 1 }
             default: break
             }
         }
@@ -392,8 +399,9 @@ struct SyncedCopyWriter {
     ///   other copy fixed and sent it), the row stays as the person sees it
     ///   but now knows the server's copy: a delete is sent instead of
     ///   dropping the row here only (the server's copy, never pulled again,
-    ///   would be lost to this device), an edit goes as an update of it.
-    private func noteServerHolds(_ record: RawChange, _ text: UnsafeBufferPointer<UInt8>) throws {
+    ///   would be lost to this device), an edit goes as an update of it,
+    ///   and changes held behind it (a child's create) may go. True then.
+    private func noteServerHolds(_ record: RawChange, _ text: UnsafeBufferPointer<UInt8>) throws -> Bool {
         let uuid = text.span(record.uuid)
         try noteServerHoldsStatement.bind(1, collection)
         try noteServerHoldsStatement.bind(2, text: uuid)
@@ -403,7 +411,7 @@ struct SyncedCopyWriter {
         try refusedCreateHeldStatement.bind(3, record.version)
         try refusedCreateHeldStatement.bind(4, text: text.span(record.updatedAt))
         try refusedCreateHeldStatement.bind(5, collection)
-        try refusedCreateHeldStatement.run()
+        return try refusedCreateHeldStatement.run() > 0
     }
 
     private func hasLocalChanges(_ uuid: UnsafeBufferPointer<UInt8>) throws -> Bool {

@@ -422,8 +422,9 @@ extension SyncEngine {
             let result = try await store.applyPull(page, collections: plan.collections)
             noteFeedPosition(page)
             report.add(result)
-            // The page queued deletes of records that came back: they go out next.
-            if result.redeleted > 0, schedule.followUp == nil { schedule.requestFollowUp(.localChange) }
+            // The page queued deletes of records that came back, or freed
+            // changes held behind a refused create: they go out next.
+            if result.redeleted + result.unblocked > 0, schedule.followUp == nil { schedule.requestFollowUp(.localChange) }
             if var current = progress {
                 current.done = min(current.total, current.done + Int64(result.applied + result.keptLocal))
                 progress = current

@@ -301,8 +301,9 @@ extension SyncEngine {
         defer { if liveApply == apply { liveApply = nil } }
         let result = try await apply.value
         noteFeedPosition(page)
-        // Deletes the page queued (records this device deleted came back) are pushed now.
-        if result.redeleted > 0 { trigger(.localChange) }
+        // Deletes the page queued (records this device deleted came back),
+        // and changes it freed from behind a refused create, are pushed now.
+        if result.redeleted + result.unblocked > 0 { trigger(.localChange) }
         if !eventListeners.isEmpty, !page.changes.isEmpty { emit(.received(ReceivedChange.all(in: page))) }
         refreshStatusSoon()
     }
