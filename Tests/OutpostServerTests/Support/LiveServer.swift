@@ -93,6 +93,13 @@ final class LiveServer: @unchecked Sendable {
     ) throws {
         var config = try config ?? ServerConfig()
         config.feedHoldWait = .sharedTestDatabase
+        if config.connections == ConnectionLimits() {
+            // A full run on two cores can stall a test's client longer than
+            // the ten seconds a connection may idle by default, mid-body or
+            // between two requests; tests of idle connections set their own.
+            config.connections = try ConnectionLimits(
+                total: config.connections.total, perAddress: config.connections.perAddress, idleTimeoutSeconds: 60)
+        }
         directory = try TemporaryDirectory(prefix: "outpost-server")
         (database, location) = try backend.makeDatabase(in: directory, timeouts: databaseTimeouts)
         self.clock = clock
@@ -157,7 +164,8 @@ final class LiveServer: @unchecked Sendable {
     }
 
     private func exchange(_ request: URLRequest) async throws -> Response {
-        let (data, response) = try await TestSession.shared.data(for: request)
+        let session = request.httpMethod == "PUT" ? TestSession.uploads : TestSession.shared
+        let (data, response) = try await session.data(for: request)
         let http = try #require(response as? HTTPURLResponse)
         var headers: [String: String] = [:]
         for (key, value) in http.allHeaderFields {
