@@ -77,10 +77,7 @@ extension SyncServer {
         let scope = Scope(principal: principal, config: config)
         return try database.read { sql in
             for row in try sql.query("SELECT collection, uuid FROM blob_refs WHERE sha256 = ? LIMIT 100", [.text(sha)]) {
-                if let record = try sql.first(
-                    "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?",
-                    [.text(row.string(0)), .text(row.string(1))]
-                ).map(ServerRecord.init), !record.deleted, scope.canRead(record) {
+                if let record = try sql.record(row.string(0), row.string(1)), !record.deleted, scope.canRead(record) {
                     return true
                 }
             }

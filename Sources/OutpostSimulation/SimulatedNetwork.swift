@@ -172,7 +172,8 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
         case 6:
             count(.responseTruncated)
             let answer = try await server.send(request)
-            return TransportResponse(status: answer.status, headers: answer.headers, body: answer.body.prefix(Int(roll(UInt64(max(1, answer.body.count))))))
+            let kept = Int(roll(UInt64(max(1, answer.body.count))))
+            return TransportResponse(status: answer.status, headers: answer.headers, body: answer.body.prefix(kept))
         default:
             count(.crash)
             state.withLock { $0.crashRequested = true }

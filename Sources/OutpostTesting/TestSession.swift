@@ -13,7 +13,17 @@ public import Foundation
 /// made requests wait their turn for tens of seconds. Sync answers must
 /// never be cached anyway; this session has no cache at all.
 public enum TestSession {
-    public static let shared: URLSession = {
+    public static let shared = session()
+
+    /// For requests with a body that may be refused or cut (blob uploads):
+    /// each on a connection of its own, closed after its answer. Sent on a
+    /// kept-alive connection the server closed for idleness (ten seconds:
+    /// a full run on two cores can pause a test that long), such a request
+    /// failed with "Send failure: Broken pipe", and Foundation on Linux does
+    /// not send a body again by itself (the engine's uploads take the same care).
+    public static let uploads = session(headers: ["Connection": "close"])
+
+    private static func session(headers: [String: String] = [:]) -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
@@ -23,24 +33,7 @@ public enum TestSession {
         configuration.httpShouldSetCookies = false
         configuration.httpCookieAcceptPolicy = .never
         configuration.httpCookieStorage = nil
+        if !headers.isEmpty { configuration.httpAdditionalHeaders = headers }
         return URLSession(configuration: configuration)
-    }()
-
-    /// For requests with a body that may be refused or cut (blob uploads):
-    /// each on a connection of its own, closed after its answer. Sent on a
-    /// kept-alive connection the server closed for idleness (ten seconds:
-    /// a full run on two cores can pause a test that long), such a request
-    /// failed with "Send failure: Broken pipe", and Foundation on Linux does
-    /// not send a body again by itself (the engine's uploads take the same care).
-    public static let uploads: URLSession = {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.httpMaximumConnectionsPerHost = 16
-        configuration.httpShouldSetCookies = false
-        configuration.httpCookieAcceptPolicy = .never
-        configuration.httpCookieStorage = nil
-        configuration.httpAdditionalHeaders = ["Connection": "close"]
-        return URLSession(configuration: configuration)
-    }()
+    }
 }

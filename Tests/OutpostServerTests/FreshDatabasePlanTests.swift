@@ -35,7 +35,7 @@ struct FreshDatabasePlanTests {
         let probe = try #require(last)
 
         let lookups: [(what: String, sql: String, arguments: [SQLValue], key: String)] = [
-            ("a record by its uuid", PushSession.recordQuery, [.text("people"), .text(probe.uuid.wireText)], "uuid"),
+            ("a record by its uuid", ServerRecord.lookupQuery, [.text("people"), .text(probe.uuid.wireText)], "uuid"),
             (
                 "earlier results by mutation id", PushSession.resultsByIDQuery(2),
                 [.text(probe.id.wireText), .text(UUID().wireText)], "mutation_id"

@@ -59,13 +59,26 @@ struct PushPipelineTests {
         #expect(again.entries.map(\.seq) == [1, 2], "the same numbers, in the same order")
     }
 
-    @Test func aPushThatFailsGivesBackTheBatchBehindItAndTheNextSyncSendsBothInOrder() async throws {
+    /// A device with six captures queued, pushing two at a time.
+    static func sixCapturesInPushesOfTwo() async throws -> (SyncHarness, SyncHarness.Device, [UUID]) {
         let harness = try SyncHarness()
         var options = SyncOptions()
         options.pushBatchSize = 2
         let device = try harness.device("u-1", options: options)
         var made: [UUID] = []
         for index in 0..<6 { made.append(try await device.store.create(Person(name: "P\(index)"))) }
+        return (harness, device, made)
+    }
+
+    /// The seqs of every push that reached the server, in order.
+    static func pushedSeqs(_ device: SyncHarness.Device) throws -> [[Int64]] {
+        try device.network.delivered(to: "/v1/push").map { request in
+            try WireCoding.decode(PushRequest.self, from: request.body ?? Data()).mutations.map(\.seq)
+        }
+    }
+
+    @Test func aPushThatFailsGivesBackTheBatchBehindItAndTheNextSyncSendsBothInOrder() async throws {
+        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
         // The first push is cut after the server processed it; the batch
         // taken behind it must not go, nor count as an attempt.
         device.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
@@ -80,9 +93,7 @@ struct PushPipelineTests {
         #expect(try await device.store.outboxEntries().isEmpty)
         #expect(Set(try harness.serverRecords().map(\.uuid)) == Set(made.map(\.wireText)))
         // Every push after the cut went out only once the one before was answered, seqs rising.
-        let seqs = try device.network.delivered(to: "/v1/push").map { request in
-            try WireCoding.decode(PushRequest.self, from: request.body ?? Data()).mutations.map(\.seq)
-        }
+        let seqs = try Self.pushedSeqs(device)
         #expect(seqs == [[1, 2], [1, 2], [3, 4], [5, 6]])
     }
 
@@ -91,12 +102,7 @@ struct PushPipelineTests {
     /// batches' outcomes are unknown, both are resent with their seqs, and
     /// every change is on the server once.
     @Test func anAnswerCutShortLeavesTheBatchSentBehindItToBeResentAndNothingTwice() async throws {
-        let harness = try SyncHarness()
-        var options = SyncOptions()
-        options.pushBatchSize = 2
-        let device = try harness.device("u-1", options: options)
-        var made: [UUID] = []
-        for index in 0..<6 { made.append(try await device.store.create(Person(name: "P\(index)"))) }
+        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
         device.network.inject(.truncateResponse) { $0.target.hasPrefix("/v1/push") }
         await #expect(throws: SyncFailure.self) { try await device.engine.sync() }
         let waiting = try await device.store.outboxEntries()
@@ -110,9 +116,7 @@ struct PushPipelineTests {
         #expect(try await device.store.outboxEntries().isEmpty)
         let records = try harness.serverRecords()
         #expect(records.count == 6 && Set(records.map(\.uuid)) == Set(made.map(\.wireText)), "every change once")
-        let seqs = try device.network.delivered(to: "/v1/push").map { request in
-            try WireCoding.decode(PushRequest.self, from: request.body ?? Data()).mutations.map(\.seq)
-        }
+        let seqs = try Self.pushedSeqs(device)
         #expect(seqs.prefix(2) == [[1, 2], [3, 4]], "the second push went as soon as the first was answered")
     }
 }

@@ -123,6 +123,27 @@ struct RestoredDeviceTests {
         #expect(try await restored.store.get(Person.self, a)?.syncState == .synced)
     }
 
+    /// A laptop holding a person the server refuses whole (a value nested
+    /// too deep), its profile then copied to a desktop; the laptop and the
+    /// desktop reopened. `refusedBeforeTheCopy`: the laptop sent it (and
+    /// was refused) before the copy.
+    static func copiedWithACreateTheServerRefuses(_ harness: SyncHarness, refusedBeforeTheCopy: Bool) async throws
+        -> (laptop: SyncHarness.Device, desktop: SyncHarness.Device, record: UUID)
+    {
+        let laptop = try harness.device("u-1", name: "laptop")
+        var deep = JSONValue.string("deep")
+        for _ in 0..<31 { deep = .array([deep]) }
+        let record = try await laptop.store.create(in: "people", ["name": "Malformed", "notes": deep])
+        if refusedBeforeTheCopy {
+            let refused = try await laptop.engine.sync()
+            #expect(refused.rejected.map(\.record.uuid) == [record], "refused whole, then narrowed down to it")
+        }
+        await laptop.engine.stop()
+        await laptop.store.close()
+        try FileManager.default.copyItem(atPath: laptop.store.path, toPath: harness.directory.path("desktop.sqlite"))
+        return (try harness.device("u-1", name: "laptop", seed: 1), try harness.device("u-1", name: "desktop", seed: 2), record)
+    }
+
     /// A create the server refused, copied with the profile; the laptop
     /// fixes it and it reaches the server; the desktop still shows the
     /// refused copy, and the person deletes it there. The delete must reach
@@ -131,17 +152,7 @@ struct RestoredDeviceTests {
     /// (simulation seed 1119).
     @Test func aRefusedCreateFixedOnTheOtherCopyIsDeletedOnTheServerWhenThisCopyDeletesIt() async throws {
         let harness = try SyncHarness()
-        let laptop = try harness.device("u-1", name: "laptop")
-        var deep = JSONValue.string("deep")
-        for _ in 0..<31 { deep = .array([deep]) }
-        let record = try await laptop.store.create(in: "people", ["name": "Malformed", "notes": deep])
-        let refused = try await laptop.engine.sync()
-        #expect(refused.rejected.map(\.record.uuid) == [record], "refused whole, then narrowed down to it")
-        await laptop.engine.stop()
-        await laptop.store.close()
-        try FileManager.default.copyItem(atPath: laptop.store.path, toPath: harness.directory.path("desktop.sqlite"))
-        let fixed = try harness.device("u-1", name: "laptop", seed: 1)
-        let desktop = try harness.device("u-1", name: "desktop", seed: 2)
+        let (fixed, desktop, record) = try await Self.copiedWithACreateTheServerRefuses(harness, refusedBeforeTheCopy: true)
 
         try await fixed.store.update(in: "people", record, patch: ["notes": "fixed"])
         _ = try await fixed.engine.sync()
@@ -163,15 +174,7 @@ struct RestoredDeviceTests {
     /// (simulation seed 534).
     @Test func aChildHeldBehindARefusedCreateGoesOnceTheOtherCopyHasSentIt() async throws {
         let harness = try SyncHarness()
-        let laptop = try harness.device("u-1", name: "laptop")
-        var deep = JSONValue.string("deep")
-        for _ in 0..<31 { deep = .array([deep]) }
-        let person = try await laptop.store.create(in: "people", ["name": "Malformed", "notes": deep])
-        await laptop.engine.stop()
-        await laptop.store.close()
-        try FileManager.default.copyItem(atPath: laptop.store.path, toPath: harness.directory.path("desktop.sqlite"))
-        let fixed = try harness.device("u-1", name: "laptop", seed: 1)
-        let desktop = try harness.device("u-1", name: "desktop", seed: 2)
+        let (fixed, desktop, person) = try await Self.copiedWithACreateTheServerRefuses(harness, refusedBeforeTheCopy: false)
 
         let refused = try await desktop.engine.sync()
         #expect(refused.rejected.map(\.record.uuid) == [person])

@@ -119,11 +119,7 @@ struct ConsoleRecords {
         }
         let key: [SQLValue] = [.text(collection), .text(uuid.wireText)]
         return try database.read { sql in
-            guard
-                let record = try sql.first(
-                    "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?", key
-                ).map(ServerRecord.init)
-            else { throw APIError(.notFound, "There is no such record (or it was deleted long enough ago to be purged).") }
+            guard let record = try sql.record(collection, uuid.wireText) else { throw APIError(.notFound, "There is no such record (or it was deleted long enough ago to be purged).") }
             let history = try sql.query(
                 """
                 SELECT version, op, at, user_id, client_id, device_time, owner, team, data FROM record_history

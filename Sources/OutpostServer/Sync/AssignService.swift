@@ -47,10 +47,7 @@ struct AssignService {
         return try database.write { sql in
             var versions = try FeedVersions.begin(sql)
             guard
-                var record = try sql.first(
-                    "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?" + sql.forUpdate,
-                    [.text(collection), .text(uuid.wireText)]
-                ).map(ServerRecord.init)
+                var record = try sql.record(collection, uuid.wireText, forUpdate: true)
             else { throw APIError(.notFound, "No such record.") }
             guard record.owner != assignment.owner || record.team != assignment.team else { return try record.wire() }
             try Self.requireKnown(owner: assignment.owner, team: assignment.team, sql)

@@ -35,10 +35,8 @@ enum CatalogSeed {
         try database.write { sql in
             guard try sql.first("SELECT COUNT(*) FROM records WHERE collection = 'catalogs'")?.int(0) == 0 else { return }
             var versions = try FeedVersions.begin(sql)
-            var written: ClosedRange<Int64>?
             for entry in entries {
                 let version = try versions.next()
-                written = (written?.lowerBound ?? version)...version
                 let data: JSONObject = ["catalog": .string(entry.catalog), "code": .string(entry.code), "name": .string(entry.name)]
                 try sql.execute(
                     """
@@ -48,7 +46,7 @@ enum CatalogSeed {
                     """,
                     [.text(ids.next().wireText), .integer(version), .text(now), .text(try data.jsonText())])
             }
-            if let written { try SearchIndex.addRecords(at: written, in: sql) }
+            if let written = versions.issued { try SearchIndex.addRecords(at: written, in: sql) }
             try versions.finish(sql)
         }
     }

@@ -56,6 +56,9 @@ package struct FeedVersions {
         return last
     }
 
+    /// The versions handed out so far, in order (nil before the first).
+    package var issued: ClosedRange<Int64>? { last > start ? (start + 1)...last : nil }
+
     /// Throws ``FeedVersionBehind`` when `existing` (a locked row's version)
     /// is above every version this transaction has used: a transaction with
     /// a later id updated the row and committed first, and writing it here

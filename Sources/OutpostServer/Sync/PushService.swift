@@ -298,12 +298,11 @@ struct PushSession {
     }
 
     func load(_ collection: String, _ uuid: String, forUpdate: Bool = false) throws -> ServerRecord? {
-        try sql.first(Self.recordQuery + (forUpdate ? sql.forUpdate : ""), [.text(collection), .text(uuid)]).map(ServerRecord.init)
+        try sql.record(collection, uuid, forUpdate: forUpdate)
     }
 
     // The push's lookups, each answerable by one index whatever the database
     // knows of its tables (tests check their plans on a new database).
-    static let recordQuery = "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?"
     static func resultsByIDQuery(_ count: Int) -> String {
         "SELECT user_id, client_id, mutation_id, result FROM mutation_results WHERE mutation_id IN ("
             + Array(repeating: "?", count: count).joined(separator: ", ") + ")"

@@ -62,10 +62,7 @@ struct ReadService {
         }
         let scope = Scope(principal: principal, config: config)
         let record = try database.read { sql in
-            try sql.first(
-                "SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND uuid = ?",
-                [.text(collection), .text(uuid.wireText)]
-            ).map(ServerRecord.init)
+            try sql.record(collection, uuid.wireText)
         }
         guard let record, scope.canRead(record) else {
             throw APIError(.notFound, "No such record, or it is not visible to you.")

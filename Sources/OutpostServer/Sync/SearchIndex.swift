@@ -37,8 +37,9 @@ package enum SearchIndex {
         try add(id: id, data: new, in: sql)
     }
 
-    /// Every record written at `versions` by inserts of many rows in one
-    /// statement (seeding), in one statement of its own.
+    /// Every record written at `versions` (a transaction's
+    /// `FeedVersions.issued`) by inserts of many rows in one statement
+    /// (seeding), in one statement of its own.
     package static func addRecords(at versions: ClosedRange<Int64>, in sql: any SQLExecutor) throws {
         guard sql.dialect == .sqlite else { return }
         try sql.execute(

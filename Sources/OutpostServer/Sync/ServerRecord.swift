@@ -28,6 +28,11 @@ struct ServerRecord {
     static let feedColumns =
         "id, collection, uuid, version, updated_at, deleted, owner, team, NULL, NULL, data, device_time"
 
+    /// One record by its collection and uuid: answerable by the unique index
+    /// on both, whatever the database knows of its tables (tests check the
+    /// plan on a new database).
+    static let lookupQuery = "SELECT \(columns) FROM records WHERE collection = ? AND uuid = ?"
+
     func data() throws -> JSONObject? {
         try dataText.map { try JSONObject.parseObject($0) }
     }
@@ -140,4 +145,18 @@ extension ServerRecord: RecordColumns {
 
     func int(_ column: Int) -> Int64 { column == 0 ? id : version }
     func bool(_ column: Int) -> Bool { deleted }
+}
+
+extension SQLExecutor {
+    /// The record `collection`/`uuid` as stored (`ServerRecord.columns`);
+    /// with `forUpdate`, locked until COMMIT on PostgreSQL, so another write
+    /// of it waits for this transaction. (`outpost bench push`'s floor makes
+    /// the push's look-up with it.)
+    package func recordRow(_ collection: String, _ uuid: String, forUpdate: Bool = false) throws -> SQLRow? {
+        try first(ServerRecord.lookupQuery + (forUpdate ? self.forUpdate : ""), [.text(collection), .text(uuid)])
+    }
+
+    func record(_ collection: String, _ uuid: String, forUpdate: Bool = false) throws -> ServerRecord? {
+        try recordRow(collection, uuid, forUpdate: forUpdate).map(ServerRecord.init)
+    }
 }

@@ -103,10 +103,8 @@ enum Bench {
                 let end = min(count, next + batch)
                 var values: [String] = []
                 var arguments: [SQLValue] = []
-                var written: ClosedRange<Int64>?
                 for index in next..<end {
                     let version = try versions.next()
-                    written = (written?.lowerBound ?? version)...version
                     values.append("('people', ?, ?, ?, 0, ?, ?, ?, ?, NULL, ?)")
                     arguments += [
                         .text(uuids[index]), .integer(version), .text(now), .text(user), .text(team), .text(user),
@@ -118,7 +116,7 @@ enum Bench {
                     INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
                         created_by_client, window_at, data) VALUES \(values.joined(separator: ", "))
                     """, arguments)
-                if let written { try SearchIndex.addRecords(at: written, in: sql) }
+                if let written = versions.issued { try SearchIndex.addRecords(at: written, in: sql) }
                 try versions.finish(sql)
                 next = end
             }

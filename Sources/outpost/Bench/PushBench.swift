@@ -86,11 +86,6 @@ enum PushBench {
         return results
     }
 
-    /// The server's look-up of a record a create might meet (`PushSession`),
-    /// locked on PostgreSQL.
-    static let recordQuery =
-        "SELECT id, collection, uuid, version, updated_at, deleted, owner, team, created_by_user, created_by_client, data, device_time FROM records WHERE collection = ? AND uuid = ?"
-
     /// The floor: the database doing what a push of these records must have
     /// it do, in one process with no HTTP and no JSON coding. On the
     /// server's own schema, each batch one transaction: for every record
@@ -126,7 +121,7 @@ enum PushBench {
                 for index in first..<min(mutations, first + batchSize) {
                     let row = rows[index]
                     let version = try versions.next()
-                    _ = try sql.first(Self.recordQuery + (sql.dialect == .postgres ? " FOR UPDATE" : ""), [.text("people"), .text(row.uuid)])
+                    _ = try sql.recordRow("people", row.uuid, forUpdate: true)
                     let id = try sql.insertReturningID(
                         """
                         INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
