@@ -115,10 +115,7 @@ public final class SyncServer: Sendable {
         var next = pull
         next.cursor = page.cursor
         pagesAhead.build(key(page.cursor)) { [feed, config, clock, next] in
-            var page = try PullService(database: feed.source(), config: config, clock: clock).page(next, as: principal)
-            // Only live channels reuse a page's changes apart from its body: not kept twice.
-            page.changesJSON = []
-            return page
+            try PullService(database: feed.source(), config: config, clock: clock).page(next, as: principal)
         }
         return page
     }

@@ -223,7 +223,7 @@ struct LiveEndpointTests {
         func page(_ key: String) -> (PullService.Page, Bool) {
             hub.sharedPage(key) {
                 reads += 1
-                return PullService.Page(body: [], cursor: "c\(reads)", hasMore: false, changes: 0, changesJSON: [], lastVersion: 0)
+                return PullService.Page(body: [], changesRange: 0..<0, cursor: "c\(reads)", hasMore: false, changes: 0, lastVersion: 0)
             }
         }
         #expect(page("team:t-1|people|||7").1 == false)

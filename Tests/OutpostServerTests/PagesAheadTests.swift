@@ -105,7 +105,7 @@ struct PagesAheadTests {
     @Test func aPageIsKeptBrieflyServedOnceAndBuildsAreBounded() throws {
         let pages = PagesAhead(concurrentBuilds: 1, keep: .milliseconds(200))
         @Sendable func page(_ n: Int) -> PullService.Page {
-            PullService.Page(body: Array("page \(n)".utf8), cursor: "c\(n)", hasMore: true, changes: n, changesJSON: [], lastVersion: Int64(n))
+            PullService.Page(body: Array("page \(n)".utf8), changesRange: 0..<0, cursor: "c\(n)", hasMore: true, changes: n, lastVersion: Int64(n))
         }
         func key(_ cursor: String) -> PagesAhead.Key {
             PagesAhead.Key(scope: "s", collections: nil, limit: 10, windowStart: nil, cursor: cursor)

@@ -57,6 +57,33 @@ struct PullProtocolTests {
         #expect(tombstone.deleted && tombstone.uuid == uuids[3] && tombstone.data == nil)
     }
 
+    /// A field user's scope has two sources (their records, and the
+    /// catalogs everyone reads): pages that take from both are merged in
+    /// version order, pages that take from one are that source's buffer as
+    /// it stands. Either way every change comes once, in order.
+    @Test(arguments: Backend.available)
+    func pagesFromOneSourceOrSeveralAreTheSameFeed(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        var uuids: Set<UUID> = []
+        for index in 0..<23 {
+            let uuid = UUID()
+            uuids.insert(uuid)
+            _ = try await live.push(device.request(device.mutation(.create, uuid: uuid, data: ["name": .string("P\(index)")])), token: token)
+        }
+        for limit in [1, 4, CatalogSeed.entries.count, CatalogSeed.entries.count + 1, 500] {
+            let all = try await live.pullAll(token: token, limit: limit, query: "&collections=people,catalogs")
+            let versions = all.changes.compactMap { change -> Int64? in
+                if case .record(let record) = change { return record.version }
+                return nil
+            }
+            #expect(versions.count == 23 + CatalogSeed.entries.count, "limit \(limit)")
+            #expect(versions == versions.sorted() && Set(versions).count == versions.count, "once each, in order (limit \(limit))")
+            #expect(Set(all.changes.map(\.uuid)).isSuperset(of: uuids), "limit \(limit)")
+        }
+    }
+
     @Test(arguments: Backend.available)
     func catalogsAreDownloadedByEveryRole(_ backend: Backend) async throws {
         let live = try LiveServer(backend)

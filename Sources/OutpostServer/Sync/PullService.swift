@@ -25,11 +25,12 @@ struct PullService {
     /// what the live channels need to know about it without parsing it.
     struct Page {
         var body: [UInt8]
+        /// Where the changes' JSON lies in `body`, comma-separated (what
+        /// goes between `[` and `]`).
+        var changesRange: Range<Int>
         var cursor: String
         var hasMore: Bool
         var changes: Int
-        /// The changes' JSON, comma-separated (what goes between `[` and `]`).
-        var changesJSON: [UInt8]
         /// The version of the last change on the page (the cursor's position).
         var lastVersion: Int64
         /// How far deletions were purged when the page was read (the cursor carries it).
@@ -39,6 +40,8 @@ struct PullService {
         /// again shortly (a live channel does; a pull waits a little first).
         var heldBack = false
 
+        var changesJSON: ArraySlice<UInt8> { body[changesRange] }
+
         /// The same page for another caller with the same scope: only the
         /// cursor (which names the caller's scope) differs.
         func reissued(cursor given: String?, scopeTag: String, serverTime: ServerTimestamp) -> Page {
@@ -47,15 +50,21 @@ struct PullService {
                 ? given! : PullCursorCodec.encode(lastVersion, purgedThrough: purgedThrough, scopeTag: scopeTag)
             var page = self
             page.cursor = cursor
-            page.body = Self.body(changesJSON: changesJSON, cursor: cursor, hasMore: hasMore, serverTime: serverTime)
+            var body: [UInt8] = []
+            body.reserveCapacity(changesRange.count + 200)
+            body.append(contentsOf: Self.opening)
+            body.append(contentsOf: changesJSON)
+            page.changesRange = Self.opening.count..<body.count
+            Self.close(&body, cursor: cursor, hasMore: hasMore, serverTime: serverTime)
+            page.body = body
             return page
         }
 
-        static func body(changesJSON: [UInt8], cursor: String, hasMore: Bool, serverTime: ServerTimestamp) -> [UInt8] {
-            var out: [UInt8] = []
-            out.reserveCapacity(changesJSON.count + 160)
-            out.append(contentsOf: #"{"changes":["#.utf8)
-            out.append(contentsOf: changesJSON)
+        /// What a body holds before its first change.
+        static let opening = Array(#"{"changes":["#.utf8)
+
+        /// Ends a body that holds `opening` and the changes.
+        static func close(_ out: inout [UInt8], cursor: String, hasMore: Bool, serverTime: ServerTimestamp) {
             out.append(contentsOf: #"],"cursor":"#.utf8)
             JSONWriter.writeString(cursor, to: &out)
             out.append(contentsOf: #","has_more":"#.utf8)
@@ -63,7 +72,6 @@ struct PullService {
             out.append(contentsOf: #","server_time":""#.utf8)
             out.append(contentsOf: serverTime.rawValue.utf8)
             out.append(contentsOf: #""}"#.utf8)
-            return out
         }
     }
 
@@ -145,7 +153,7 @@ struct PullService {
                 }
                 part += " ORDER BY version LIMIT ?"
                 arguments.append(.integer(Int64(limit + 1)))
-                var stream = FeedStream()
+                var stream = FeedStream(rows: limit + 1)
                 try sql.scan(part, arguments) { row in
                     stream.append(version: row.int(3)) { ServerRecord.appendJSON(row, to: &$0) }
                 }
@@ -155,7 +163,7 @@ struct PullService {
             exitArguments += collections.map { .text($0) }
             if let condition = scope.exited(&exitArguments) {
                 exitArguments.append(.integer(Int64(limit + 1)))
-                var stream = FeedStream()
+                var stream = FeedStream(rows: 0)
                 try sql.scan(
                     """
                     SELECT version, collection, uuid FROM scope_exits
@@ -180,35 +188,50 @@ struct PullService {
             for index in streams.indices where streams[index].cut(below: watermark.bound) { heldBack = true }
 
             // Merge the streams by version and cut the page. A record in two
-            // branches comes once: versions are unique.
-            var out: [UInt8] = []
-            out.reserveCapacity(streams.reduce(128) { $0 + $1.json.count })
+            // branches comes once: versions are unique. When one stream holds
+            // every change (most scopes, and every first download), its
+            // buffer becomes the body as it stands: a 5,000-record page is
+            // megabytes, and each copy of it was fresh memory to fault in.
+            var body: [UInt8]
             var taken = 0
             var lastVersion = after
-            while taken < limit {
-                var next: Int?
-                for index in streams.indices where streams[index].hasNext {
-                    if next == nil || streams[index].nextVersion < streams[next!].nextVersion { next = index }
+            let filled = streams.indices.filter { streams[$0].hasNext }
+            if filled.count == 1, let only = filled.first {
+                taken = min(limit, streams[only].count)
+                let end = streams[only].end(ofEntry: taken - 1)
+                lastVersion = streams[only].version(ofEntry: taken - 1)
+                streams[only].skip(taken)
+                body = streams[only].takeBuffer(cutAt: end)
+            } else {
+                body = []
+                body.reserveCapacity(streams.reduce(256) { $0 + $1.json.count })
+                body.append(contentsOf: Page.opening)
+                while taken < limit {
+                    var next: Int?
+                    for index in streams.indices where streams[index].hasNext {
+                        if next == nil || streams[index].nextVersion < streams[next!].nextVersion { next = index }
+                    }
+                    guard let next else { break }
+                    let version = streams[next].nextVersion
+                    if taken > 0 { body.append(UInt8(ascii: ",")) }
+                    body.append(contentsOf: streams[next].json[streams[next].takeNext()])
+                    for other in streams.indices where streams[other].hasNext && streams[other].nextVersion == version {
+                        _ = streams[other].takeNext()
+                    }
+                    lastVersion = version
+                    taken += 1
                 }
-                guard let next else { break }
-                let version = streams[next].nextVersion
-                if taken > 0 { out.append(UInt8(ascii: ",")) }
-                out.append(contentsOf: streams[next].json[streams[next].takeNext()])
-                for other in streams.indices where streams[other].hasNext && streams[other].nextVersion == version {
-                    _ = streams[other].takeNext()
-                }
-                lastVersion = version
-                taken += 1
             }
+            let changesRange = Page.opening.count..<body.count
             // A full page says more follows when changes are held back, so
             // the caller asks again (and the next page waits for them).
             let hasMore = streams.contains(where: \.hasNext) || (heldBack && taken == limit)
             // An empty page returns the cursor it was given.
             let cursor = taken == 0 && request.cursor != nil
                 ? request.cursor! : PullCursorCodec.encode(lastVersion, purgedThrough: watermark.purgedThrough, scopeTag: scope.tag)
-            let body = Page.body(changesJSON: out, cursor: cursor, hasMore: hasMore, serverTime: ServerTimestamp(clock.now()))
+            Page.close(&body, cursor: cursor, hasMore: hasMore, serverTime: ServerTimestamp(clock.now()))
             return Page(
-                body: body, cursor: cursor, hasMore: hasMore, changes: taken, changesJSON: out, lastVersion: lastVersion,
+                body: body, changesRange: changesRange, cursor: cursor, hasMore: hasMore, changes: taken, lastVersion: lastVersion,
                 purgedThrough: watermark.purgedThrough, heldBack: heldBack && taken < limit)
         }
     }
@@ -269,19 +292,31 @@ enum PullCursorCodec {
 }
 
 /// One ordered source of a pull page (a scope branch, or the scope exits):
-/// each change's JSON in one buffer, and where each lies.
+/// each change's JSON in one buffer, comma-separated after the body's
+/// opening, and where each lies; when it is the page's only source, the
+/// buffer is the body.
 private struct FeedStream {
-    var json: [UInt8] = []
+    private(set) var json: [UInt8] = []
     private var entries: [(version: Int64, range: Range<Int>)] = []
     private var position = 0
 
+    /// `rows` is the most the stream may read: room for that many changes
+    /// of about 500 bytes is reserved up front, since growing the buffer
+    /// step by step copies it each time into memory never touched before.
+    init(rows: Int) {
+        json.reserveCapacity(PullService.Page.opening.count + min(rows, 20_000) * 512)
+        json.append(contentsOf: PullService.Page.opening)
+    }
+
     mutating func append(version: Int64, _ write: (inout [UInt8]) -> Void) {
+        if !entries.isEmpty { json.append(UInt8(ascii: ",")) }
         let start = json.count
         write(&json)
         entries.append((version, start..<json.count))
     }
 
     var hasNext: Bool { position < entries.count }
+    var count: Int { entries.count }
 
     /// Drops the entries at or above `bound`; returns whether there were any.
     mutating func cut(below bound: Int64) -> Bool {
@@ -294,5 +329,17 @@ private struct FeedStream {
     mutating func takeNext() -> Range<Int> {
         defer { position += 1 }
         return entries[position].range
+    }
+
+    func end(ofEntry index: Int) -> Int { entries[index].range.upperBound }
+    func version(ofEntry index: Int) -> Int64 { entries[index].version }
+    mutating func skip(_ count: Int) { position += count }
+
+    /// The buffer, ending at `end`: the body's opening and the changes before it.
+    mutating func takeBuffer(cutAt end: Int) -> [UInt8] {
+        var buffer: [UInt8] = []
+        swap(&buffer, &json)
+        buffer.removeSubrange(end...)
+        return buffer
     }
 }
