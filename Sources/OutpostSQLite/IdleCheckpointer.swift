@@ -21,13 +21,24 @@ import CSQLite
 /// passes `backstop` pages the writer's own commit checkpoints, as SQLite
 /// would, four times less often than SQLite's default: fewer copies of the
 /// pages written again and again, and the WAL never grows without bound.
-final class IdleCheckpointer: @unchecked Sendable {
+///
+/// Bulk commits (a page of a first download: hundreds of WAL pages each) are
+/// the exception. Their stream has no pause, and the writer's own
+/// checkpoints then stood in its way: a fifth of a first download's CPU,
+/// every 16 MB, while the next page waited. After a bulk commit the copy
+/// starts at once on the checkpointer's thread, beside the writer's next
+/// page; the writer checkpoints itself only past `bulkBackstop`.
+package final class IdleCheckpointer: @unchecked Sendable {
     /// WAL pages after which a checkpoint waits for a pause (SQLite's default).
-    static let threshold: Int32 = 1_000
+    package static let threshold: Int32 = 1_000
     /// WAL pages after which the writer checkpoints itself (16 MB of 4 kB pages).
-    static let backstop: Int32 = 4_000
+    package static let backstop: Int32 = 4_000
     /// The pause without commits that lets a checkpoint run (50 ms).
     static let idleNanoseconds: UInt64 = 50_000_000
+    /// A commit that adds this many WAL pages (1 MB) or more is bulk.
+    package static let bulkCommitPages: Int32 = 256
+    /// WAL pages after which the writer checkpoints itself under bulk commits (64 MB).
+    package static let bulkBackstop: Int32 = 16_000
 
     private let queue = DispatchQueue(label: "outpost.sqlite.checkpoint")
     private let path: String
@@ -47,17 +58,53 @@ final class IdleCheckpointer: @unchecked Sendable {
     /// Called by the writer after a commit, with the WAL's size in pages.
     /// Returns whether the writer should checkpoint itself (the backstop).
     func committed(walPages: Int32) -> Bool {
-        if walPages >= Self.backstop { return true }
-        guard walPages >= Self.threshold, state.committed(at: DispatchTime.now()) else { return false }
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(Self.idleNanoseconds))) { [self] in checkpointWhenIdle() }
-        return false
+        let step = Self.step(walPages: walPages, before: walPagesBefore)
+        walPagesBefore = walPages
+        switch step {
+        case .none: return false
+        case .inCommit: return true
+        case .afterPause, .atOnce:
+            let atOnce = step == .atOnce
+            guard state.committed(at: DispatchTime.now(), bulk: atOnce) else { return false }
+            queue.asyncAfter(deadline: .now() + .nanoseconds(atOnce ? 0 : Int(Self.idleNanoseconds))) { [self] in
+                checkpointWhenIdle()
+            }
+            return false
+        }
     }
 
-    /// On `queue`: checkpoints if no commit came during the last 50 ms,
-    /// or looks again once that much time has passed since the last one.
+    /// What a commit that left `walPages` in the WAL asks for, the WAL
+    /// having held `before` after the commit before it.
+    package enum Step: Equatable, Sendable {
+        /// Nothing yet: the WAL is small.
+        case none
+        /// A checkpoint on the checkpointer's connection once no commit has come for 50 ms.
+        case afterPause
+        /// A checkpoint on the checkpointer's connection now: the commit was bulk.
+        case atOnce
+        /// The committing connection checkpoints itself: the WAL reached its backstop.
+        case inCommit
+    }
+
+    package static func step(walPages: Int32, before: Int32) -> Step {
+        // The WAL starts again from its first page after a full checkpoint.
+        let added = walPages >= before ? walPages - before : walPages
+        let bulk = added >= bulkCommitPages
+        if walPages >= (bulk ? bulkBackstop : backstop) { return .inCommit }
+        guard walPages >= threshold else { return .none }
+        return bulk ? .atOnce : .afterPause
+    }
+
+    /// The WAL's size at the writer's last commit (written by the writer only).
+    private var walPagesBefore: Int32 = 0
+
+    /// On `queue`: checkpoints if no commit came during the last 50 ms or
+    /// the last one was bulk, or looks again once that much time has passed
+    /// since the last one.
     private func checkpointWhenIdle() {
         guard !isClosed else { return state.finished(ok: nil) }
-        if let wait = state.nanosecondsToIdle(now: DispatchTime.now(), idle: Self.idleNanoseconds) {
+        let wait = state.nanosecondsToIdle(now: DispatchTime.now(), idle: Self.idleNanoseconds)
+        if let wait, wait > 0 {
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(wait))) { [self] in checkpointWhenIdle() }
             return
         }
@@ -66,11 +113,12 @@ final class IdleCheckpointer: @unchecked Sendable {
         // -1 frames: the connection does not see the file in WAL mode.
         var walFrames: Int32 = -1
         let code = sqlite3_wal_checkpoint_v2(handle, "main", SQLITE_CHECKPOINT_PASSIVE, &walFrames, nil)
-        state.finished(ok: code == SQLITE_OK && walFrames >= 0)
+        state.finished(ok: code == SQLITE_OK && walFrames >= 0, besideWrites: wait == 0)
     }
 
-    /// How many idle-time checkpoints ran, and how many of them failed.
-    var runs: (completed: Int, failed: Int) { state.runs }
+    /// How many checkpoints ran on the checkpointer's connection, how many
+    /// of them failed, and how many started at once after a bulk commit.
+    var runs: (completed: Int, failed: Int, besideWrites: Int) { state.runs }
 
     /// Waits for a running checkpoint, then closes the queue's connection.
     /// Called before the writer's connection closes, so that one is the last
@@ -103,41 +151,47 @@ private final class CheckpointState: @unchecked Sendable {
     /// Whether a checkpoint is waiting for a pause (or running).
     private var isWaiting = false
     private var lastCommit = DispatchTime(uptimeNanoseconds: 0)
+    private var lastCommitWasBulk = false
     private var completed = 0
     private var failed = 0
+    private var besideWrites = 0
 
     /// Notes a commit; true when no checkpoint is waiting yet and the
     /// caller should schedule one.
-    func committed(at time: DispatchTime) -> Bool {
+    func committed(at time: DispatchTime, bulk: Bool) -> Bool {
         lock.lock()
         defer { lock.unlock() }
         lastCommit = time
+        lastCommitWasBulk = bulk
         if isWaiting { return false }
         isWaiting = true
         return true
     }
 
     /// How long until `idle` nanoseconds have passed since the last
-    /// commit; nil when they have.
+    /// commit; nil when they have, and 0 when that commit was bulk (no
+    /// pause is waited for).
     func nanosecondsToIdle(now: DispatchTime, idle: UInt64) -> UInt64? {
         lock.lock()
         defer { lock.unlock() }
+        if lastCommitWasBulk { return 0 }
         let since = now.uptimeNanoseconds &- lastCommit.uptimeNanoseconds
         return since >= idle ? nil : idle - since
     }
 
-    func finished(ok: Bool?) {
+    func finished(ok: Bool?, besideWrites: Bool = false) {
         lock.lock()
         isWaiting = false
         if let ok {
             if ok { completed += 1 } else { failed += 1 }
+            if ok, besideWrites { self.besideWrites += 1 }
         }
         lock.unlock()
     }
 
-    var runs: (completed: Int, failed: Int) {
+    var runs: (completed: Int, failed: Int, besideWrites: Int) {
         lock.lock()
         defer { lock.unlock() }
-        return (completed, failed)
+        return (completed, failed, besideWrites)
     }
 }

@@ -116,9 +116,10 @@ public final class SQLiteConnection {
             }, Unmanaged.passUnretained(checkpointer).toOpaque())
     }
 
-    /// Idle-time checkpoints run so far, and how many failed (nil when
-    /// checkpoints run in commits, SQLite's default).
-    public var idleCheckpoints: (completed: Int, failed: Int)? { checkpointer?.runs }
+    /// Checkpoints run on the checkpointer's connection so far, how many
+    /// failed, and how many ran beside bulk writes instead of in a pause
+    /// (nil when checkpoints run in commits, SQLite's default).
+    public var idleCheckpoints: (completed: Int, failed: Int, besideWrites: Int)? { checkpointer?.runs }
 
     func error(code: Int32, sql: String?) -> SQLiteError {
         SQLiteError(extendedCode: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql)

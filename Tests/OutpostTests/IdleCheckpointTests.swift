@@ -90,4 +90,53 @@ struct IdleCheckpointTests {
         #expect(try await reopened.query(Person.self).count == 1_400)
         await reopened.close()
     }
+
+    @Test func aBulkCommitStartsTheCopyAtOnceAndOnlyTheBackstopStopsTheWriter() {
+        typealias Checkpointer = IdleCheckpointer
+        let bulk = Checkpointer.bulkCommitPages
+        // A small WAL asks for nothing, whatever the commit.
+        #expect(Checkpointer.step(walPages: 300, before: 0) == .none)
+        // Past the threshold, a small commit waits for a pause; a bulk one does not.
+        #expect(Checkpointer.step(walPages: 1_003, before: 1_000) == .afterPause)
+        #expect(Checkpointer.step(walPages: 1_000 + bulk, before: 1_000) == .atOnce)
+        // A WAL that started again counts all its pages as the commit's.
+        #expect(Checkpointer.step(walPages: 1_200, before: 5_000) == .atOnce)
+        // The writer checkpoints itself at the backstop, later under bulk commits.
+        #expect(Checkpointer.step(walPages: Checkpointer.backstop, before: Checkpointer.backstop - 3) == .inCommit)
+        #expect(Checkpointer.step(walPages: Checkpointer.backstop + bulk, before: Checkpointer.backstop) == .atOnce)
+        #expect(Checkpointer.step(walPages: Checkpointer.bulkBackstop, before: Checkpointer.bulkBackstop - bulk) == .inCommit)
+    }
+
+    /// A first download writes pages of thousands of records back to back:
+    /// no pause comes, and the copy runs beside the next page's writes.
+    @Test func aDownloadsPagesAreCopiedIntoTheFileBesideTheWritesAndTheWALStaysBounded() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("device.sqlite")
+        let store = try Self.open(path)
+        let time = ServerTimestamp(rawValue: "2026-11-29T10:00:00.123456Z")
+        let notes = String(repeating: "n", count: 400)
+        var largest = 0
+        var version: Int64 = 0
+        for page in 0..<10 {
+            let changes = (0..<2_500).map { _ -> PullChange in
+                version += 1
+                return .record(
+                    WireRecord(
+                        collection: "people", uuid: UUID(), id: version, version: version, updatedAt: time, deleted: false,
+                        owner: "u-1", team: "t-1", data: ["name": .string("p\(version)"), "notes": .string(notes)]))
+            }
+            let raw = try RawPullPage(
+                PullResponse(changes: changes, cursor: PullCursor(rawValue: "c\(page)"), hasMore: page < 9, serverTime: time))
+            try await store.applyPull(raw, collections: ["people"])
+            largest = max(largest, Self.walBytes(path))
+        }
+        try await eventually("a checkpoint ran beside the writes") { await store.idleCheckpoints?.besideWrites ?? 0 >= 1 }
+        #expect(await store.idleCheckpoints?.failed == 0)
+        // A page of 2,500 such records is about 300 WAL pages (bulk): the
+        // WAL never passes the bulk backstop by more than one page's worth.
+        #expect(largest <= Int(IdleCheckpointer.bulkBackstop + 400) * Self.frameBytes, "WAL reached \(largest) bytes")
+        #expect(try await store.query(Person.self).count == 25_000)
+        await store.close()
+        #expect(try Self.rowsInTheFile(path) == 25_000)
+    }
 }

@@ -158,7 +158,7 @@ public actor LocalStore {
 
     /// Checkpoints run in pauses between writes so far, and how many failed
     /// (nil for a store opened read-only, whose file nobody writes).
-    package var idleCheckpoints: (completed: Int, failed: Int)? { connection.idleCheckpoints }
+    package var idleCheckpoints: (completed: Int, failed: Int, besideWrites: Int)? { connection.idleCheckpoints }
 
     func checkOpen() throws {
         if isClosed { throw StoreError.closed }
