@@ -108,6 +108,13 @@ enum StoreSchema {
             attached_at    TEXT
         ) WITHOUT ROWID;
         """,
+        // What the queue's status counts after every settled push, found
+        // without reading the whole queue (`Outbox.summary`). Both partial:
+        // an ordinary local write (no parents, never sent) writes neither.
+        """
+        CREATE INDEX outbox_with_parents ON outbox (entry) WHERE parents != '';
+        CREATE INDEX outbox_unknown_outcome ON outbox (entry) WHERE unknown_outcome != 0;
+        """,
     ]
 
     /// The fixed tables' membership checks (`MembershipCheck`: not `IN`,

@@ -1,0 +1,47 @@
+import Foundation
+import Outpost
+import OutpostCore
+import OutpostSQLite
+import OutpostTesting
+import Testing
+
+/// Look-ups the engine makes after every push, whatever the queue's
+/// length, must each be answered from a small index, never by reading the
+/// whole queue: the queue's status is published after every settled push.
+@Suite("The store's query plans", .timeLimit(.minutes(2)))
+struct StorePlanTests {
+    /// The plan SQLite chooses for `sql` on the store's file, as one line per step.
+    static func plan(_ sql: String, in path: String) throws -> String {
+        let file = try SQLiteConnection(path: path, readOnly: true)
+        defer { file.close() }
+        return try file.query("EXPLAIN QUERY PLAN " + sql) { $0.string(3) }.joined(separator: "\n")
+    }
+
+    @Test func theQueueStatusCountsFromIndexesNotTheQueue() async throws {
+        let fixture = try StoreFixture()
+        for index in 0..<300 { try await fixture.store.create(Person(name: "p\(index)")) }
+        let path = fixture.path
+        await fixture.store.close()
+
+        let checking = try Self.plan(OutboxStatusQueries.checkingCount(notIn: "1,2"), in: path)
+        #expect(checking.contains("outbox_unknown_outcome"), "\(checking)")
+        let held = try Self.plan("SELECT * FROM outbox WHERE \(OutboxStatusQueries.heldCandidates) ORDER BY entry", in: path)
+        #expect(held.contains("USING INDEX outbox_with_parents"), "\(held)")
+        let total = try Self.plan("SELECT COUNT(*) FROM outbox", in: path)
+        #expect(total.contains("COVERING INDEX"), "\(total)")
+    }
+
+    @Test func anOrdinaryWriteAddsNothingToTheStatusIndexes() async throws {
+        let fixture = try StoreFixture()
+        for index in 0..<50 { try await fixture.store.create(Person(name: "p\(index)")) }
+        let path = fixture.path
+        await fixture.store.close()
+        let file = try SQLiteConnection(path: path, readOnly: true)
+        defer { file.close() }
+        // Entries the partial indexes hold: none for writes without parents that were never sent.
+        let withParents = try file.first("SELECT COUNT(*) FROM outbox INDEXED BY outbox_with_parents WHERE parents != ''") { $0.int64(0) }
+        let unknown = try file.first("SELECT COUNT(*) FROM outbox INDEXED BY outbox_unknown_outcome WHERE unknown_outcome != 0") { $0.int64(0) }
+        #expect(withParents == 0 && unknown == 0)
+        #expect(try file.first("SELECT COUNT(*) FROM outbox") { $0.int64(0) } == 50)
+    }
+}
