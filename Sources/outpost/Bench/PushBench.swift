@@ -15,7 +15,12 @@ enum PushBench {
     static func run(mutations: Int, postgres: String?) async throws -> [BenchResult] {
         var results: [BenchResult] = []
         let directory = try TemporaryDirectory(prefix: "outpost-bench")
-        for backend in ["sqlite"] + (postgres == nil ? [] : ["postgres"]) {
+        // On SQLite, twice: the device and the server sharing the machine's
+        // cores, then on a core each (`CorePinning`), as a phone and a server
+        // run: what the server takes when nothing preempts it, and what one
+        // core of device work drains.
+        let runs = [("sqlite", false)] + (CorePinning.isAvailable ? [("sqlite", true)] : []) + (postgres == nil ? [] : [("postgres", false)])
+        for (backend, ownCores) in runs {
             // Fresh databases for the floor and for the server, so both start
             // with no rows and (on PostgreSQL) no statistics.
             var scratch: [ScratchSchema] = []
@@ -26,6 +31,9 @@ enum PushBench {
                 scratch.append(schema)
                 return schema.url(postgres)
             }
+            // The floor runs on the core the server will have.
+            let pinned = ownCores && CorePinning.pin(getpid(), to: 1)
+            defer { if pinned { CorePinning.pin(getpid(), to: nil) } }
             let floorSeconds = try floor(at: try freshLocation("floor"), mutations: mutations)
             let floorRate = Double(mutations) / floorSeconds
 
@@ -37,6 +45,11 @@ enum PushBench {
             let log = directory.path("server-\(backend).log")
             let server = try ServerProcess(database: location, logPath: log)
             defer { server.stop() }
+            if pinned {
+                guard CorePinning.pin(server.process.processIdentifier, to: 1), CorePinning.pin(getpid(), to: 0) else {
+                    throw CommandFailure("The device and the server could not be given a core each.")
+                }
+            }
             let store = try LocalStore(path: directory.path("device-\(backend).sqlite"), collections: [CollectionDescriptor(name: "people")])
             try await store.write { tx in
                 for index in 0..<mutations { try tx.create(in: "people", Bench.recordObject(index)) }
@@ -58,7 +71,7 @@ enum PushBench {
             guard serverSeconds > 0 else { throw CommandFailure("The server's log holds no answered push.") }
             let intake = Double(mutations) / serverSeconds
             let endToEnd = Double(mutations) / seconds
-            let suffix = backend == "sqlite" ? "" : "-postgres"
+            let suffix = (backend == "sqlite" ? "" : "-postgres") + (pinned ? "-own-cores" : "")
             var intakeResult = BenchResult(
                 name: "push" + suffix, figure: intake, unit: "mutations/s (server intake)",
                 baseline: floorRate,
@@ -70,6 +83,7 @@ enum PushBench {
                 "floor_seconds": floorSeconds,
             ]
             intakeResult.notes = ["records of ~300 bytes, batches of \(batchSize) over HTTP on loopback, a fresh database"]
+                + (pinned ? ["the server and the floor on core 1, the device on core 0"] : [])
             var drain = BenchResult(
                 name: "push-end-to-end" + suffix, figure: endToEnd, unit: "mutations/s (device's whole sync)",
                 baseline: intake, baselineLabel: "server intake, same run", ratio: endToEnd / intake,
@@ -81,6 +95,7 @@ enum PushBench {
                 "server_pull_seconds": pullSeconds, "device_and_transport_seconds": seconds - serverSeconds - pullSeconds,
             ]
             drain.notes = ["from sync() to its report: taking batches from the outbox, HTTP, the server, settling each answer"]
+                + (pinned ? ["the device's work on one core of its own"] : [])
             results += [intakeResult, drain]
         }
         return results
