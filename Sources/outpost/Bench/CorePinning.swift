@@ -14,12 +14,19 @@ import OutpostTesting
 enum CorePinning {
     static let taskset = "/usr/bin/taskset"
 
-    /// Whether there are cores enough to give the device and the server one each.
-    static var isAvailable: Bool {
+    /// Two cores this process may run on, one for the device and one for
+    /// the server; nil when there are not two (or no `taskset`).
+    static func twoCores() -> (device: Int, server: Int)? {
         #if os(Linux)
-        return ProcessInfo.processInfo.activeProcessorCount >= 2 && FileManager.default.isExecutableFile(atPath: taskset)
+        guard FileManager.default.isExecutableFile(atPath: taskset), let list = allowedCores(getpid()) else { return nil }
+        var cores: [Int] = []
+        for part in list.split(separator: ",") {
+            let bounds = part.split(separator: "-").compactMap { Int($0) }
+            if bounds.count == 2, bounds[0] <= bounds[1] { cores += Array(bounds[0]...bounds[1]) } else if bounds.count == 1 { cores.append(bounds[0]) }
+        }
+        return cores.count >= 2 ? (cores[0], cores[1]) : nil
         #else
-        return false
+        return nil
         #endif
     }
 
@@ -29,13 +36,15 @@ enum CorePinning {
     /// set, read back from the kernel.
     @discardableResult
     static func pin(_ pid: pid_t, to core: Int?) -> Bool {
-        guard isAvailable else { return false }
-        let cores = core.map(String.init) ?? "0-\(ProcessInfo.processInfo.activeProcessorCount - 1)"
+        guard let cores = core.map(String.init) ?? everyCore else { return false }
         guard let tool = try? SpawnedProcess(URL(fileURLWithPath: taskset), ["--all-tasks", "--cpu-list", "--pid", cores, String(pid)])
         else { return false }
         tool.waitUntilExit()
         return allowedCores(pid) == cores
     }
+
+    /// The cores this process could run on when it started, as a list.
+    static let everyCore = allowedCores(getpid())
 
     /// The cores the kernel lets `pid`'s main thread run on, as a list (`1`, `0-1`).
     static func allowedCores(_ pid: pid_t) -> String? {

@@ -19,7 +19,8 @@ enum PushBench {
         // cores, then on a core each (`CorePinning`), as a phone and a server
         // run: what the server takes when nothing preempts it, and what one
         // core of device work drains.
-        let runs = [("sqlite", false)] + (CorePinning.isAvailable ? [("sqlite", true)] : []) + (postgres == nil ? [] : [("postgres", false)])
+        let cores = CorePinning.twoCores()
+        let runs = [("sqlite", false)] + (cores == nil ? [] : [("sqlite", true)]) + (postgres == nil ? [] : [("postgres", false)])
         for (backend, ownCores) in runs {
             // Fresh databases for the floor and for the server, so both start
             // with no rows and (on PostgreSQL) no statistics.
@@ -32,7 +33,11 @@ enum PushBench {
                 return schema.url(postgres)
             }
             // The floor runs on the core the server will have.
-            let pinned = ownCores && CorePinning.pin(getpid(), to: 1)
+            if ownCores && !CorePinning.pin(getpid(), to: cores?.server) {
+                print("push on a core each: skipped, this process could not be pinned to a core")
+                continue
+            }
+            let pinned = ownCores
             defer { if pinned { CorePinning.pin(getpid(), to: nil) } }
             let floorSeconds = try floor(at: try freshLocation("floor"), mutations: mutations)
             let floorRate = Double(mutations) / floorSeconds
@@ -46,9 +51,8 @@ enum PushBench {
             let server = try ServerProcess(database: location, logPath: log)
             defer { server.stop() }
             if pinned {
-                guard CorePinning.pin(server.process.processIdentifier, to: 1), CorePinning.pin(getpid(), to: 0) else {
-                    throw CommandFailure("The device and the server could not be given a core each.")
-                }
+                guard CorePinning.pin(server.process.processIdentifier, to: cores?.server), CorePinning.pin(getpid(), to: cores?.device)
+                else { throw CommandFailure("The device and the server could not be given a core each.") }
             }
             let store = try LocalStore(path: directory.path("device-\(backend).sqlite"), collections: [CollectionDescriptor(name: "people")])
             try await store.write { tx in
@@ -83,7 +87,7 @@ enum PushBench {
                 "floor_seconds": floorSeconds,
             ]
             intakeResult.notes = ["records of ~300 bytes, batches of \(batchSize) over HTTP on loopback, a fresh database"]
-                + (pinned ? ["the server and the floor on core 1, the device on core 0"] : [])
+                + (pinned ? ["the server and the floor on core \(cores?.server ?? 0), the device on core \(cores?.device ?? 0)"] : [])
             var drain = BenchResult(
                 name: "push-end-to-end" + suffix, figure: endToEnd, unit: "mutations/s (device's whole sync)",
                 baseline: intake, baselineLabel: "server intake, same run", ratio: endToEnd / intake,
