@@ -264,7 +264,11 @@ struct LiveSyncTests {
         let id = try await worker.store.create(Person(name: "After the storm"))
         try await worker.engine.sync()
         try await eventually("the change came through the new stream") { try await coordinator.store.get(Person.self, id) != nil }
-        #expect(await coordinator.engine.currentStatus.live == .live)
+        // Live, and never polling: on a loaded machine (the whole suite at
+        // once) a late heartbeat may have the stream opened again meanwhile,
+        // which shows "connecting" for a moment (seen once in a clean-clone run).
+        try await eventually("the channel is live after the change") { await coordinator.engine.currentStatus.live == .live }
+        #expect(!seen.current.contains("polling"), "never long polls")
         await coordinator.engine.stop()
     }
 

@@ -31,6 +31,18 @@ struct StorePlanTests {
         #expect(total.contains("COVERING INDEX"), "\(total)")
     }
 
+    /// Marking a batch's records as sending is one statement per
+    /// collection; it must find each record by its key, not scan the table.
+    @Test func aBatchsRecordsAreMarkedByTheirKeys() async throws {
+        let fixture = try StoreFixture()
+        for index in 0..<300 { try await fixture.store.create(Person(name: "p\(index)")) }
+        let path = fixture.path
+        await fixture.store.close()
+        let plan = try Self.plan(RecordStateQueries.setStates(in: "people"), in: path)
+        #expect(plan.contains("SEARCH people USING PRIMARY KEY (uuid=?)"), "\(plan)")
+        #expect(!plan.contains("SCAN people"), "\(plan)")
+    }
+
     @Test func anOrdinaryWriteAddsNothingToTheStatusIndexes() async throws {
         let fixture = try StoreFixture()
         for index in 0..<50 { try await fixture.store.create(Person(name: "p\(index)")) }

@@ -224,7 +224,7 @@ extension Outbox {
             }
             if repairing && tables.damage.all.count > damageBefore { throw DamageFoundWhileChoosing() }
             try setLastSeq(lastSeq)
-            for row in chosen { try tables.setState(row.record.collection, row.record.uuid, .sending) }
+            try tables.setStates(chosen.map(\.record), .sending)
             return chosen
         }
         guard !batch.isEmpty else { return nil }

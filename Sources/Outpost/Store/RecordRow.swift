@@ -115,6 +115,24 @@ struct RecordTables {
             "UPDATE \"\(collection)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
     }
 
+    /// Sets the state of many records, one statement per collection: a
+    /// push batch's 500 records were 500 statements, each with its fixed
+    /// cost, on the device's path between two pushes.
+    func setStates(_ records: [RecordReference], _ state: SyncState) throws {
+        for (collection, members) in Dictionary(grouping: records, by: \.collection) {
+            var uuids: [UInt8] = [UInt8(ascii: "[")]
+            for (index, record) in members.enumerated() {
+                if index > 0 { uuids.append(UInt8(ascii: ",")) }
+                uuids.append(UInt8(ascii: "\""))
+                uuids.append(contentsOf: record.uuid.wireText.utf8)
+                uuids.append(UInt8(ascii: "\""))
+            }
+            uuids.append(UInt8(ascii: "]"))
+            try connection.run(
+                RecordStateQueries.setStates(in: collection), [.text(state.rawValue), .text(String(decoding: uuids, as: UTF8.self))])
+        }
+    }
+
     /// Sets the state only where it is still `expected`.
     func setState(_ collection: String, _ uuid: UUID, _ state: SyncState, from expected: SyncState) throws {
         try connection.run(
@@ -132,5 +150,14 @@ struct RecordTables {
             .integer(row.deleted ? 1 : 0), .text(row.owner), .text(row.team), try payloads.stored(try dataText ?? row.data.jsonText()),
             .text(row.deviceTime?.rawValue),
         ]
+    }
+}
+
+/// Statements on many records at once whose plans must look each record
+/// up by its key (`StorePlanTests` reads them).
+package enum RecordStateQueries {
+    /// Sets `sync_state` (?1) of the records whose uuids ?2 lists as a JSON array.
+    package static func setStates(in collection: String) -> String {
+        "UPDATE \"\(collection)\" SET sync_state = ?1 WHERE uuid IN (SELECT value FROM json_each(?2))"
     }
 }
