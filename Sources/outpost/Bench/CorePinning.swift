@@ -31,20 +31,23 @@ enum CorePinning {
     }
 
     /// Pins every thread `pid` has now to `core` (threads made later
-    /// inherit the core of the thread that makes them); nil frees it to
-    /// every core again. Whether the process's main thread now has that
-    /// set, read back from the kernel.
+    /// inherit the core of the thread that makes them). Whether the
+    /// process's main thread now has that core, read back from the kernel.
     @discardableResult
-    static func pin(_ pid: pid_t, to core: Int?) -> Bool {
-        guard let cores = core.map(String.init) ?? everyCore else { return false }
-        guard let tool = try? SpawnedProcess(URL(fileURLWithPath: taskset), ["--all-tasks", "--cpu-list", "--pid", cores, String(pid)])
-        else { return false }
-        tool.waitUntilExit()
-        return allowedCores(pid) == cores
+    static func pin(_ pid: pid_t, to core: Int) -> Bool {
+        pin(pid, toList: String(core))
     }
 
-    /// The cores this process could run on when it started, as a list.
-    static let everyCore = allowedCores(getpid())
+    /// Pins every thread of `pid` to the cores `list` names (`0-1`, `2,3`),
+    /// as `allowedCores` gave them: how a pinned process is given back the
+    /// cores it had.
+    @discardableResult
+    static func pin(_ pid: pid_t, toList list: String) -> Bool {
+        guard let tool = try? SpawnedProcess(URL(fileURLWithPath: taskset), ["--all-tasks", "--cpu-list", "--pid", list, String(pid)])
+        else { return false }
+        tool.waitUntilExit()
+        return allowedCores(pid) == list
+    }
 
     /// The cores the kernel lets `pid`'s main thread run on, as a list (`1`, `0-1`).
     static func allowedCores(_ pid: pid_t) -> String? {

@@ -20,6 +20,10 @@ enum PushBench {
         // run: what the server takes when nothing preempts it, and what one
         // core of device work drains.
         let cores = CorePinning.twoCores()
+        // Read before any pinning: the cores this process is given back after
+        // the run on a core each, so the benchmarks after it (and the
+        // servers they start) have every core again.
+        let allCores = CorePinning.allowedCores(getpid())
         let runs = [("sqlite", false)] + (cores == nil ? [] : [("sqlite", true)]) + (postgres == nil ? [] : [("postgres", false)])
         for (backend, ownCores) in runs {
             // Fresh databases for the floor and for the server, so both start
@@ -33,12 +37,18 @@ enum PushBench {
                 return schema.url(postgres)
             }
             // The floor runs on the core the server will have.
-            if ownCores && !CorePinning.pin(getpid(), to: cores?.server) {
-                print("push on a core each: skipped, this process could not be pinned to a core")
-                continue
+            if ownCores {
+                guard let cores, allCores != nil, CorePinning.pin(getpid(), to: cores.server) else {
+                    print("push on a core each: skipped, this process could not be pinned to a core")
+                    continue
+                }
             }
             let pinned = ownCores
-            defer { if pinned { CorePinning.pin(getpid(), to: nil) } }
+            defer {
+                if pinned, let allCores, !CorePinning.pin(getpid(), toList: allCores) {
+                    print("warning: the benchmark could not be given back the cores \(allCores)")
+                }
+            }
             let floorSeconds = try floor(at: try freshLocation("floor"), mutations: mutations)
             let floorRate = Double(mutations) / floorSeconds
 
@@ -50,8 +60,8 @@ enum PushBench {
             let log = directory.path("server-\(backend).log")
             let server = try ServerProcess(database: location, logPath: log)
             defer { server.stop() }
-            if pinned {
-                guard CorePinning.pin(server.process.processIdentifier, to: cores?.server), CorePinning.pin(getpid(), to: cores?.device)
+            if pinned, let cores {
+                guard CorePinning.pin(server.process.processIdentifier, to: cores.server), CorePinning.pin(getpid(), to: cores.device)
                 else { throw CommandFailure("The device and the server could not be given a core each.") }
             }
             let store = try LocalStore(path: directory.path("device-\(backend).sqlite"), collections: [CollectionDescriptor(name: "people")])
