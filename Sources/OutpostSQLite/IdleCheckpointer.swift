@@ -103,17 +103,20 @@ package final class IdleCheckpointer: @unchecked Sendable {
     /// since the last one.
     private func checkpointWhenIdle() {
         guard !isClosed else { return state.finished(ok: nil) }
-        let wait = state.nanosecondsToIdle(now: DispatchTime.now(), idle: Self.idleNanoseconds)
-        if let wait, wait > 0 {
+        let afterBulk: Bool
+        switch state.turn(now: DispatchTime.now(), idle: Self.idleNanoseconds) {
+        case .later(let wait):
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(wait))) { [self] in checkpointWhenIdle() }
             return
+        case .now(let bulk):
+            afterBulk = bulk
         }
         if handle == nil { handle = open() }
         guard let handle else { return state.finished(ok: false) }
         // -1 frames: the connection does not see the file in WAL mode.
         var walFrames: Int32 = -1
         let code = sqlite3_wal_checkpoint_v2(handle, "main", SQLITE_CHECKPOINT_PASSIVE, &walFrames, nil)
-        state.finished(ok: code == SQLITE_OK && walFrames >= 0, besideWrites: wait == 0)
+        state.finished(ok: code == SQLITE_OK && walFrames >= 0, besideWrites: afterBulk)
     }
 
     /// How many checkpoints ran on the checkpointer's connection, how many
@@ -168,15 +171,21 @@ private final class CheckpointState: @unchecked Sendable {
         return true
     }
 
-    /// How long until `idle` nanoseconds have passed since the last
-    /// commit; nil when they have, and 0 when that commit was bulk (no
-    /// pause is waited for).
-    func nanosecondsToIdle(now: DispatchTime, idle: UInt64) -> UInt64? {
+    /// When a waiting checkpoint may run.
+    enum Turn {
+        /// Now: `idle` nanoseconds passed since the last commit, or that
+        /// commit was bulk (`afterBulk`: no pause is waited for).
+        case now(afterBulk: Bool)
+        /// Once this many more nanoseconds pass without a commit.
+        case later(UInt64)
+    }
+
+    func turn(now: DispatchTime, idle: UInt64) -> Turn {
         lock.lock()
         defer { lock.unlock() }
-        if lastCommitWasBulk { return 0 }
+        if lastCommitWasBulk { return .now(afterBulk: true) }
         let since = now.uptimeNanoseconds &- lastCommit.uptimeNanoseconds
-        return since >= idle ? nil : idle - since
+        return since >= idle ? .now(afterBulk: false) : .later(idle - since)
     }
 
     func finished(ok: Bool?, besideWrites: Bool = false) {

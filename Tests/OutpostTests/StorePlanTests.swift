@@ -17,11 +17,18 @@ struct StorePlanTests {
         return try file.query("EXPLAIN QUERY PLAN " + sql) { $0.string(3) }.joined(separator: "\n")
     }
 
-    @Test func theQueueStatusCountsFromIndexesNotTheQueue() async throws {
+    /// A store holding `creates` never-sent people, closed (its folder
+    /// lives as long as the fixture).
+    static func closedStore(creates: Int) async throws -> StoreFixture {
         let fixture = try StoreFixture()
-        for index in 0..<300 { try await fixture.store.create(Person(name: "p\(index)")) }
-        let path = fixture.path
+        for index in 0..<creates { try await fixture.store.create(Person(name: "p\(index)")) }
         await fixture.store.close()
+        return fixture
+    }
+
+    @Test func theQueueStatusCountsFromIndexesNotTheQueue() async throws {
+        let fixture = try await Self.closedStore(creates: 300)
+        let path = fixture.path
 
         let checking = try Self.plan(OutboxStatusQueries.checkingCount(notIn: "1,2"), in: path)
         #expect(checking.contains("outbox_unknown_outcome"), "\(checking)")
@@ -34,20 +41,16 @@ struct StorePlanTests {
     /// Marking a batch's records as sending is one statement per
     /// collection; it must find each record by its key, not scan the table.
     @Test func aBatchsRecordsAreMarkedByTheirKeys() async throws {
-        let fixture = try StoreFixture()
-        for index in 0..<300 { try await fixture.store.create(Person(name: "p\(index)")) }
+        let fixture = try await Self.closedStore(creates: 300)
         let path = fixture.path
-        await fixture.store.close()
         let plan = try Self.plan(RecordStateQueries.setStates(in: "people"), in: path)
         #expect(plan.contains("SEARCH people USING PRIMARY KEY (uuid=?)"), "\(plan)")
         #expect(!plan.contains("SCAN people"), "\(plan)")
     }
 
     @Test func anOrdinaryWriteAddsNothingToTheStatusIndexes() async throws {
-        let fixture = try StoreFixture()
-        for index in 0..<50 { try await fixture.store.create(Person(name: "p\(index)")) }
+        let fixture = try await Self.closedStore(creates: 50)
         let path = fixture.path
-        await fixture.store.close()
         let file = try SQLiteConnection(path: path, readOnly: true)
         defer { file.close() }
         // Entries the partial indexes hold: none for writes without parents that were never sent.
@@ -55,5 +58,12 @@ struct StorePlanTests {
         let unknown = try file.first("SELECT COUNT(*) FROM outbox INDEXED BY outbox_unknown_outcome WHERE unknown_outcome != 0") { $0.int64(0) }
         #expect(withParents == 0 && unknown == 0)
         #expect(try file.first("SELECT COUNT(*) FROM outbox") { $0.int64(0) } == 50)
+        // Both are partial, so an entry outside their conditions never writes them.
+        let definitions = try file.query(
+            "SELECT sql FROM sqlite_schema WHERE name IN ('outbox_with_parents', 'outbox_unknown_outcome') ORDER BY name"
+        ) { $0.string(0) }
+        #expect(definitions.count == 2)
+        #expect(definitions.first?.contains("WHERE unknown_outcome != 0") == true, "\(definitions)")
+        #expect(definitions.last?.contains("WHERE parents != ''") == true, "\(definitions)")
     }
 }

@@ -120,16 +120,8 @@ struct RecordTables {
     /// cost, on the device's path between two pushes.
     func setStates(_ records: [RecordReference], _ state: SyncState) throws {
         for (collection, members) in Dictionary(grouping: records, by: \.collection) {
-            var uuids: [UInt8] = [UInt8(ascii: "[")]
-            for (index, record) in members.enumerated() {
-                if index > 0 { uuids.append(UInt8(ascii: ",")) }
-                uuids.append(UInt8(ascii: "\""))
-                uuids.append(contentsOf: record.uuid.wireText.utf8)
-                uuids.append(UInt8(ascii: "\""))
-            }
-            uuids.append(UInt8(ascii: "]"))
-            try connection.run(
-                RecordStateQueries.setStates(in: collection), [.text(state.rawValue), .text(String(decoding: uuids, as: UTF8.self))])
+            let uuids = JSONWriter.text(.array(members.map { .string($0.uuid.wireText) }))
+            try connection.run(RecordStateQueries.setStates(in: collection), [.text(state.rawValue), .text(uuids)])
         }
     }
 

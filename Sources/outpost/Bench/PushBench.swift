@@ -97,7 +97,7 @@ enum PushBench {
                 "floor_seconds": floorSeconds,
             ]
             intakeResult.notes = ["records of ~300 bytes, batches of \(batchSize) over HTTP on loopback, a fresh database"]
-                + (pinned ? ["the server and the floor on core \(cores?.server ?? 0), the device on core \(cores?.device ?? 0)"] : [])
+                + (pinned ? cores.map { ["the server and the floor on core \($0.server), the device on core \($0.device)"] } ?? [] : [])
             var drain = BenchResult(
                 name: "push-end-to-end" + suffix, figure: endToEnd, unit: "mutations/s (device's whole sync)",
                 baseline: intake, baselineLabel: "server intake, same run", ratio: endToEnd / intake,
