@@ -217,6 +217,21 @@ struct LiveEndpointTests {
         #expect(try answer.decode(PullResponse.self).changes.count == 1)
     }
 
+    /// A commit made before this server's first `LISTEN` is never
+    /// notified to it: once listening, it wakes every connection, as after
+    /// a lost connection, so a stream opened meanwhile reads the change.
+    @Test(.enabled(if: Backend.postgresURL != nil, "needs the test PostgreSQL"))
+    func aServerWakesEveryConnectionOnceItStartsListening() async throws {
+        let url = try #require(Backend.postgresURL)
+        let heard = Locked<[String]>([])
+        let listener = PostgresCommitListener(url: url, redactedURL: "test", log: { _ in }) { payload in
+            heard.withLock { $0.append(payload) }
+        }
+        defer { listener.stop() }
+        try await eventually("the listener's first word, with no commit made") { !heard.current.isEmpty }
+        #expect(heard.current == [PostgresCommitListener.everything])
+    }
+
     @Test func aPageIsSharedUntilTheNextCommitAndNeverAcrossIt() throws {
         let hub = LiveHub()
         var reads = 0
