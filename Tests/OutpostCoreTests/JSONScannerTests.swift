@@ -41,6 +41,21 @@ struct JSONScannerTests {
         #expect(scanner.text(range) == #"{"b": [1, {"c": "}"}], "a": null}"#)
     }
 
+    /// A payload sent on as text is checked without being built: the check
+    /// must accept exactly the objects the parser accepts, or a change the
+    /// device cannot read would be sent (or a good one held back).
+    @Test(arguments: [
+        "{}", #"{"a": 1, "b": [true, false, null, -0.5e3, {"c": "d"}]}"#, #"{"s": "a\"b\\c\/\n\u00e9\ud83d\ude00"}"#,
+        "{", "[]", "1", #""text""#, #"{"a": 01}"#, #"{"a": 1.}"#, #"{"a": tru}"#, #"{"a": nul}"#, #"{"a": "\q"}"#,
+        #"{"\x": 1}"#, #"{"a": "\u12G4"}"#, #"{"a": 1e999}"#, #"{"a": 1,}"#, #"{"a" 1}"#, #"{"a": 1} tail"#, #"{"a": "open}"#,
+        "{\"a\": \"tab\there\"}", "{\"a\": " + String(repeating: "[", count: 70) + String(repeating: "]", count: 70) + "}",
+    ])
+    func checkingAnObjectAcceptsWhatParsingAccepts(_ text: String) {
+        let parses = (try? JSONObject.parseObject(text)) != nil
+        let checks = (try? JSONObject.checkObject(text)) != nil
+        #expect(parses == checks, "parse \(parses), check \(checks): \(text)")
+    }
+
     @Test func skippingAContainerInOneLoopKeepsItsTextAndRefusesBrokenOnes() throws {
         var scanner = JSONScanner(Array(#"  {"a": "x}]\"y", "b": [1, {"c": []}]} tail"#.utf8))
         let range = try scanner.skipContainer()

@@ -126,7 +126,10 @@ struct StorageFaultTests {
         _ = try Self.open(path, nil)
     }
 
-    @Test func aDamagedQueuedChangeIsRebuiltFromItsRecordAndNeverSentForARandomOne() async throws {
+    /// Cut short, and two kinds a walk that only matches brackets would pass
+    /// (a queued change's data is checked as it is read, then sent as text).
+    @Test(arguments: [#"{"name": "dam"#, #"{"name": "\q"}"#, #"{"name": tru}"#])
+    func aDamagedQueuedChangeIsRebuiltFromItsRecordAndNeverSentForARandomOne(damage: String) async throws {
         let harness = try SyncHarness()
         let device = try harness.device("u-1")
         try await device.store.create(Person(name: "good 1"))
@@ -134,7 +137,7 @@ struct StorageFaultTests {
         try await device.store.create(Person(name: "good 2"))
         // Another program (or a bad sector) breaks one queued change's JSON.
         let raw = try SQLiteConnection(path: device.store.path)
-        _ = try raw.run("UPDATE outbox SET data = '{\"name\": \"dam' WHERE record_uuid = ?", [.text(damaged.wireText)])
+        _ = try raw.run("UPDATE outbox SET data = ? WHERE record_uuid = ?", [.text(damage), .text(damaged.wireText)])
         raw.close()
 
         #expect(try await device.store.query(Person.self).count == 3, "listing still works")

@@ -195,11 +195,11 @@ extension LocalStore {
         try checkOpen()
         try translatingStorageErrors { try attachments.markFailed(attachment.sha256, reason: reason) }
         let waiting = try outbox.rows(where: "seq IS NULL AND data IS NOT NULL").filter { row in
-            AttachedFile.all(in: row.parsedData).values.contains { $0.sha256 == attachment.sha256 }
+            try AttachedFile.all(in: row.data()).values.contains { $0.sha256 == attachment.sha256 }
         }
         guard !waiting.isEmpty else { return [] }
         return try rejectLocally(
-            try waiting.map { try $0.entryValue() }, code: "attachment_not_uploaded",
+            waiting.map { $0.entryValue() }, code: "attachment_not_uploaded",
             message: "The attachment (\(attachment.contentType), \(attachment.size) bytes) could not be uploaded: \(reason)")
     }
 

@@ -258,7 +258,7 @@ final class Outbox {
     // MARK: Inspection
 
     func entries() throws -> [OutboxEntry] {
-        try rows().map { try $0.entryValue() }
+        try rows().map { $0.entryValue() }
     }
 
     func summary() throws -> OutboxSummary {
@@ -281,7 +281,7 @@ final class Outbox {
         var held: [HeldEntry] = []
         for row in try rows(where: OutboxStatusQueries.heldCandidates) {
             for parent in row.parents where try isRefused(parent) {
-                held.append(HeldEntry(entry: try row.entryValue(), refusedParent: parent))
+                held.append(HeldEntry(entry: row.entryValue(), refusedParent: parent))
                 break
             }
         }

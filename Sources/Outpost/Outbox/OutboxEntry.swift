@@ -33,8 +33,10 @@ package struct OutboxEntry: Sendable, Equatable {
     public var op: MutationOp
     /// The server version the change is conditioned on; nil = unconditional.
     public var baseVersion: Int64?
-    /// Full fields (create) or patch (update); nil for a delete.
-    public var data: JSONObject?
+    /// Full fields (create) or patch (update) as stored, the JSON text of
+    /// one object, and as sent: a push splices it into the request as it is.
+    /// Nil for a delete.
+    public var dataText: String?
     /// Records this one references; their creates must reach the server first.
     public var parents: [RecordReference]
     /// Fixed when the entry is first put into a push; nil = never sent.
@@ -48,6 +50,11 @@ package struct OutboxEntry: Sendable, Equatable {
     /// `device_time`, shown beside the server's time of receipt.
     public var deviceTime: ServerTimestamp? = nil
 
+    /// `dataText` as values, parsed on each use: only the rarer paths look
+    /// inside a change (conflicts, attachments, a duplicate's comparison).
+    /// The text was checked when the entry was read (`OutboxRow`).
+    public var data: JSONObject? { dataText.flatMap { try? JSONObject.parseObject($0) } }
+
     /// Whether the server may hold this entry (it was put into a push at least once).
     public var wasSent: Bool { seq != nil }
 
@@ -57,6 +64,15 @@ package struct OutboxEntry: Sendable, Equatable {
         return Mutation(
             seq: seq, id: mutationID, op: op, collection: record.collection, uuid: record.uuid,
             baseVersion: baseVersion, data: data, deviceTime: deviceTime)
+    }
+
+    /// Appends the wire form (`mutation()` written out) with the stored
+    /// data text spliced in; nothing for an entry without a seq.
+    func appendWire(to out: inout [UInt8]) {
+        guard let seq else { return }
+        Mutation.appendWire(
+            seq: seq, id: mutationID, op: op, collection: record.collection, uuid: record.uuid, baseVersion: baseVersion,
+            dataText: dataText, deviceTime: deviceTime, to: &out)
     }
 }
 

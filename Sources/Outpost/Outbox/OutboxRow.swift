@@ -10,9 +10,9 @@ struct OutboxRow {
     var record: RecordReference
     var op: MutationOp
     var baseVersion: Int64?
+    /// Checked when read (a row whose data is not one JSON object is
+    /// damaged), parsed only by `data()`.
     var dataText: String?
-    /// `dataText` parsed once when read (a row that does not parse is damaged).
-    var parsedData: JSONObject?
     var parentsText: String
     var seq: Int64?
     var attempts: Int
@@ -32,7 +32,7 @@ struct OutboxRow {
         op = try reader.op(row.string(4))
         baseVersion = row.optionalInt64(5)
         dataText = try reader.reading("data") { try payloads.text(row, 6) }
-        parsedData = try dataText.map { try reader.object($0, "data") }
+        if let dataText { try reader.checkObject(dataText, "data") }
         if op != .delete && dataText == nil { throw reader.damaged("a \(op.rawValue) without data") }
         parentsText = row.string(7)
         seq = row.optionalInt64(8)
@@ -50,11 +50,13 @@ struct OutboxRow {
         parentsText.split(separator: " ").compactMap(RecordReference.init(text:))
     }
 
-    func data() throws -> JSONObject? { parsedData }
+    func data() throws -> JSONObject? {
+        try dataText.map { try RowReader(table: "outbox", key: "entry \(entry)").object($0, "data") }
+    }
 
-    func entryValue() throws -> OutboxEntry {
+    func entryValue() -> OutboxEntry {
         OutboxEntry(
-            entry: entry, mutationID: mutationID, record: record, op: op, baseVersion: baseVersion, data: try data(),
+            entry: entry, mutationID: mutationID, record: record, op: op, baseVersion: baseVersion, dataText: dataText,
             parents: parents, seq: seq, attempts: attempts, failures: failures, lastError: lastError,
             deviceTime: ServerTimestamp(rawValue: queuedAt).date == nil ? nil : ServerTimestamp(rawValue: queuedAt))
     }

@@ -8,10 +8,12 @@ package struct PushBatch: Sendable, Equatable {
     public let entries: [OutboxEntry]
     /// Entries not included because a parent's create was refused.
     public let held: [HeldEntry]
-    public let request: PushRequest
-    /// The request's JSON, written when the batch is taken: for a batch
-    /// taken ahead, while the push before it is on the wire.
-    let body: Data
+    /// The device this batch is sent as.
+    let clientID: UUID
+    /// The request's JSON, written when the batch is taken (for a batch
+    /// taken ahead, while the push before it is on the wire), each entry's
+    /// data spliced in as the text it was stored with.
+    package let body: Data
     /// The seqs this hand-out gave entries that had none, so a batch taken
     /// ahead and never sent can be given back whole (`Outbox.giveBack`).
     var newSeqs: ClosedRange<Int64>? = nil
@@ -19,6 +21,20 @@ package struct PushBatch: Sendable, Equatable {
     /// Entries sent before whose outcome was never learnt; this push resends
     /// them with the same seq.
     public var resent: [OutboxEntry] { entries.filter { $0.attempts > 0 } }
+
+    init(id: UUID, entries: [OutboxEntry], held: [HeldEntry], clientID: UUID, newSeqs: ClosedRange<Int64>?) {
+        self.id = id
+        self.entries = entries
+        self.held = held
+        self.clientID = clientID
+        self.newSeqs = newSeqs
+        body = Data(PushRequest.wireBytes(clientID: clientID, entries) { entry, out in entry.appendWire(to: &out) })
+    }
+
+    /// The request as values (what `body` says; for tests and tools).
+    public var request: PushRequest {
+        PushRequest(clientID: clientID, mutations: entries.compactMap { $0.mutation() })
+    }
 }
 
 /// Why a push did not produce results, as far as the outbox needs to know.
@@ -176,6 +192,9 @@ extension Outbox {
             // still has room for: a long offline queue is not loaded (and its
             // payloads parsed) whole, nor twice what one batch takes.
             var unsent: [OutboxRow] = []
+            // The never-sent entries chosen, in order: they take the seqs
+            // after `lastSeq`, written in one statement once the batch is full.
+            var numbered: [Int64] = []
             var after: Int64 = 0
             var exhausted = false
             func nextUnsent() throws -> OutboxRow? {
@@ -195,11 +214,11 @@ extension Outbox {
                     continue
                 }
                 var waiting =
-                    !waitingFor.isEmpty
-                    && AttachedFile.all(in: row.parsedData).values.contains { waitingFor.contains($0.sha256) }
+                    try !waitingFor.isEmpty
+                    && AttachedFile.all(in: row.data()).values.contains { waitingFor.contains($0.sha256) }
                 for parent in row.parents where !waiting && !createdInBatch.contains(parent) {
                     if try isRefused(parent) {
-                        held.append(HeldEntry(entry: try row.entryValue(), refusedParent: parent))
+                        held.append(HeldEntry(entry: row.entryValue(), refusedParent: parent))
                         waiting = true
                         break
                     }
@@ -216,22 +235,23 @@ extension Outbox {
                 lastSeq += 1
                 newSeqs = (newSeqs?.lowerBound ?? lastSeq)...lastSeq
                 row.seq = lastSeq
-                try connection.run(
-                    "UPDATE outbox SET seq = ? WHERE entry = ? AND seq IS NULL", [.integer(lastSeq), .integer(row.entry)])
+                numbered.append(row.entry)
                 chosen.append(row)
                 included.insert(row.record)
                 if row.op == .create { createdInBatch.insert(row.record) }
             }
             if repairing && tables.damage.all.count > damageBefore { throw DamageFoundWhileChoosing() }
+            if let first = newSeqs?.lowerBound {
+                try connection.run(
+                    OutboxSeqQueries.numbering, [.integer(first), .text(JSONWriter.text(.array(numbered.map { .int($0) })))])
+            }
             try setLastSeq(lastSeq)
             try tables.setStates(chosen.map(\.record), .sending)
             return chosen
         }
         guard !batch.isEmpty else { return nil }
-        let entries = try batch.map { try $0.entryValue() }
-        let request = PushRequest(clientID: clientID, mutations: entries.compactMap { $0.mutation() })
         let pushBatch = PushBatch(
-            id: ids.next(), entries: entries, held: held, request: request, body: Data(request.wireBytes()), newSeqs: newSeqs)
+            id: ids.next(), entries: batch.map { $0.entryValue() }, held: held, clientID: clientID, newSeqs: newSeqs)
         leases.append(pushBatch)
         return pushBatch
     }
@@ -311,4 +331,14 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
             return "The server asked to renumber changes \(seqs) that this push did not carry."
         }
     }
+}
+
+/// Statements of the outbox that tests hold to their plans.
+package enum OutboxSeqQueries {
+    /// Gives never-sent entries their seqs in one statement: `?1` for the
+    /// first entry of the JSON array `?2`, then one more for each after it.
+    package static let numbering = """
+        UPDATE outbox SET seq = ?1 + numbered.key FROM json_each(?2) AS numbered
+        WHERE outbox.entry = numbered.value AND outbox.seq IS NULL
+        """
 }

@@ -26,6 +26,11 @@ struct RowReader {
         do { return try JSONObject.parseObject(text) } catch { throw damaged("\(what) is not a JSON object (\(error))") }
     }
 
+    /// `object` without building the value: for text used as it is.
+    func checkObject(_ text: String, _ what: String) throws {
+        do { try JSONObject.checkObject(text) } catch { throw damaged("\(what) is not a JSON object (\(error))") }
+    }
+
     /// Runs a decoding step; a failure in it is this row's damage. A
     /// cipher that cannot open the payload is not: a wrong or missing key
     /// concerns the whole store and must fail the read, not empty the list.

@@ -101,7 +101,10 @@ public struct JSONScanner {
     }
 
     /// Skips one value and returns its raw text (e.g. a record's `data`, kept verbatim).
-    public mutating func skipValue(depth: Int = 0) throws -> Range<Int> {
+    /// With `checkingEscapes`, each string's escapes are decoded too, so
+    /// what it accepts is exactly what `readValue` accepts, without building
+    /// a value: a payload sent on as text is checked at the cost of a walk.
+    public mutating func skipValue(depth: Int = 0, checkingEscapes: Bool = false) throws -> Range<Int> {
         guard depth <= Self.maxDepth else { throw fail("nested too deeply") }
         let first = try peek()
         let start = index
@@ -110,24 +113,34 @@ public struct JSONScanner {
             index += 1
             if !(try consume(UInt8(ascii: "}"))) {
                 repeat {
-                    _ = try skipString()
+                    try skipString(checkingEscapes: checkingEscapes)
                     try expect(UInt8(ascii: ":"))
-                    _ = try skipValue(depth: depth + 1)
+                    _ = try skipValue(depth: depth + 1, checkingEscapes: checkingEscapes)
                 } while try consume(UInt8(ascii: ","))
                 try expect(UInt8(ascii: "}"))
             }
         case UInt8(ascii: "["):
             index += 1
             if !(try consume(UInt8(ascii: "]"))) {
-                repeat { _ = try skipValue(depth: depth + 1) } while try consume(UInt8(ascii: ","))
+                repeat { _ = try skipValue(depth: depth + 1, checkingEscapes: checkingEscapes) } while try consume(UInt8(ascii: ","))
                 try expect(UInt8(ascii: "]"))
             }
         case UInt8(ascii: "\""):
-            _ = try skipString()
+            try skipString(checkingEscapes: checkingEscapes)
         default:
             _ = try readValue(depth: depth)
         }
         return start..<index
+    }
+
+    /// Skips a string; with `checkingEscapes`, decodes its escapes (into a
+    /// scratch buffer) when it has any, failing where `readString` would.
+    private mutating func skipString(checkingEscapes: Bool) throws {
+        let (content, escaped) = try readStringSpan()
+        if checkingEscapes && escaped {
+            var scratch: [UInt8] = []
+            try unescape(content, into: &scratch)
+        }
     }
 
     /// Skips an object or array in one tight loop: strings closed, brackets

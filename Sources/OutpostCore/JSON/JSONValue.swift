@@ -150,6 +150,20 @@ extension Dictionary where Key == String, Value == JSONValue {
     /// Canonical JSON text of an object (sorted keys).
     public func jsonText() throws -> String { try JSONValue.object(self).jsonText() }
 
+    /// Checks that `text` is one JSON object that `parseObject` would
+    /// accept, without building it: for stored payloads that are sent on
+    /// as they are.
+    public static func checkObject(_ text: String) throws {
+        var scanner = JSONScanner(Array(text.utf8))
+        do {
+            guard try scanner.peek() == UInt8(ascii: "{") else { throw WireError(path: "", problem: "must be a JSON object") }
+            _ = try scanner.skipValue(checkingEscapes: true)
+            guard scanner.atEnd() else { throw WireError(path: "", problem: "is not valid JSON") }
+        } catch is JSONScanner.Failure {
+            throw WireError(path: "", problem: "is not valid JSON")
+        }
+    }
+
     /// Parses JSON text that must hold an object.
     public static func parseObject(_ text: String) throws -> JSONObject {
         guard case .object(let object) = try JSONValue.parse(text) else {

@@ -14,14 +14,20 @@ public import Foundation
 extension PushRequest {
     /// The body of `POST /v1/push`.
     public func wireBytes() -> [UInt8] {
+        Self.wireBytes(clientID: clientID, mutations) { mutation, out in mutation.appendWire(to: &out) }
+    }
+
+    /// The same body from mutations in another form (the device's queued
+    /// entries, whose data is written as the text they were stored with).
+    package static func wireBytes<Item>(clientID: UUID, _ items: [Item], _ write: (Item, inout [UInt8]) -> Void) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(64 + mutations.count * 420)
+        out.reserveCapacity(64 + items.count * 420)
         out.append(contentsOf: #"{"client_id":""#.utf8)
         out.append(contentsOf: clientID.wireText.utf8)
         out.append(contentsOf: #"","mutations":["#.utf8)
-        for (offset, mutation) in mutations.enumerated() {
+        for (offset, item) in items.enumerated() {
             if offset > 0 { out.append(UInt8(ascii: ",")) }
-            mutation.appendWire(to: &out)
+            write(item, &out)
         }
         out.append(contentsOf: "]}".utf8)
         return out
@@ -120,6 +126,33 @@ extension JSONScanner {
 
 extension Mutation {
     func appendWire(to out: inout [UInt8]) {
+        Self.appendEnvelope(seq: seq, id: id, op: op, collection: collection, uuid: uuid, baseVersion: baseVersion, to: &out)
+        if let data {
+            out.append(contentsOf: #","data":"#.utf8)
+            JSONWriter.write(.object(data), to: &out)
+        }
+        Self.appendEnd(deviceTime: deviceTime, to: &out)
+    }
+
+    /// One mutation whose data is JSON text already (a queued entry's, as
+    /// stored): spliced in as it is, not parsed and written again. The
+    /// caller vouches that it is one JSON object.
+    package static func appendWire(
+        seq: Int64, id: UUID, op: MutationOp, collection: String, uuid: UUID, baseVersion: Int64?, dataText: String?,
+        deviceTime: ServerTimestamp?, to out: inout [UInt8]
+    ) {
+        appendEnvelope(seq: seq, id: id, op: op, collection: collection, uuid: uuid, baseVersion: baseVersion, to: &out)
+        if let dataText {
+            out.append(contentsOf: #","data":"#.utf8)
+            out.append(contentsOf: dataText.utf8)
+        }
+        appendEnd(deviceTime: deviceTime, to: &out)
+    }
+
+    /// The object's opening and every member before `data`.
+    private static func appendEnvelope(
+        seq: Int64, id: UUID, op: MutationOp, collection: String, uuid: UUID, baseVersion: Int64?, to out: inout [UInt8]
+    ) {
         out.append(contentsOf: #"{"seq":"#.utf8)
         JSONWriter.writeInteger(seq, to: &out)
         out.append(contentsOf: #","id":""#.utf8)
@@ -135,10 +168,10 @@ extension Mutation {
             out.append(contentsOf: #","base_version":"#.utf8)
             JSONWriter.writeInteger(baseVersion, to: &out)
         }
-        if let data {
-            out.append(contentsOf: #","data":"#.utf8)
-            JSONWriter.write(.object(data), to: &out)
-        }
+    }
+
+    /// The members after `data`, and the object's close.
+    private static func appendEnd(deviceTime: ServerTimestamp?, to out: inout [UInt8]) {
         if let deviceTime {
             out.append(contentsOf: #","device_time":"#.utf8)
             JSONWriter.writeString(deviceTime.rawValue, to: &out)
