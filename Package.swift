@@ -37,6 +37,12 @@ var package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        // Deflate for push bodies (Linux; see OutpostCore's BodyCompression).
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         .systemLibrary(
             name: "CLibPQ",
             pkgConfig: "libpq",
@@ -50,7 +56,10 @@ var package = Package(
         .target(name: "CMicroHTTPDTLS", dependencies: ["CMicroHTTPD"], linkerSettings: [.linkedLibrary("gnutls")]),
 
         // Wire types and pure logic: no I/O, shared by client and server.
-        .target(name: "OutpostCore"),
+        .target(
+            name: "OutpostCore",
+            dependencies: [.target(name: "CZlib", condition: .when(platforms: [.linux, .android]))]
+        ),
 
         // A small SQLite layer over the C API, used by the client store and the server.
         .target(

@@ -196,7 +196,7 @@ extension SyncServer {
         guard request.body.count <= 65_536 else {
             throw APIError(.payloadTooLarge, "A console request body is at most 64 KiB.")
         }
-        return try Self.decodeJSON(type, from: request.body)
+        return try Self.decodeJSON(type, from: try Self.decodedBody(request, limit: 65_536))
     }
 
     /// An attached photo for the record page: raster images only (an SVG

@@ -135,10 +135,39 @@ public final class SyncServer: Sendable {
     /// Answers one request. Never throws: every failure becomes the JSON error body.
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
         var user: String?
+        var answer: HTTPResponse
         do {
-            return try route(request, user: &user)
+            answer = try route(request, user: &user)
         } catch {
-            return Self.errorAnswer(error, user: user)
+            answer = Self.errorAnswer(error, user: user)
+        }
+        // The request codings this server reads, so a client can compress
+        // what it sends next (and knows to send plain when none is listed).
+        if !Self.acceptEncoding.isEmpty { answer.headers["Accept-Encoding"] = Self.acceptEncoding }
+        return answer
+    }
+
+    static let acceptEncoding = BodyCompression.acceptedEncodings.joined(separator: ", ")
+
+    /// The body as sent, or inflated when it came with a `Content-Encoding`
+    /// this server reads: the size limit holds for what it inflates to, and
+    /// a broken stream changes nothing.
+    static func decodedBody(_ request: HTTPRequest, limit: Int) throws -> Data {
+        guard let encoding = request.headers["content-encoding"]?.trimmingCharacters(in: .whitespaces).lowercased(),
+            encoding != "identity"
+        else { return request.body }
+        guard BodyCompression.acceptedEncodings.contains(encoding) else {
+            throw APIError(
+                .unsupportedEncoding,
+                "The body's Content-Encoding '\(encoding)' is not one this server reads; "
+                    + (BodyCompression.isAvailable ? "send it as deflate, gzip or plain." : "send it plain."))
+        }
+        do {
+            return try BodyCompression.inflate(request.body, limit: limit)
+        } catch .tooLarge {
+            throw APIError(.payloadTooLarge, "The request body inflates to more than \(limit / 1_048_576) MiB.")
+        } catch {
+            throw APIError(.invalidRequest, "The request body is not a whole \(encoding) stream.")
         }
     }
 
@@ -255,7 +284,7 @@ public final class SyncServer: Sendable {
             guard request.body.count <= config.maxBodyBytes else {
                 throw APIError(.payloadTooLarge, "The request body is larger than \(config.maxBodyBytes / 1_048_576) MiB.")
             }
-            return try Self.decodeJSON(type, from: request.body, fast: fast)
+            return try Self.decodeJSON(type, from: try Self.decodedBody(request, limit: config.maxBodyBytes), fast: fast)
         }
 
         switch route {

@@ -10,6 +10,8 @@ struct ServerClient: Sendable {
     let clock: any MonotonicClock
     /// `Outpost-Schema` and `Outpost-Client`, sent on every request.
     var identity: [String: String] = [:]
+    /// What the server said it reads, kept across calls (the engine's).
+    var encodings = RequestEncodings()
 
     /// A decoded answer and how long it took (connectivity uses the latency).
     struct Answer<Body: Sendable>: Sendable {
@@ -23,11 +25,22 @@ struct ServerClient: Sendable {
         var latency: Duration
     }
 
-    /// A push whose body was written beforehand (`PushBatch.body`), answered
+    /// A push whose body was written beforehand (`PushBatch.body`, deflated
+    /// when the server reads deflate: `RequestEncodings`), answered
     /// as bytes: the engine sends the next push the moment this one is
     /// answered, and reads these bytes (`readPush`) while that one travels.
-    func push(body: Data) async throws -> Answer<Data> {
-        try await call("POST", "/v1/push", body: body) { $0 }
+    func push(body: OutgoingBody) async throws -> Answer<Data> {
+        guard let encoding = body.encoding else { return try await call("POST", "/v1/push", body: body.plain) { $0 } }
+        do {
+            return try await call("POST", "/v1/push", body: body.sent, encoding: encoding) { $0 }
+        } catch let failure as Failure {
+            // Turned down whole (a server that does not read the encoding,
+            // or a proxy that mangled it): nothing was applied, so the same
+            // push goes again at once, plain, and so do the ones after it.
+            guard case .refused(let error) = failure.failure, Self.refusesEncoding.contains(error.code) else { throw failure }
+            encodings.forget()
+            return try await call("POST", "/v1/push", body: body.plain) { $0 }
+        }
     }
 
     /// A push's answer read as results. Without Codable (see PushWire.swift);
@@ -130,12 +143,13 @@ struct ServerClient: Sendable {
     }
 
     private func call<Body: Sendable>(
-        _ method: String, _ target: String, body: Data? = nil, decode: (Data) throws -> Body
+        _ method: String, _ target: String, body: Data? = nil, encoding: String? = nil, decode: (Data) throws -> Body
     ) async throws -> Answer<Body> {
         var headers = identity
         headers["Accept"] = "application/json"
         if let token { headers["Authorization"] = "Bearer \(token)" }
         if body != nil { headers["Content-Type"] = "application/json" }
+        if let encoding { headers["Content-Encoding"] = encoding }
         let started = clock.now()
         let response: TransportResponse
         do {
@@ -149,6 +163,7 @@ struct ServerClient: Sendable {
             }
         }
         let latency = clock.now() - started
+        encodings.learn(response.headers["accept-encoding"])
         guard response.status == 200 else { throw Failure(failure: Self.failure(for: response), latency: latency) }
         do {
             return Answer(body: try decode(response.body), latency: latency)
@@ -156,6 +171,12 @@ struct ServerClient: Sendable {
             throw Failure(failure: .invalidAnswer("\(error)"), latency: latency)
         }
     }
+
+    /// Refusals of a whole encoded request that the encoding may explain:
+    /// ours, an older server's (which reads the bytes as JSON), a proxy's.
+    static let refusesEncoding: Set<ErrorCode> = [
+        .unsupportedEncoding, .invalidJSON, .invalidRequest, ErrorCode("http_400"), ErrorCode("http_415"),
+    ]
 
     static func failure(for response: TransportResponse) -> SyncFailure {
         let body = try? WireCoding.decode(ErrorBody.self, from: response.body)

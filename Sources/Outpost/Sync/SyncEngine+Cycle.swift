@@ -9,7 +9,9 @@ extension SyncEngine {
         // Which device is calling, on every request: the server's console shows when each was last heard from.
         var identity = options.identityHeaders
         identity["Outpost-Device"] = store.clientID.wireText
-        return ServerClient(transport: transport, token: token, timeout: options.requestTimeout, clock: clock, identity: identity)
+        return ServerClient(
+            transport: transport, token: token, timeout: options.requestTimeout, clock: clock, identity: identity,
+            encodings: requestEncodings)
     }
 
     /// One sync cycle: push everything that can go, then pull until up to date.
@@ -174,7 +176,7 @@ extension SyncEngine {
                     guard let batch = try await store.takePushBatch(limit: count, maxBytes: maxBytes) else { return }
                     report.sent += batch.entries.count
                     await publishStatus()
-                    push = OutgoingPush(batch, client)
+                    push = OutgoingPush(batch, requestEncodings.prepare(batch.body), client)
                 }
                 let batch = push.batch
                 let step = try await leasing(batch) { () async throws -> PushStep in
@@ -183,6 +185,8 @@ extension SyncEngine {
                         stopping
                         ? nil
                         : try? await store.takePushBatch(after: batch, limit: count, maxBytes: maxBytes)
+                    // Its body made ready (deflated) while this one is out, too.
+                    let aheadBody = ahead.map { requestEncodings.prepare($0.body) }
                     let answer: ServerClient.Answer<Data>
                     do {
                         answer = try await push.answer()
@@ -210,7 +214,7 @@ extension SyncEngine {
                         // Answered: the next push goes before this answer is
                         // even read (its bytes can only settle this batch).
                         report.sent += ahead.entries.count
-                        sending = OutgoingPush(ahead, client)
+                        sending = OutgoingPush(ahead, requestEncodings.prepare(ahead.body, reusing: aheadBody), client)
                         // Let the request start before the reading and
                         // settlement below take the thread (a pool of one
                         // thread runs them in turn).
@@ -251,9 +255,10 @@ extension SyncEngine {
         let batch: PushBatch
         let task: Task<ServerClient.Answer<Data>, any Error>
 
-        init(_ batch: PushBatch, _ client: ServerClient) {
+        /// `body`: the batch's body as it goes on the wire (`RequestEncodings.prepare`).
+        init(_ batch: PushBatch, _ body: OutgoingBody, _ client: ServerClient) {
             self.batch = batch
-            task = Task { try await client.push(body: batch.body) }
+            task = Task { try await client.push(body: body) }
         }
 
         /// Its answer's bytes; cancelling the waiter cancels the request.

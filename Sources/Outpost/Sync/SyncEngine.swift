@@ -21,6 +21,8 @@ public actor SyncEngine {
     /// The local store this engine syncs; the app reads and writes its data through it.
     public let store: LocalStore
     let transport: any SyncTransport
+    /// Whether the server reads deflated pushes, learnt from its answers.
+    let requestEncodings = RequestEncodings()
     let options: SyncOptions
     let clock: any MonotonicClock
     let pathMonitor: (any PathMonitor)?

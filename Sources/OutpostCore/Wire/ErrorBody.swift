@@ -39,6 +39,9 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
     public static let resyncRequired = ErrorCode("resync_required")
     /// 413: the body is over the size limit or holds too many mutations. Send smaller batches.
     public static let payloadTooLarge = ErrorCode("payload_too_large")
+    /// 415: the body is sent in a `Content-Encoding` the server does not read
+    /// (its answer's `Accept-Encoding` lists those it does). Send it plain.
+    public static let unsupportedEncoding = ErrorCode("unsupported_encoding")
     /// 429: over the user's request budget. Wait at least `Retry-After` seconds, then try again.
     public static let rateLimited = ErrorCode("rate_limited")
     /// 503: the server is overloaded or briefly failing. Wait at least `Retry-After` seconds, then try again.
@@ -73,6 +76,7 @@ public struct ErrorCode: RawRepresentable, Sendable, Hashable, Codable, CustomSt
         case .resyncRequired: return 410
         case .payloadTooLarge: return 413
         case .uriTooLong: return 414
+        case .unsupportedEncoding: return 415
         case .rateLimited: return 429
         case .upgradeRequired: return 426
         case .headersTooLarge: return 431

@@ -233,7 +233,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// The headers the sync server reads.
     static let requestHeaders = [
-        "Authorization", "Content-Type", "Content-Length", "Content-Range", "Range", "Outpost-Schema", "Outpost-Client",
+        "Authorization", "Content-Type", "Content-Encoding", "Content-Length", "Content-Range", "Range", "Outpost-Schema", "Outpost-Client",
         "Outpost-Device", "Cookie", "Origin", "Host", "Sec-Fetch-Site", "X-CSRF-Token", "X-Forwarded-Proto",
     ]
 
