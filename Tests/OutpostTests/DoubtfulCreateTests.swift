@@ -68,6 +68,19 @@ struct DoubtfulCreateTests {
         #expect(try Self.doubts(restored.store.path).isEmpty, "nothing left in doubt")
     }
 
+    /// The doubt about a create ends when the server applies it (settling
+    /// forgets doubts only when some exist, so this is the path that does).
+    @Test func aRestoredCreateSentAgainArrivesOnceAndIsNoLongerInDoubt() async throws {
+        let harness = try SyncHarness()
+        let (restored, b) = try await Self.phoneRestoredWithBUnsent(harness)
+        try await restored.engine.sync()
+        try await restored.engine.sync()
+        #expect(try Self.live(harness).sorted() == ["A", "B"], "B arrives once")
+        #expect(try await restored.store.get(Person.self, b)?.syncState == .synced)
+        #expect(try await restored.store.outboxEntries().isEmpty)
+        #expect(try Self.doubts(restored.store.path).isEmpty, "nothing left in doubt")
+    }
+
     @Test func aRestoredCreateDeletedWithNothingElseToSendIsDeletedWhenThePullBringsItBack() async throws {
         let harness = try SyncHarness()
         let (restored, b) = try await Self.phoneRestoredWithBUnsent(harness)

@@ -57,4 +57,39 @@ struct PushBodyTests {
         #expect(plan.contains("SEARCH outbox USING INTEGER PRIMARY KEY (rowid=?)"), "\(plan)")
         #expect(!plan.contains("SCAN outbox"), "\(plan)")
     }
+
+    /// A confirmed record keeps its data as the answer's bytes said it (the
+    /// pull path does the same), not parsed and written out again; what the
+    /// answer says, as values, is unchanged by that.
+    @Test func aConfirmedRecordKeepsTheAnswersText() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let id = try await store.create(Person(name: "Ana", section: 1))
+        let batch = try #require(try await store.takePushBatch())
+        let mutation = try #require(batch.request.mutations.first)
+        let dataText = #"{ "section" : 3, "name":"Ana" }"#
+        let body = """
+            {"results":[{"seq":\(mutation.seq),"id":"\(mutation.id.wireText)","status":"applied","record":{"collection":"people",\
+            "uuid":"\(id.wireText)","id":7,"version":3,"updated_at":"2026-11-29T10:00:00.123456Z","deleted":false,"owner":"u-1",\
+            "team":"t-1","data": \(dataText) }}],"last_seq":\(mutation.seq),"server_time":"2026-11-29T10:00:00.123456Z"}
+            """
+        let answer = try #require(PushResponse.readWire(Array(body.utf8)))
+        #expect(answer == (try WireCoding.decode(PushResponse.self, from: Data(body.utf8))), "the same answer either way")
+        let settlement = try await store.settle(batch, with: answer)
+        #expect(settlement.confirmed.map(\.uuid) == [id])
+        let record = try #require(try await store.get(Person.self, id))
+        #expect(record.value == Person(name: "Ana", section: 3) && record.syncState == .synced && record.serverVersion == 3)
+        let raw = try SQLiteConnection(path: fixture.path, readOnly: true)
+        defer { raw.close() }
+        let stored = try raw.query("SELECT data FROM people WHERE uuid = ?", [.text(id.wireText)]) { $0.string(0) }
+        #expect(stored == [dataText])
+    }
+
+    /// Settling removes a batch's answered entries in one statement, each by its key.
+    @Test func answeredEntriesAreRemovedByTheirKeys() async throws {
+        let fixture = try await StorePlanTests.closedStore(creates: 300)
+        let plan = try StorePlanTests.plan(OutboxSettleQueries.removing, in: fixture.path)
+        #expect(plan.contains("SEARCH outbox USING INTEGER PRIMARY KEY (rowid=?)"), "\(plan)")
+        #expect(!plan.contains("SCAN outbox"), "\(plan)")
+    }
 }

@@ -57,6 +57,12 @@ extension Outbox {
             [.integer(highest)])
     }
 
+    /// Whether any create is in doubt at all (almost never: a restored
+    /// backup, a copied profile, a damaged entry queued again).
+    func hasDoubtfulCreates() throws -> Bool {
+        try connection.query("SELECT EXISTS (SELECT 1 FROM doubtful_creates)") { $0.int64(0) }.first == 1
+    }
+
     /// The record's create reached the server: nothing about it is in doubt.
     func forgetDoubt(_ record: RecordReference) throws {
         try connection.run(

@@ -14,9 +14,25 @@ extension Outbox {
         let results = Dictionary(response.results.map { ($0.seq, $0) }, uniquingKeysWith: { first, _ in first })
         try Self.requireResultsMatch(batch, results)
         var settlement = PushSettlement()
+        func answer(to entry: OutboxEntry) -> MutationResult? {
+            guard let seq = entry.seq, let result = results[seq], result.id == entry.mutationID else { return nil }
+            return result
+        }
         try connection.transaction {
+            // Statements per answer are most of settling a batch of
+            // hundreds: what can be done for the whole batch is done once.
+            // Answered entries leave the queue in one statement when the
+            // batch names each record once (every batch taken since one
+            // mutation per record per push; a queue sent by an older
+            // release may hold more, and those go one by one, in order).
+            let oneEntryPerRecord = Set(batch.entries.map(\.record)).count == batch.entries.count
+            if oneEntryPerRecord {
+                try removeEntries(batch.entries.filter { answer(to: $0) != nil }.map(\.entry))
+            }
+            // Usually nothing is in doubt: no statement per create to forget it.
+            let doubts = try hasDoubtfulCreates()
             for entry in batch.entries {
-                guard let seq = entry.seq, let result = results[seq], result.id == entry.mutationID else {
+                guard let result = answer(to: entry) else {
                     settlement.unanswered.append(entry.entry)
                     try connection.run(
                         "UPDATE outbox SET attempts = attempts + 1, last_error = 'no result in the answer' WHERE entry = ?",
@@ -24,8 +40,9 @@ extension Outbox {
                     try refreshState(entry.record)
                     continue
                 }
-                try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)])
-                try settle(entry, result, into: &settlement)
+                if !oneEntryPerRecord { try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)]) }
+                try settle(
+                    entry, result, dataText: response.recordDataTexts[result.seq], forgettingDoubts: doubts, into: &settlement)
             }
             try forgiveCancelledCreates(newSeqs: response.results.filter { $0.status != .duplicate }.map(\.seq))
         }
@@ -48,7 +65,21 @@ extension Outbox {
         }
     }
 
-    private func settle(_ entry: OutboxEntry, _ result: MutationResult, into settlement: inout PushSettlement) throws {
+    /// Removes answered entries from the queue, in one statement.
+    private func removeEntries(_ entries: [Int64]) throws {
+        guard !entries.isEmpty else { return }
+        try connection.run(
+            OutboxSettleQueries.removing, [.text(JSONWriter.text(.array(entries.map { .int($0) })))])
+    }
+
+    /// `dataText`: the result's record data as the answer's bytes said it,
+    /// when it was read from them. `forgettingDoubts`: whether any create is
+    /// in doubt (`doubtful_creates` holds a row); when none is, there is
+    /// nothing to forget.
+    private func settle(
+        _ entry: OutboxEntry, _ result: MutationResult, dataText: String?, forgettingDoubts: Bool,
+        into settlement: inout PushSettlement
+    ) throws {
         if result.status == .rejected, result.code == "missing_attachment", try requeueAfterMissingAttachment(entry, result) {
             settlement.reuploading.append(entry.record)
             return
@@ -62,12 +93,12 @@ extension Outbox {
         switch status {
         case .applied, .duplicate:
             settlement.confirmed.append(entry.record)
-            if entry.op == .create { try forgetDoubt(entry.record) }
+            if entry.op == .create, forgettingDoubts { try forgetDoubt(entry.record) }
             if result.status == .duplicate {
                 try requeueWhatTheOriginalLacks(entry, result.record)
                 if entry.op != .delete, result.record?.deleted == false { settlement.adoptedOriginals.append(entry.record) }
             }
-            try confirm(entry, record: result.record)
+            try confirm(entry, record: result.record, dataText: dataText)
         case .conflict:
             settlement.conflicts.append(try conflict(entry, serverRecord: result.record))
         case .notFound where entry.op == .delete:
@@ -147,8 +178,8 @@ extension Outbox {
     }
 
     /// The server holds the change: adopt its id, version and time.
-    private func confirm(_ entry: OutboxEntry, record: WireRecord?) throws {
-        if try adoptConfirmedCopy(entry, record) { return }
+    private func confirm(_ entry: OutboxEntry, record: WireRecord?, dataText: String? = nil) throws {
+        if try adoptConfirmedCopy(entry, record, dataText: dataText) { return }
         guard var row = try tables.load(entry.record.collection, entry.record.uuid) else { return }
         let remaining = try queuedRows(for: entry.record)
         if entry.op == .delete || record?.deleted == true {
@@ -203,7 +234,9 @@ extension Outbox {
     /// below would leave it, without being read, parsed and written back
     /// whole. Returns false (nothing written) when the row has other entries
     /// queued, is deleted here or is absent: the general path decides those.
-    private func adoptConfirmedCopy(_ entry: OutboxEntry, _ record: WireRecord?) throws -> Bool {
+    /// `dataText`, when given, is `record.data` as the server wrote it: stored
+    /// as it is (about a third of settling was writing the parsed data out again).
+    private func adoptConfirmedCopy(_ entry: OutboxEntry, _ record: WireRecord?, dataText: String?) throws -> Bool {
         guard entry.op != .delete, let record, !record.deleted, let data = record.data else { return false }
         let collection = entry.record.collection
         let uuid = entry.record.uuid.wireText
@@ -217,7 +250,7 @@ extension Outbox {
             """,
             [
                 .integer(record.id), .integer(record.version), .text(record.updatedAt.rawValue), .text(record.deviceTime?.rawValue),
-                .text(record.owner), .text(record.team), try tables.payloads.stored(try data.jsonText()), .text(uuid),
+                .text(record.owner), .text(record.team), try tables.payloads.stored(try dataText ?? data.jsonText()), .text(uuid),
                 .text(collection),
             ])
         return written == 1
@@ -333,4 +366,10 @@ extension Outbox {
             try tables.save(row)
         }
     }
+}
+
+/// Statements of settlement that tests hold to their plans.
+package enum OutboxSettleQueries {
+    /// Deletes the entries whose ids the JSON array ?1 lists, each by its key.
+    package static let removing = "DELETE FROM outbox WHERE entry IN (SELECT value FROM json_each(?1))"
 }

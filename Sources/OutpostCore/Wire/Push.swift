@@ -136,6 +136,11 @@ public struct PushResponse: Sendable, Equatable, Codable {
     /// The highest seq the server has processed for this (user, client).
     public var lastSeq: Int64
     public var serverTime: ServerTimestamp
+    /// Each result's record data as the answer's bytes said it, by seq
+    /// (`readWire` only; empty when decoded otherwise). Settling stores this
+    /// text instead of writing the parsed data out again. Not part of what
+    /// the answer says: equality ignores it.
+    package var recordDataTexts: [Int64: String] = [:]
 
     public init(results: [MutationResult], lastSeq: Int64, serverTime: ServerTimestamp) {
         self.results = results
@@ -147,6 +152,10 @@ public struct PushResponse: Sendable, Equatable, Codable {
         case results
         case lastSeq = "last_seq"
         case serverTime = "server_time"
+    }
+
+    public static func == (lhs: PushResponse, rhs: PushResponse) -> Bool {
+        lhs.results == rhs.results && lhs.lastSeq == rhs.lastSeq && lhs.serverTime == rhs.serverTime
     }
 }
 

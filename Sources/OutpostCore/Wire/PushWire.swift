@@ -256,6 +256,12 @@ extension MutationResult {
     }
 
     static func readWire(_ scanner: inout JSONScanner) throws -> MutationResult? {
+        var recordDataText: String?
+        return try readWire(&scanner, recordDataText: &recordDataText)
+    }
+
+    /// One result; `recordDataText` gets its record's data as the bytes said it.
+    static func readWire(_ scanner: inout JSONScanner, recordDataText: inout String?) throws -> MutationResult? {
         var seq: Int64?
         var id: UUID?
         var status: MutationStatus?
@@ -270,7 +276,7 @@ extension MutationResult {
             case "status": status = try scanner.readStringValue().flatMap(MutationStatus.init(rawValue:))
             case "record":
                 if try scanner.peek() == UInt8(ascii: "n") { return try scanner.readValue().isNull }
-                record = try WireRecord.readWire(&scanner)
+                record = try WireRecord.readWire(&scanner, dataText: &recordDataText)
                 return record != nil
             case "original_status":
                 let value = try scanner.readValue()
@@ -300,8 +306,10 @@ extension MutationResult {
 }
 
 extension WireRecord {
-    /// One record, with the rules of its `Decodable` conformance; nil when any is broken.
-    static func readWire(_ scanner: inout JSONScanner) throws -> WireRecord? {
+    /// One record, with the rules of its `Decodable` conformance; nil when
+    /// any is broken. `dataText` gets its data's JSON text as the bytes
+    /// said it (a store keeps it as it is, as it keeps a pull page's).
+    static func readWire(_ scanner: inout JSONScanner, dataText: inout String?) throws -> WireRecord? {
         var collection: String?
         var uuid: UUID?
         var id: Int64?
@@ -325,8 +333,11 @@ extension WireRecord {
             case "owner": owner = try scanner.readStringValue()
             case "team": team = try scanner.readStringValue()
             case "data":
+                scanner.skipWhitespace()
+                let start = scanner.index
                 guard case .some(let object) = try scanner.readObjectOrNull() else { return false }
                 data = object
+                dataText = object == nil ? nil : String(decoding: scanner.bytes[start..<scanner.index], as: UTF8.self)
             case "device_time":
                 guard case .some(let time) = try scanner.readTimestampOrNull() else { return false }
                 deviceTime = time
@@ -368,13 +379,20 @@ extension PushResponse {
         if holdsUnicodeEscape(bytes) { return nil }
         var scanner = JSONScanner(bytes)
         var results: [MutationResult]?
+        var recordDataTexts: [Int64: String] = [:]
         var lastSeq: Int64?
         var serverTime: ServerTimestamp?
         do {
             let whole = try scanner.readMembers { scanner, key in
                 switch key {
                 case "results":
-                    results = try scanner.readElements(MutationResult.readWire)
+                    results = try scanner.readElements { scanner in
+                        var text: String?
+                        let result = try MutationResult.readWire(&scanner, recordDataText: &text)
+                        // The first result of a seq is the one settled (as `Outbox.settle` keeps it).
+                        if let result, let text, recordDataTexts[result.seq] == nil { recordDataTexts[result.seq] = text }
+                        return result
+                    }
                     return results != nil
                 case "last_seq": lastSeq = try scanner.readValue().wholeNumber
                 case "server_time":
@@ -385,7 +403,9 @@ extension PushResponse {
                 return true
             }
             guard whole, scanner.atEnd(), let results, let lastSeq, let serverTime else { return nil }
-            return PushResponse(results: results, lastSeq: lastSeq, serverTime: serverTime)
+            var response = PushResponse(results: results, lastSeq: lastSeq, serverTime: serverTime)
+            response.recordDataTexts = recordDataTexts
+            return response
         } catch {
             return nil
         }
