@@ -68,19 +68,6 @@ struct DoubtfulCreateTests {
         #expect(try Self.doubts(restored.store.path).isEmpty, "nothing left in doubt")
     }
 
-    /// The doubt about a create ends when the server applies it (settling
-    /// forgets doubts only when some exist, so this is the path that does).
-    @Test func aRestoredCreateSentAgainArrivesOnceAndIsNoLongerInDoubt() async throws {
-        let harness = try SyncHarness()
-        let (restored, b) = try await Self.phoneRestoredWithBUnsent(harness)
-        try await restored.engine.sync()
-        try await restored.engine.sync()
-        #expect(try Self.live(harness).sorted() == ["A", "B"], "B arrives once")
-        #expect(try await restored.store.get(Person.self, b)?.syncState == .synced)
-        #expect(try await restored.store.outboxEntries().isEmpty)
-        #expect(try Self.doubts(restored.store.path).isEmpty, "nothing left in doubt")
-    }
-
     @Test func aRestoredCreateDeletedWithNothingElseToSendIsDeletedWhenThePullBringsItBack() async throws {
         let harness = try SyncHarness()
         let (restored, b) = try await Self.phoneRestoredWithBUnsent(harness)
@@ -131,6 +118,25 @@ struct DoubtfulCreateTests {
         #expect(try Self.live(harness).isEmpty, "V is deleted on the server")
         #expect(try await device.store.get(Person.self, v) == nil)
         #expect(try await device.store.outboxEntries().isEmpty)
+    }
+
+    /// A sent create whose entry broke is queued again and kept in doubt;
+    /// the server's answer to it ends the doubt (settling forgets doubts
+    /// only when some exist, so this is the path that does).
+    @Test func aSentCreateWhoseEntryBrokeArrivesOnceAndIsNoLongerInDoubt() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        let v = try await device.store.create(Person(name: "V"))
+        device.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.noAnswer) { try await device.engine.sync() }
+        let raw = try SQLiteConnection(path: device.store.path)
+        _ = try raw.run("UPDATE outbox SET data = '{\"broken' WHERE record_uuid = ?", [.text(v.wireText)])
+        raw.close()
+        try await device.engine.sync()
+        #expect(try Self.live(harness) == ["V"], "V arrives once")
+        #expect(try await device.store.get(Person.self, v)?.syncState == .synced)
+        #expect(try await device.store.outboxEntries().isEmpty)
+        #expect(try Self.doubts(device.store.path).isEmpty, "nothing left in doubt")
     }
 
     /// The backup was taken before the phone ever synced: after the restore

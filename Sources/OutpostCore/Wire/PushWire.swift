@@ -255,11 +255,6 @@ extension MutationResult {
         out.append(UInt8(ascii: "}"))
     }
 
-    static func readWire(_ scanner: inout JSONScanner) throws -> MutationResult? {
-        var recordDataText: String?
-        return try readWire(&scanner, recordDataText: &recordDataText)
-    }
-
     /// One result; `recordDataText` gets its record's data as the bytes said it.
     static func readWire(_ scanner: inout JSONScanner, recordDataText: inout String?) throws -> MutationResult? {
         var seq: Int64?
