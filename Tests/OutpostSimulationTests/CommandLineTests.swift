@@ -244,7 +244,7 @@ struct CommandLineTests {
         #expect(result.status == 0, "\(result.stderr)")
         for name in [
             "initial-sync", "initial-sync-encrypted", "local-write", "push", "push-end-to-end", "many-devices", "reconnect-storm-no-jitter",
-            "reconnect-storm-jitter", "live-propagation-1", "live-propagation-20", "live-delivery-20", "idle-connections-rss",
+            "reconnect-storm-jitter", "live-propagation-1", "live-propagation-20", "live-delivery-20", "live-propagation-among-20", "idle-connections-rss",
             "pull-p99-with-idle-connections", "attachments-upload", "attachments-upload-cut-every-5MB",
         ] + (Self.pushRunsOnACoreEach ? ["push-own-cores", "push-end-to-end-own-cores"] : []) {
             #expect(result.stdout.contains("\(name):"), "\(name) missing")
@@ -253,7 +253,7 @@ struct CommandLineTests {
         let object = try JSONValue.parse(data).objectValue
         #expect(
             object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } }
-                == (Self.pushRunsOnACoreEach ? 17 : 15))
+                == (Self.pushRunsOnACoreEach ? 18 : 16))
     }
 
     /// The download of records whose uuids arrive in no key order (as from
