@@ -36,6 +36,10 @@ struct StorePlanTests {
         #expect(held.contains("USING INDEX outbox_with_parents"), "\(held)")
         let total = try Self.plan("SELECT COUNT(*) FROM outbox", in: path)
         #expect(total.contains("COVERING INDEX"), "\(total)")
+        // Asked at the start of every cycle: a walk of the partial index,
+        // which holds only entries that were ever refused.
+        let spent = try Self.plan("SELECT * FROM outbox WHERE \(OutboxStatusQueries.spentBudget) ORDER BY entry", in: path)
+        #expect(spent == "SCAN outbox USING INDEX outbox_failing", "\(spent)")
     }
 
     /// Marking a batch's records as sending is one statement per
@@ -56,14 +60,16 @@ struct StorePlanTests {
         // Entries the partial indexes hold: none for writes without parents that were never sent.
         let withParents = try file.first("SELECT COUNT(*) FROM outbox INDEXED BY outbox_with_parents WHERE parents != ''") { $0.int64(0) }
         let unknown = try file.first("SELECT COUNT(*) FROM outbox INDEXED BY outbox_unknown_outcome WHERE unknown_outcome != 0") { $0.int64(0) }
-        #expect(withParents == 0 && unknown == 0)
+        let failing = try file.first("SELECT COUNT(*) FROM outbox INDEXED BY outbox_failing WHERE failures > 0") { $0.int64(0) }
+        #expect(withParents == 0 && unknown == 0 && failing == 0)
         #expect(try file.first("SELECT COUNT(*) FROM outbox") { $0.int64(0) } == 50)
         // Both are partial, so an entry outside their conditions never writes them.
         let definitions = try file.query(
-            "SELECT sql FROM sqlite_schema WHERE name IN ('outbox_with_parents', 'outbox_unknown_outcome') ORDER BY name"
+            "SELECT sql FROM sqlite_schema WHERE name IN ('outbox_with_parents', 'outbox_unknown_outcome', 'outbox_failing') ORDER BY name"
         ) { $0.string(0) }
-        #expect(definitions.count == 2)
-        #expect(definitions.first?.contains("WHERE unknown_outcome != 0") == true, "\(definitions)")
+        #expect(definitions.count == 3)
+        #expect(definitions.first?.contains("WHERE failures > 0") == true, "\(definitions)")
+        #expect(definitions.dropFirst().first?.contains("WHERE unknown_outcome != 0") == true, "\(definitions)")
         #expect(definitions.last?.contains("WHERE parents != ''") == true, "\(definitions)")
     }
 }

@@ -309,4 +309,10 @@ package enum OutboxStatusQueries {
 
     /// Never-sent entries that name parents: the only ones a refused parent can hold.
     package static let heldCandidates = "seq IS NULL AND parents != ''"
+
+    /// Entries refused at least `?` times (a budget of one or more): every
+    /// cycle asks, so it is answered from the partial index of entries that
+    /// failed at all, not by reading a long queue. (`failures > 0` lets
+    /// SQLite see that the index holds every match.)
+    package static let spentBudget = "failures > 0 AND failures >= ?"
 }

@@ -364,7 +364,7 @@ public actor LocalStore {
     /// Entries the server refused (whole requests) `budget` times or more.
     package func entriesWithSpentBudget(_ budget: Int) throws -> [OutboxEntry] {
         try checkOpen()
-        return try outbox.rows(where: "failures >= ?", [.integer(Int64(budget))]).map { $0.entryValue() }
+        return try outbox.rows(where: OutboxStatusQueries.spentBudget, [.integer(Int64(max(1, budget)))]).map { $0.entryValue() }
     }
 
     /// Makes entries the server will never take `rejected`, visibly (see `Outbox.rejectLocally`).

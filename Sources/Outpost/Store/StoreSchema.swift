@@ -115,6 +115,12 @@ enum StoreSchema {
         CREATE INDEX outbox_with_parents ON outbox (entry) WHERE parents != '';
         CREATE INDEX outbox_unknown_outcome ON outbox (entry) WHERE unknown_outcome != 0;
         """,
+        // What every sync cycle asks first (entries whose retry budget is
+        // spent), found without reading the queue; partial, so a write that
+        // was never refused writes nothing to it.
+        """
+        CREATE INDEX outbox_failing ON outbox (entry) WHERE failures > 0;
+        """,
     ]
 
     /// The fixed tables' membership checks (`MembershipCheck`: not `IN`,

@@ -9,7 +9,8 @@ public struct RetryPolicy: Sendable, Equatable {
     public var base: Duration
     /// The longest wait.
     public var cap: Duration
-    /// Permanent failures of one change before the engine stops retrying it by itself.
+    /// Permanent failures of one change before the engine stops retrying it
+    /// by itself (at least one: a change is always sent once).
     public var budget: Int
 
     /// Creates a policy; the defaults are a 1 s first wait, a 120 s cap and a budget of 5.

@@ -175,8 +175,10 @@ extension SyncEngine {
                     }
                     guard let batch = try await store.takePushBatch(limit: count, maxBytes: maxBytes) else { return }
                     report.sent += batch.entries.count
-                    await publishStatus()
+                    // On the wire first: the status (a few counts over the
+                    // store) is published while the server works.
                     push = OutgoingPush(batch, requestEncodings.prepare(batch.body), client)
+                    await publishStatus()
                 }
                 let batch = push.batch
                 let step = try await leasing(batch) { () async throws -> PushStep in
