@@ -105,7 +105,9 @@ public final class SyncServer: Sendable {
         // What the cursor's scope tag is a hash of: one caller's scope.
         let scope = "\(principal.role.rawValue)|\(principal.team)|\(principal.user)"
         func key(_ cursor: String?) -> PagesAhead.Key {
-            PagesAhead.Key(scope: scope, collections: pull.collections, limit: pull.limit, windowStart: pull.windowStart, cursor: cursor)
+            PagesAhead.Key(
+                scope: scope, collections: pull.collections, limit: pull.limit, windowStart: pull.windowStart, own: pull.own,
+                cursor: cursor)
         }
         // The database is chosen (and counted in the metrics) only for a page read now.
         let page =
@@ -211,6 +213,25 @@ public final class SyncServer: Sendable {
         return value
     }
 
+    /// `client_id` and `own_through` of a pull, given together: the
+    /// caller's own writes it already holds (`PullService.OwnWrites`).
+    static func ownWritesArgument(_ request: HTTPRequest) throws -> PullService.OwnWrites? {
+        let client = request.query["client_id"]
+        let through = request.query["own_through"]
+        guard client != nil || through != nil else { return nil }
+        guard let client, let id = UUID.fromWire(client) else {
+            throw APIError(
+                .invalidRequest, "client_id must be the device's client id (a UUID) when own_through is given.",
+                fields: ["client_id": "must be a UUID"])
+        }
+        guard let through, let seq = Int64(through), seq >= 0 else {
+            throw APIError(
+                .invalidRequest, "own_through must be a whole number from 0 when client_id is given.",
+                fields: ["own_through": "must be a whole number from 0"])
+        }
+        return PullService.OwnWrites(client: id.wireText, through: seq)
+    }
+
     /// A request body as `T`: nesting bounded first, then strict decoding,
     /// a failure answered 400 naming the field.
     /// `fast` reads the body without Codable where it can; nil sends it
@@ -308,7 +329,8 @@ public final class SyncServer: Sendable {
             let limit = try limitArgument()
             let pull = PullService.Request(
                 collections: request.query["collections"].map { $0.split(separator: ",").map(String.init) },
-                cursor: request.query["cursor"], limit: limit, windowStart: request.query["window_start"])
+                cursor: request.query["cursor"], limit: limit, windowStart: request.query["window_start"],
+                own: try Self.ownWritesArgument(request))
             let page = try pullPage(pull, as: principal)
             metrics.pulled(records: page.changes)
             return .json(200, page.body, user: user)

@@ -65,6 +65,10 @@ struct RestoredDeviceTests {
         let pushes = restored.network.delivered(to: "/v1/push")
         #expect(pushes.count == 2, "one refused push naming the reused seqs, one with new seqs")
         #expect(try await restored.store.outboxEntries().isEmpty)
+        // B and C were written under this client id after the backup: this
+        // database never held their answers, and its pull brings them.
+        let held = try await restored.store.query(Person.self, orderBy: [.ascending(\.name)]).map(\.value.name)
+        #expect(held == ["A", "B", "C", "D", "E"], "the restored phone holds every record")
     }
 
     @Test func aBackupOlderThanTheResultsRetentionStillLosesNothing() async throws {
@@ -206,6 +210,9 @@ struct RestoredDeviceTests {
         try await second.engine.sync()
         let names = Set(try harness.serverRecords().compactMap(\.data))
         #expect(names.count == 8, "1 before the copy + 3 + 3 + 1, each once")
+        // Each copy's pull brings the other's writes, made under the same client id.
+        try await first.engine.sync()
+        for device in [first, second] { #expect(try await device.store.query(Person.self).count == 8) }
         for device in [first, second] {
             for record in try await device.store.query(Person.self) where record.syncState == .synced {
                 let server = try harness.serverRecords().first { $0.uuid == record.uuid.wireText }

@@ -45,6 +45,7 @@ extension Outbox {
                     entry, result, dataText: response.recordDataTexts[result.seq], forgettingDoubts: doubts, into: &settlement)
             }
             try forgiveCancelledCreates(newSeqs: response.results.filter { $0.status != .duplicate }.map(\.seq))
+            try noteAnswered(batch.entries.compactMap { answer(to: $0) != nil ? $0.seq : nil })
         }
         return settlement
     }

@@ -47,6 +47,16 @@ extension LocalStore {
     /// The stored cursor and sync times. A cursor made for another set of
     /// collections (an app update registered a new one, or the scope mode
     /// changed) is not reused.
+    /// What a pull may say this store holds of its own writes (the seq
+    /// through which it holds every answer, `Outbox.ownAnswersHeld`), or
+    /// nil while a resync downloads everything again: rows that download
+    /// does not bring are deleted, so it must bring them all.
+    package func ownAnswersHeld() throws -> Int64? {
+        try checkOpen()
+        if try kvValue(Self.resyncKey) == "1" { return nil }
+        return try translatingStorageErrors { try outbox.ownAnswersHeld() }
+    }
+
     package func pullState(collections: [String]) throws -> PullState {
         try checkOpen()
         let values = try kvValues(prefix: "pull.")

@@ -58,11 +58,15 @@ struct ServerClient: Sendable {
 
     /// A page after `cursor`; with `wait`, the server holds the request up
     /// to that many seconds until there is one (a long poll).
-    func pull(collections: [String], cursor: PullCursor?, limit: Int, windowStart: ServerTimestamp?, wait: Int? = nil)
-        async throws -> Answer<RawPullPage>
-    {
+    /// `own`: this client and the seq through which its store holds the
+    /// answers of its own changes; the server leaves those writes out.
+    func pull(
+        collections: [String], cursor: PullCursor?, limit: Int, windowStart: ServerTimestamp?, wait: Int? = nil,
+        own: (client: UUID, through: Int64)? = nil
+    ) async throws -> Answer<RawPullPage> {
         var target = "/v1/pull?collections=\(collections.joined(separator: ","))&limit=\(limit)"
         if let cursor { target += "&cursor=\(Self.escape(cursor.rawValue))" }
+        if let own { target += "&client_id=\(own.client.wireText)&own_through=\(own.through)" }
         if let windowStart { target += "&window_start=\(Self.escape(windowStart.rawValue))" }
         if let wait { target += "&wait=\(wait)" }
         return try await call("GET", target) { try RawPullPage.parse($0) }

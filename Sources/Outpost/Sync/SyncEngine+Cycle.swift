@@ -401,12 +401,15 @@ extension SyncEngine {
     private func pullPages(_ generation: UInt64, _ report: inout SyncReport) async throws {
         let plan = try await scopePlan(generation)
         let cursor = try await store.pullState(collections: plan.collections).cursor
+        // The device's own writes whose answers it holds stay on the server
+        // (a store only ever holds more of them as the pull goes on).
+        let own = try await store.ownAnswersHeld().flatMap { $0 > 0 ? (client: store.clientID, through: $0) : nil }
         // Pages are requested ahead while the store writes (see PullPageChain).
         let client = self.client
         let limit = options.pullPageSize
         var chain = PullPageChain(after: cursor, depth: Self.pullPagesAhead, following: { $0.body.hasMore ? $0.body.cursor : nil }) {
             cursor in
-            try await client.pull(collections: plan.collections, cursor: cursor, limit: limit, windowStart: plan.windowStart)
+            try await client.pull(collections: plan.collections, cursor: cursor, limit: limit, windowStart: plan.windowStart, own: own)
         }
         defer { chain.cancel() }
         if cursor == nil {

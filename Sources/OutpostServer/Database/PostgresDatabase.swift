@@ -347,7 +347,7 @@ final class PostgresConnection {
     }
 
     init(url: String, redactedURL: String, timeouts: DatabaseTimeouts, failureKind: DatabaseError.Kind) throws {
-        guard let handle = PQconnectdb(url) else {
+        guard let handle = PostgresConnect.open(url) else {
             throw DatabaseError(kind: failureKind, message: "cannot connect to PostgreSQL at \(redactedURL): out of memory")
         }
         guard PQstatus(handle) == CONNECTION_OK else {

@@ -265,6 +265,18 @@ enum ServerSchema {
                 DROP TRIGGER records_search_insert;
                 DROP TRIGGER records_search_update;
                 """,
+            // Which push wrote each record's current state: the user, the
+            // client, the mutation's seq and the version that write gave it.
+            // A pull whose caller holds the answers of its own changes
+            // through a seq leaves those records out (`PullService.OwnWrites`).
+            // Any other write gives the record a new version, so a mark left
+            // by an earlier push never matches it.
+            """
+            ALTER TABLE records ADD COLUMN written_user TEXT;
+            ALTER TABLE records ADD COLUMN written_client TEXT;
+            ALTER TABLE records ADD COLUMN written_seq \(bigint);
+            ALTER TABLE records ADD COLUMN written_version \(bigint);
+            """,
         ]
     }
 

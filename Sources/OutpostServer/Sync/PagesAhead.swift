@@ -26,6 +26,8 @@ final class PagesAhead: @unchecked Sendable {
         var collections: [String]?
         var limit: Int?
         var windowStart: String?
+        /// A page that leaves out the caller's own writes is never another request's.
+        var own: PullService.OwnWrites?
         var cursor: String?
     }
 

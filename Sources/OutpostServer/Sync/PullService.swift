@@ -18,6 +18,24 @@ struct PullService {
         var cursor: String?
         var limit: Int?
         var windowStart: String?
+        /// The caller's own writes it already holds, left out of the page.
+        var own: OwnWrites?
+    }
+
+    /// A device's store holds the answer of every change its client sent
+    /// with a seq up to `through` (`client_id` and `own_through` on the
+    /// request): a record whose current state one of those changes wrote
+    /// (under the caller's user, at the version it still has) is left out
+    /// of the page, its version still passed by the cursor. It would only
+    /// bring the device what it already holds: after a push of 10,000
+    /// captures, 5 MB.
+    struct OwnWrites: Hashable, Sendable {
+        var client: String
+        var through: Int64
+
+        /// The page's extra column: 1 for a record the caller holds.
+        static let column =
+            ", CASE WHEN written_user = ? AND written_client = ? AND written_seq <= ? AND written_version = version THEN 1 ELSE 0 END"
     }
 
     /// One page of the feed: the answer body (built by hand so stored record
@@ -142,9 +160,12 @@ struct PullService {
             // version here, so the database never sorts or compares whole rows
             // (a UNION did, for every page).
             var streams: [FeedStream] = []
+            let own = request.own
+            let ownArguments: [SQLValue] = own.map { [.text(principal.user), .text($0.client), .integer($0.through)] } ?? []
             for branch in scope.readableBranches() {
-                var part = "SELECT \(ServerRecord.feedColumns) FROM records WHERE \(branch.condition) AND version > ?"
-                var arguments = branch.arguments + [.integer(after)]
+                var part = "SELECT \(ServerRecord.feedColumns)\(own == nil ? "" : OwnWrites.column) FROM records"
+                    + " WHERE \(branch.condition) AND version > ?"
+                var arguments = ownArguments + branch.arguments + [.integer(after)]
                 part += " AND collection IN (\(collections.map { _ in "?" }.joined(separator: ", ")))"
                 arguments += collections.map { .text($0) }
                 if let windowStart {
@@ -155,7 +176,11 @@ struct PullService {
                 arguments.append(.integer(Int64(limit + 1)))
                 var stream = FeedStream(rows: limit + 1)
                 try sql.scan(part, arguments) { row in
-                    stream.append(version: row.int(3)) { ServerRecord.appendJSON(row, to: &$0) }
+                    if own != nil, row.int(12) == 1 {
+                        stream.passOver(version: row.int(3))
+                    } else {
+                        stream.append(version: row.int(3)) { ServerRecord.appendJSON(row, to: &$0) }
+                    }
                 }
                 streams.append(stream)
             }
@@ -193,11 +218,15 @@ struct PullService {
             // buffer becomes the body as it stands: a 5,000-record page is
             // megabytes, and each copy of it was fresh memory to fault in.
             var body: [UInt8]
+            // Entries taken (the cursor passes them) and changes written
+            // (the caller's own writes are taken but not written).
             var taken = 0
+            var written = 0
             var lastVersion = after
             let filled = streams.indices.filter { streams[$0].hasNext }
             if filled.count == 1, let only = filled.first {
                 taken = min(limit, streams[only].count)
+                written = streams[only].written(amongFirst: taken)
                 let end = streams[only].end(ofEntry: taken - 1)
                 lastVersion = streams[only].version(ofEntry: taken - 1)
                 streams[only].skip(taken)
@@ -213,8 +242,12 @@ struct PullService {
                     }
                     guard let next else { break }
                     let version = streams[next].nextVersion
-                    if taken > 0 { body.append(UInt8(ascii: ",")) }
-                    body.append(contentsOf: streams[next].json[streams[next].takeNext()])
+                    let change = streams[next].takeNext()
+                    if !change.isEmpty {
+                        if written > 0 { body.append(UInt8(ascii: ",")) }
+                        body.append(contentsOf: streams[next].json[change])
+                        written += 1
+                    }
                     for other in streams.indices where streams[other].hasNext && streams[other].nextVersion == version {
                         _ = streams[other].takeNext()
                     }
@@ -231,7 +264,7 @@ struct PullService {
                 ? request.cursor! : PullCursorCodec.encode(lastVersion, purgedThrough: watermark.purgedThrough, scopeTag: scope.tag)
             Page.close(&body, cursor: cursor, hasMore: hasMore, serverTime: ServerTimestamp(clock.now()))
             return Page(
-                body: body, changesRange: changesRange, cursor: cursor, hasMore: hasMore, changes: taken, lastVersion: lastVersion,
+                body: body, changesRange: changesRange, cursor: cursor, hasMore: hasMore, changes: written, lastVersion: lastVersion,
                 purgedThrough: watermark.purgedThrough, heldBack: heldBack && taken < limit)
         }
     }
@@ -299,6 +332,8 @@ private struct FeedStream {
     private(set) var json: [UInt8] = []
     private var entries: [(version: Int64, range: Range<Int>)] = []
     private var position = 0
+    /// Entries with JSON (a comma goes before each after the first).
+    private var written = 0
     /// The room a stream that grows past its first 32 kB takes at once.
     private let fullRoom: Int
 
@@ -313,11 +348,23 @@ private struct FeedStream {
     }
 
     mutating func append(version: Int64, _ write: (inout [UInt8]) -> Void) {
-        if !entries.isEmpty { json.append(UInt8(ascii: ",")) }
+        if written > 0 { json.append(UInt8(ascii: ",")) }
         let start = json.count
         write(&json)
         entries.append((version, start..<json.count))
+        written += 1
         if json.count > 32 * 1024, json.capacity < fullRoom { json.reserveCapacity(fullRoom) }
+    }
+
+    /// A change the caller holds already: its version counts, its JSON is
+    /// not written (an empty range).
+    mutating func passOver(version: Int64) {
+        entries.append((version, json.count..<json.count))
+    }
+
+    /// How many of the first `count` entries have JSON.
+    func written(amongFirst count: Int) -> Int {
+        entries.prefix(count).reduce(0) { $0 + ($1.range.isEmpty ? 0 : 1) }
     }
 
     var hasNext: Bool { position < entries.count }

@@ -251,7 +251,7 @@ struct PushSession {
                 overwritten = existing
             }
             if mutation.op == .delete {
-                return result(.applied, try write(existing, data: nil, schema: schema, deviceTime: mutation.deviceTime))
+                return result(.applied, try write(existing, data: nil, schema: schema, mutation: mutation))
             }
             let patch = mutation.data ?? [:]
             let merged = (try existing.data() ?? [:]).applyingPatch(patch)
@@ -259,7 +259,7 @@ struct PushSession {
             guard problems.isEmpty else { return result(.rejected, code: "invalid_field", errors: problems) }
             let missing = try missingAttachments(schema, changed: patch, before: try existing.data())
             guard missing.isEmpty else { return result(.rejected, code: "missing_attachment", errors: missing) }
-            return result(.applied, try write(existing, data: merged, schema: schema, deviceTime: mutation.deviceTime))
+            return result(.applied, try write(existing, data: merged, schema: schema, mutation: mutation))
         }
     }
 
@@ -323,13 +323,14 @@ struct PushSession {
         let id = try sql.insertReturningID(
             """
             INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
-                created_by_client, window_at, data, device_time)
-            VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)
+                created_by_client, window_at, data, device_time, written_user, written_client, written_seq, written_version)
+            VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(mutation.collection), .text(uuid), .integer(version), .text(now.rawValue),
                 .text(principal.user), .text(principal.team), .text(principal.user), .text(client),
                 .text(Self.windowValue(schema, data)), .text(dataText), .text(mutation.deviceTime?.rawValue),
+                .text(principal.user), .text(client), .integer(mutation.seq), .integer(version),
             ])
         let stored = ServerRecord(
             id: id, collection: mutation.collection, uuid: uuid, version: version, updatedAt: now.rawValue, deleted: false,
@@ -341,20 +342,26 @@ struct PushSession {
         return stored
     }
 
-    /// Writes new data (nil = tombstone) at the next feed version.
+    /// Writes new data (nil = tombstone) at the next feed version, as `mutation` asked.
     private mutating func write(
-        _ existing: ServerRecord, data: JSONObject?, schema: CollectionSchema, deviceTime: ServerTimestamp?
+        _ existing: ServerRecord, data: JSONObject?, schema: CollectionSchema, mutation: Mutation
     ) throws -> ServerRecord {
+        let deviceTime = mutation.deviceTime
         try versions.requireNewer(than: existing.version)
         let version = try versions.next()
         let dataText = try data?.jsonText()
         notice.add(collection: existing.collection, owner: existing.owner, team: existing.team)
         try sql.execute(
-            "UPDATE records SET version = ?, updated_at = ?, deleted = ?, window_at = ?, data = ?, device_time = ? WHERE id = ?",
+            """
+            UPDATE records SET version = ?, updated_at = ?, deleted = ?, window_at = ?, data = ?, device_time = ?,
+                written_user = ?, written_client = ?, written_seq = ?, written_version = ?
+            WHERE id = ?
+            """,
             [
                 .integer(version), .text(now.rawValue), .bool(data == nil),
                 .text(data.flatMap { Self.windowValue(schema, $0) }), .text(dataText),
-                .text(deviceTime?.rawValue), .integer(existing.id),
+                .text(deviceTime?.rawValue), .text(principal.user), .text(client), .integer(mutation.seq), .integer(version),
+                .integer(existing.id),
             ])
         try SearchIndex.replace(id: existing.id, old: existing.dataText, new: dataText, in: sql)
         try recordReferences(schema, collection: existing.collection, uuid: existing.uuid, data: data)

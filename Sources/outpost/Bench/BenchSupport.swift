@@ -128,7 +128,7 @@ enum Bench {
     static func sqliteCopySeconds(from source: String, to destination: String) throws -> Double {
         let target = try SQLiteConnection(path: destination)
         try target.execute(
-            "CREATE TABLE copy (id INTEGER PRIMARY KEY, collection TEXT, uuid TEXT, version INTEGER, updated_at TEXT, deleted INTEGER, owner TEXT, team TEXT, created_by_user TEXT, created_by_client TEXT, window_at TEXT, data TEXT, device_time TEXT)")
+            "CREATE TABLE copy (id INTEGER PRIMARY KEY, collection TEXT, uuid TEXT, version INTEGER, updated_at TEXT, deleted INTEGER, owner TEXT, team TEXT, created_by_user TEXT, created_by_client TEXT, window_at TEXT, data TEXT, device_time TEXT, written_user TEXT, written_client TEXT, written_seq INTEGER, written_version INTEGER)")
         try target.execute("ATTACH DATABASE '\(source)' AS source")
         let start = DispatchTime.now().uptimeNanoseconds
         try target.transaction {

@@ -154,9 +154,13 @@ enum PushBench {
                     let id = try sql.insertReturningID(
                         """
                         INSERT INTO records (collection, uuid, version, updated_at, deleted, owner, team, created_by_user,
-                            created_by_client, data)
-                        VALUES ('people', ?, ?, ?, 0, 'floor', 't', 'floor', ?, ?)
-                        """, [.text(row.uuid), .integer(version), .text(now), .text(client), .text(row.data)])
+                            created_by_client, data, written_user, written_client, written_seq, written_version)
+                        VALUES ('people', ?, ?, ?, 0, 'floor', 't', 'floor', ?, ?, 'floor', ?, ?, ?)
+                        """,
+                        [
+                            .text(row.uuid), .integer(version), .text(now), .text(client), .text(row.data), .text(client),
+                            .integer(Int64(index + 1)), .integer(version),
+                        ])
                     try SearchIndex.add(id: id, data: row.data, in: sql)
                     try sql.execute(
                         """
