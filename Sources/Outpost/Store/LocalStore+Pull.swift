@@ -44,9 +44,6 @@ extension LocalStore {
         (registry.all.map(\.name) + ["catalogs"]).sorted()
     }
 
-    /// The stored cursor and sync times. A cursor made for another set of
-    /// collections (an app update registered a new one, or the scope mode
-    /// changed) is not reused.
     /// What a pull may say this store holds of its own writes (the seq
     /// through which it holds every answer, `Outbox.ownAnswersHeld`), or
     /// nil while a resync downloads everything again: rows that download
@@ -57,6 +54,9 @@ extension LocalStore {
         return try translatingStorageErrors { try outbox.ownAnswersHeld() }
     }
 
+    /// The stored cursor and sync times. A cursor made for another set of
+    /// collections (an app update registered a new one, or the scope mode
+    /// changed) is not reused.
     package func pullState(collections: [String]) throws -> PullState {
         try checkOpen()
         let values = try kvValues(prefix: "pull.")
