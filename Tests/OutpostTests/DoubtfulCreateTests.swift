@@ -99,17 +99,23 @@ struct DoubtfulCreateTests {
         #expect(try Self.live(harness).sorted() == ["A", "C"])
     }
 
-    @Test func aSentCreateWhoseEntryBrokeIsDeletedOnTheServerWhenDeletedLocally() async throws {
-        let harness = try SyncHarness()
+    /// A device whose create of V was sent and its answer lost (the server
+    /// holds V, the device does not know), then V's queued entry broken on disk.
+    static func sentCreateWhoseEntryBroke(_ harness: SyncHarness) async throws -> (device: SyncHarness.Device, v: UUID) {
         let device = try harness.device("u-1")
         let v = try await device.store.create(Person(name: "V"))
-        // Sent, the answer lost: the server holds V, the device does not know.
         device.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
         await #expect(throws: SyncFailure.noAnswer) { try await device.engine.sync() }
-        #expect(try Self.live(harness) == ["V"])
         let raw = try SQLiteConnection(path: device.store.path)
         _ = try raw.run("UPDATE outbox SET data = '{\"broken' WHERE record_uuid = ?", [.text(v.wireText)])
         raw.close()
+        return (device, v)
+    }
+
+    @Test func aSentCreateWhoseEntryBrokeIsDeletedOnTheServerWhenDeletedLocally() async throws {
+        let harness = try SyncHarness()
+        let (device, v) = try await Self.sentCreateWhoseEntryBroke(harness)
+        #expect(try Self.live(harness) == ["V"])
         // The delete reads V's queue, meets the damaged entry and repairs it
         // first: the rebuilt create may be a resend, so it is not cancelled.
         try await device.store.delete(Person.self, v)
@@ -125,13 +131,7 @@ struct DoubtfulCreateTests {
     /// only when some exist, so this is the path that does).
     @Test func aSentCreateWhoseEntryBrokeArrivesOnceAndIsNoLongerInDoubt() async throws {
         let harness = try SyncHarness()
-        let device = try harness.device("u-1")
-        let v = try await device.store.create(Person(name: "V"))
-        device.network.inject(.dropResponse) { $0.target.hasPrefix("/v1/push") }
-        await #expect(throws: SyncFailure.noAnswer) { try await device.engine.sync() }
-        let raw = try SQLiteConnection(path: device.store.path)
-        _ = try raw.run("UPDATE outbox SET data = '{\"broken' WHERE record_uuid = ?", [.text(v.wireText)])
-        raw.close()
+        let (device, v) = try await Self.sentCreateWhoseEntryBroke(harness)
         try await device.engine.sync()
         #expect(try Self.live(harness) == ["V"], "V arrives once")
         #expect(try await device.store.get(Person.self, v)?.syncState == .synced)

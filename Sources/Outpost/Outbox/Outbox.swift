@@ -81,12 +81,9 @@ final class Outbox {
             ) { (collection: $0.string(0), uuid: $0.string(1), op: $0.string(2), seq: $0.optionalInt64(3), parents: $0.string(4), data: $0.string(5)) }
             tables.damage.clear(table, key)
             guard let raw else { continue }
-            try connection.run(
-                "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [
-                    .text("damaged.outbox.\(entry)"),
-                    .text("\(problem) | \(raw.collection) \(raw.uuid) \(raw.op) seq \(raw.seq.map(String.init) ?? "none") | \(raw.data.prefix(2000))"),
-                ])
+            try setKV(
+                "damaged.outbox.\(entry)",
+                "\(problem) | \(raw.collection) \(raw.uuid) \(raw.op) seq \(raw.seq.map(String.init) ?? "none") | \(raw.data.prefix(2000))")
             try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry)])
             guard let uuid = UUID.fromWire(raw.uuid), (try? tables.exists(raw.collection, uuid)) == true,
                 let row = try? tables.load(raw.collection, uuid)

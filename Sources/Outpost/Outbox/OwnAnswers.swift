@@ -54,17 +54,7 @@ extension Outbox {
         try connection.first("SELECT 1 FROM outbox WHERE seq = ?", [.integer(seq)]) { _ in true } != nil
     }
 
-    private func kv(_ key: String) throws -> String? {
-        try connection.first("SELECT value FROM kv WHERE key = ?", [.text(key)]) { $0.string(0) }
-    }
-
     private func kvInt(_ key: String) throws -> Int64 {
         try kv(key).flatMap { Int64($0) } ?? 0
-    }
-
-    private func setKV(_ key: String, _ value: String) throws {
-        try connection.run(
-            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [.text(key), .text(value)])
     }
 }

@@ -302,14 +302,22 @@ extension Outbox {
     /// The highest seq ever handed out by this client. Never goes backwards
     /// past a seq that left the device (see `giveBack`).
     func lastSeq() throws -> Int64 {
-        try connection.first("SELECT value FROM kv WHERE key = ?", [.text(Self.lastSeqKey)]) { Int64($0.string(0)) }
-            .flatMap { $0 } ?? 0
+        try kv(Self.lastSeqKey).flatMap { Int64($0) } ?? 0
     }
 
     func setLastSeq(_ seq: Int64) throws {
+        try setKV(Self.lastSeqKey, String(seq))
+    }
+
+    /// The store's `kv` table, as the queue keeps its own figures there.
+    func kv(_ key: String) throws -> String? {
+        try connection.first("SELECT value FROM kv WHERE key = ?", [.text(key)]) { $0.string(0) }
+    }
+
+    func setKV(_ key: String, _ value: String) throws {
         try connection.run(
             "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [.text(Self.lastSeqKey), .text(String(seq))])
+            [.text(key), .text(value)])
     }
 }
 

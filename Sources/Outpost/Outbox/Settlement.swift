@@ -26,9 +26,8 @@ extension Outbox {
             // mutation per record per push; a queue sent by an older
             // release may hold more, and those go one by one, in order).
             let oneEntryPerRecord = Set(batch.entries.map(\.record)).count == batch.entries.count
-            if oneEntryPerRecord {
-                try removeEntries(batch.entries.filter { answer(to: $0) != nil }.map(\.entry))
-            }
+            let answered = batch.entries.filter { answer(to: $0) != nil }
+            if oneEntryPerRecord { try removeEntries(answered.map(\.entry)) }
             // Usually nothing is in doubt: no statement per create to forget it.
             let doubts = try hasDoubtfulCreates()
             for entry in batch.entries {
@@ -45,7 +44,7 @@ extension Outbox {
                     entry, result, dataText: response.recordDataTexts[result.seq], forgettingDoubts: doubts, into: &settlement)
             }
             try forgiveCancelledCreates(newSeqs: response.results.filter { $0.status != .duplicate }.map(\.seq))
-            try noteAnswered(batch.entries.compactMap { answer(to: $0) != nil ? $0.seq : nil })
+            try noteAnswered(answered.compactMap(\.seq))
         }
         return settlement
     }

@@ -72,22 +72,37 @@ enum LiveBench {
         }
         await fleet.stop()
 
+        var result = propagationResult(
+            name: "live-propagation-\(devices)",
+            unit: devices > 1 ? "ms p99 from push answer to store commit, all \(devices) devices' engines in this process" : "ms p99 from push answer to store commit",
+            propagation: propagation, pushTimes: pushTimes, judged: true)
+        result.details.merge([
+            "devices": Double(devices), "rounds": Double(rounds), "missed": Double(missed), "devices_on_streams": Double(streaming),
+            "devices_on_long_polls": Double(polling), "seconds_until_every_channel_open": secondsToGoLive,
+        ]) { _, new in new }
+        if streaming < devices { result.notes.append("\(devices - streaming) devices were not on a stream when the rounds began") }
+        if missed > 0 { result.notes.append("\(missed) arrivals did not come within 10 s") }
+        return result
+    }
+
+    /// A propagation figure: the p99 from a push's answer to the devices'
+    /// store commits, beside the push round trip of the same run;
+    /// `judged`: whether the run is one the target speaks of.
+    static func propagationResult(name: String, unit: String, propagation: [Double], pushTimes: [Double], judged: Bool)
+        -> BenchResult
+    {
         let p99 = Bench.percentile(propagation, 99)
         let pushP50 = Bench.percentile(pushTimes, 50)
         var result = BenchResult(
-            name: "live-propagation-\(devices)", figure: p99,
-            unit: devices > 1 ? "ms p99 from push answer to store commit, all \(devices) devices' engines in this process" : "ms p99 from push answer to store commit",
+            name: name, figure: p99, unit: unit,
             baseline: pushP50, baselineLabel: "push round trip p50, same run", ratio: pushP50 > 0 ? p99 / pushP50 : nil,
             ratioMeaning: "propagation p99 / push round trip p50",
-            target: "p99 ≤ 50 ms at 1,000 devices and ≤ 2× the push round trip", met: p99 <= 50 && (pushP50 <= 0 || p99 / pushP50 <= 2))
+            target: "p99 ≤ 50 ms at 1,000 devices and ≤ 2× the push round trip",
+            met: judged ? p99 <= 50 && (pushP50 <= 0 || p99 / pushP50 <= 2) : nil)
         result.details = [
             "p50_ms": Bench.percentile(propagation, 50), "p99_ms": p99, "max_ms": propagation.max() ?? 0,
-            "push_p50_ms": pushP50, "push_p99_ms": Bench.percentile(pushTimes, 99), "devices": Double(devices),
-            "rounds": Double(rounds), "missed": Double(missed), "devices_on_streams": Double(streaming),
-            "devices_on_long_polls": Double(polling), "seconds_until_every_channel_open": secondsToGoLive,
+            "push_p50_ms": pushP50, "push_p99_ms": Bench.percentile(pushTimes, 99),
         ]
-        if streaming < devices { result.notes.append("\(devices - streaming) devices were not on a stream when the rounds began") }
-        if missed > 0 { result.notes.append("\(missed) arrivals did not come within 10 s") }
         return result
     }
 

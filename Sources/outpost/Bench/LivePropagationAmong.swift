@@ -71,22 +71,15 @@ extension LiveBench {
         }
         await fleet.stop()
 
-        let p99 = Bench.percentile(propagation, 99)
-        let pushP50 = Bench.percentile(pushTimes, 50)
-        var result = BenchResult(
-            name: "live-propagation-among-\(connected)", figure: p99,
+        var result = propagationResult(
+            name: "live-propagation-among-\(connected)",
             unit: "ms p99 from push answer to store commit, \(observers) device engines among \(connected) live devices",
-            baseline: pushP50, baselineLabel: "push round trip p50, same run", ratio: pushP50 > 0 ? p99 / pushP50 : nil,
-            ratioMeaning: "propagation p99 / push round trip p50",
-            target: "p99 ≤ 50 ms at 1,000 devices and ≤ 2× the push round trip",
-            met: connected >= 1_000 ? p99 <= 50 && (pushP50 <= 0 || p99 / pushP50 <= 2) : nil)
-        result.details = [
-            "p50_ms": Bench.percentile(propagation, 50), "p99_ms": p99, "max_ms": propagation.max() ?? 0,
-            "push_p50_ms": pushP50, "push_p99_ms": Bench.percentile(pushTimes, 99), "devices": Double(connected),
-            "observers": Double(observers), "rounds": Double(rounds), "missed": Double(missed),
+            propagation: propagation, pushTimes: pushTimes, judged: connected >= 1_000)
+        result.details.merge([
+            "devices": Double(connected), "observers": Double(observers), "rounds": Double(rounds), "missed": Double(missed),
             "socket_delivery_p99_ms": Bench.percentile(delivery, 99), "missed_on_sockets": Double(missedOnSockets),
             "observers_on_streams": Double(streaming), "observers_on_long_polls": Double(polling),
-        ]
+        ]) { _, new in new }
         result.notes = [
             "the other \(open.count) devices are raw stream connections of the same team, read by one thread as the changes come"
         ]
