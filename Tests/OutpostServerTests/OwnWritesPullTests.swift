@@ -67,18 +67,63 @@ struct OwnWritesPullTests {
         let ana = try live.token("u-1")
         let phone = TestDevice()
         var made: [UUID] = []
-        for _ in 0..<6 {
+        for _ in 0..<20 {
             let uuid = UUID()
             made.append(uuid)
             _ = try await live.push(phone.request(phone.mutation(.create, uuid: uuid, data: ["name": "P"])), token: ana)
         }
         let first = try await live.get(
-            "/v1/pull?collections=people&limit=2&client_id=\(phone.clientID.wireText)&own_through=6", token: ana)
+            "/v1/pull?collections=people&limit=1&client_id=\(phone.clientID.wireText)&own_through=20", token: ana)
         #expect(first.status == 200, "\(first.text)")
         let page = try first.decode(PullResponse.self)
-        #expect(page.changes.isEmpty && page.hasMore, "two of the phone's writes passed over")
-        let rest = try await live.pullAll(token: ana, cursor: page.cursor, limit: 2, query: "&collections=people")
-        #expect(Self.uuids(rest.changes) == Set(made[2...]))
+        let passed = PullService.OwnWrites.weightOfWritten
+        #expect(page.changes.isEmpty && page.hasMore, "\(passed) of the phone's writes passed over")
+        let rest = try await live.pullAll(token: ana, cursor: page.cursor, limit: 1, query: "&collections=people")
+        #expect(Self.uuids(rest.changes) == Set(made[passed...]))
+    }
+
+    /// Writes left out weigh a fraction of a written change against the
+    /// limit: the pull after a device's own long push is a page or two,
+    /// not one per `limit` of its own records; a page still writes at most
+    /// `limit` changes, and the cursor ends where a plain pull's does.
+    @Test(arguments: Backend.available)
+    func writesLeftOutWeighLessThanWrittenOnes(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let ana = try live.token("u-1")
+        let phone = TestDevice()
+        let tablet = TestDevice()
+        var theirs: Set<UUID> = []
+        for index in 0..<45 {
+            _ = try await live.push(phone.request(phone.mutation(.create, data: ["name": .string("mine \(index)")])), token: ana)
+            if index % 15 == 14 {
+                let uuid = UUID()
+                theirs.insert(uuid)
+                _ = try await live.push(tablet.request(tablet.mutation(.create, uuid: uuid, data: ["name": "theirs"])), token: ana)
+            }
+        }
+        let plain = try await live.pullAll(token: ana, limit: 2, query: "&collections=people")
+        #expect(plain.changes.count == 48)
+
+        var cursor: PullCursor?
+        var pages: [Int] = []
+        var received: Set<UUID> = []
+        repeat {
+            var target = "/v1/pull?collections=people&limit=2&client_id=\(phone.clientID.wireText)&own_through=45"
+            if let cursor { target += "&cursor=\(cursor.rawValue)" }
+            let answer = try await live.get(target, token: ana)
+            #expect(answer.status == 200, "\(answer.text)")
+            let page = try answer.decode(PullResponse.self)
+            pages.append(page.changes.count)
+            received.formUnion(Self.uuids(page.changes))
+            cursor = page.cursor
+            if !page.hasMore { break }
+        } while pages.count < 30
+        #expect(received == theirs)
+        #expect(pages.allSatisfy { $0 <= 2 }, "no page writes more than its limit: \(pages)")
+        // Counted in full, 48 entries at 2 a page are 24 pages; 45 left out
+        // weigh less than three written changes.
+        #expect(pages.count <= 4, "\(pages)")
+        #expect(cursor == plain.cursor, "the cursor passes every write left out")
     }
 
     @Test func badOwnWritesAreRefusedClearly() async throws {

@@ -36,6 +36,15 @@ struct PullService {
         /// The page's extra column: 1 for a record the caller holds.
         static let column =
             ", CASE WHEN written_user = ? AND written_client = ? AND written_seq <= ? AND written_version = version THEN 1 ELSE 0 END"
+
+        /// A change left out weighs this fraction of a written one against
+        /// the page's limit. Counted in full, the pull after a push of
+        /// 10,000 captures was ten pages of 1,000 with nothing in them,
+        /// each a round trip; not counted at all, a page could read the
+        /// whole feed to write nothing. At a sixteenth, a page reads at
+        /// most about seventeen times its limit in rows, and nothing of
+        /// those it leaves out is written.
+        static let weightOfWritten = 16
     }
 
     /// One page of the feed: the answer body (built by hand so stored record
@@ -162,25 +171,39 @@ struct PullService {
             var streams: [FeedStream] = []
             let own = request.own
             let ownArguments: [SQLValue] = own.map { [.text(principal.user), .text($0.client), .integer($0.through)] } ?? []
+            // A page holds at most `budget` in weight: a written change
+            // weighs `weight`, one left out 1 (`OwnWrites.weightOfWritten`).
+            let weight = own == nil ? 1 : OwnWrites.weightOfWritten
+            let budget = limit * weight
             for branch in scope.readableBranches() {
                 var part = "SELECT \(ServerRecord.feedColumns)\(own == nil ? "" : OwnWrites.column) FROM records"
                     + " WHERE \(branch.condition) AND version > ?"
-                var arguments = ownArguments + branch.arguments + [.integer(after)]
                 part += " AND collection IN (\(collections.map { _ in "?" }.joined(separator: ", ")))"
-                arguments += collections.map { .text($0) }
+                var trailing = collections.map { SQLValue.text($0) }
                 if let windowStart {
                     part += " AND (deleted = 1 OR window_at IS NULL OR window_at >= ?)"
-                    arguments.append(.text(windowStart))
+                    trailing.append(.text(windowStart))
                 }
                 part += " ORDER BY version LIMIT ?"
-                arguments.append(.integer(Int64(limit + 1)))
-                var stream = FeedStream(rows: limit + 1)
-                try sql.scan(part, arguments) { row in
-                    if own != nil, row.int(12) == 1 {
-                        stream.passOver(version: row.int(3))
-                    } else {
-                        stream.append(version: row.int(3)) { ServerRecord.appendJSON(row, to: &$0) }
+                trailing.append(.integer(Int64(limit + 1)))
+                var stream = FeedStream(rows: limit + 1, weight: weight)
+                // Read `limit + 1` rows at a time until the stream is
+                // complete or weighs more than a page can take: a stream
+                // not complete always holds more than the page takes from
+                // it, so the merge below never runs past what was read.
+                var from = after
+                while true {
+                    var read = 0
+                    try sql.scan(part, ownArguments + branch.arguments + [.integer(from)] + trailing) { row in
+                        read += 1
+                        if own != nil, row.int(12) == 1 {
+                            stream.passOver(version: row.int(3))
+                        } else {
+                            stream.append(version: row.int(3)) { ServerRecord.appendJSON(row, to: &$0) }
+                        }
                     }
+                    if read <= limit || stream.weight > budget { break }
+                    from = stream.lastVersion
                 }
                 streams.append(stream)
             }
@@ -188,7 +211,7 @@ struct PullService {
             exitArguments += collections.map { .text($0) }
             if let condition = scope.exited(&exitArguments) {
                 exitArguments.append(.integer(Int64(limit + 1)))
-                var stream = FeedStream(rows: 0)
+                var stream = FeedStream(rows: 0, weight: weight)
                 try sql.scan(
                     """
                     SELECT version, collection, uuid FROM scope_exits
@@ -218,14 +241,16 @@ struct PullService {
             // buffer becomes the body as it stands: a 5,000-record page is
             // megabytes, and each copy of it was fresh memory to fault in.
             var body: [UInt8]
-            // Entries taken (the cursor passes them) and changes written
-            // (the caller's own writes are taken but not written).
+            // Entries taken (the cursor passes them), their weight, and
+            // changes written (the caller's own writes are taken but not
+            // written).
             var taken = 0
+            var used = 0
             var written = 0
             var lastVersion = after
             let filled = streams.indices.filter { streams[$0].hasNext }
             if filled.count == 1, let only = filled.first {
-                taken = min(limit, streams[only].count)
+                (taken, used) = streams[only].entries(within: budget)
                 written = streams[only].written(amongFirst: taken)
                 let end = streams[only].end(ofEntry: taken - 1)
                 lastVersion = streams[only].version(ofEntry: taken - 1)
@@ -235,12 +260,13 @@ struct PullService {
                 body = []
                 body.reserveCapacity(streams.reduce(256) { $0 + $1.json.count })
                 body.append(contentsOf: Page.opening)
-                while taken < limit {
+                while true {
                     var next: Int?
                     for index in streams.indices where streams[index].hasNext {
                         if next == nil || streams[index].nextVersion < streams[next!].nextVersion { next = index }
                     }
-                    guard let next else { break }
+                    guard let next, used + streams[next].nextWeight <= budget else { break }
+                    used += streams[next].nextWeight
                     let version = streams[next].nextVersion
                     let change = streams[next].takeNext()
                     if !change.isEmpty {
@@ -256,16 +282,18 @@ struct PullService {
                 }
             }
             let changesRange = Page.opening.count..<body.count
-            // A full page says more follows when changes are held back, so
-            // the caller asks again (and the next page waits for them).
-            let hasMore = streams.contains(where: \.hasNext) || (heldBack && taken == limit)
+            // A full page (no room for another written change) says more
+            // follows when changes are held back, so the caller asks again
+            // (and the next page waits for them).
+            let full = used + weight > budget
+            let hasMore = streams.contains(where: \.hasNext) || (heldBack && full)
             // An empty page returns the cursor it was given.
             let cursor = taken == 0 && request.cursor != nil
                 ? request.cursor! : PullCursorCodec.encode(lastVersion, purgedThrough: watermark.purgedThrough, scopeTag: scope.tag)
             Page.close(&body, cursor: cursor, hasMore: hasMore, serverTime: ServerTimestamp(clock.now()))
             return Page(
                 body: body, changesRange: changesRange, cursor: cursor, hasMore: hasMore, changes: written, lastVersion: lastVersion,
-                purgedThrough: watermark.purgedThrough, heldBack: heldBack && taken < limit)
+                purgedThrough: watermark.purgedThrough, heldBack: heldBack && !full)
         }
     }
 
@@ -334,6 +362,10 @@ private struct FeedStream {
     private var position = 0
     /// Entries with JSON (a comma goes before each after the first).
     private var written = 0
+    /// What a written entry weighs against a page's limit (one left out weighs 1).
+    private let writtenWeight: Int
+    /// The weight of every entry read.
+    private(set) var weight = 0
     /// The room a stream that grows past its first 32 kB takes at once.
     private let fullRoom: Int
 
@@ -342,7 +374,8 @@ private struct FeedStream {
     /// once: growing it step by step copied it each time into memory never
     /// touched before. Short pages (a live channel's, mostly empty) never
     /// take it: held by 10,000 idle streams, that room cost 60 MB.
-    init(rows: Int) {
+    init(rows: Int, weight: Int) {
+        writtenWeight = weight
         fullRoom = PullService.Page.opening.count + min(rows, 20_000) * 512
         json.append(contentsOf: PullService.Page.opening)
     }
@@ -353,6 +386,7 @@ private struct FeedStream {
         write(&json)
         entries.append((version, start..<json.count))
         written += 1
+        weight += writtenWeight
         if json.count > 32 * 1024, json.capacity < fullRoom { json.reserveCapacity(fullRoom) }
     }
 
@@ -360,7 +394,26 @@ private struct FeedStream {
     /// not written (an empty range).
     mutating func passOver(version: Int64) {
         entries.append((version, json.count..<json.count))
+        weight += 1
     }
+
+    /// The version of the last entry read (0 when none was).
+    var lastVersion: Int64 { entries.last?.version ?? 0 }
+
+    private func weight(ofEntry index: Int) -> Int { entries[index].range.isEmpty ? 1 : writtenWeight }
+
+    /// How many entries from the first fit in `budget`, and their weight.
+    func entries(within budget: Int) -> (count: Int, weight: Int) {
+        var count = 0
+        var used = 0
+        while count < entries.count, used + weight(ofEntry: count) <= budget {
+            used += weight(ofEntry: count)
+            count += 1
+        }
+        return (count, used)
+    }
+
+    var nextWeight: Int { weight(ofEntry: position) }
 
     /// How many of the first `count` entries have JSON.
     func written(amongFirst count: Int) -> Int {
