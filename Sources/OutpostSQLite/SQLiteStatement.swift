@@ -40,7 +40,7 @@ public final class SQLiteStatement {
             case .null: code = sqlite3_bind_null(handle, index)
             case .integer(let number): code = sqlite3_bind_int64(handle, index, number)
             case .real(let number): code = sqlite3_bind_double(handle, index, number)
-            case .text(let text): code = sqlite3_bind_text(handle, index, text, -1, sqliteTransient)
+            case .text(let text): code = Self.bindText(handle, index, text)
             case .blob(let data):
                 code = data.withUnsafeBytes { bytes in
                     sqlite3_bind_blob(handle, index, bytes.baseAddress, Int32(bytes.count), sqliteTransient)
@@ -48,6 +48,18 @@ public final class SQLiteStatement {
             }
             guard code == SQLITE_OK else { throw connection.error(code: code, sql: sql) }
         }
+    }
+
+    /// Binds a String (copied by SQLite) from its own UTF-8 storage: passed
+    /// as a C string, Swift first copied it into a new NUL-terminated array.
+    static func bindText(_ handle: OpaquePointer, _ index: Int32, _ text: String) -> Int32 {
+        let bound = text.utf8.withContiguousStorageIfAvailable { bytes in
+            // A valid pointer even for an empty string (nil would bind NULL).
+            bytes.baseAddress.map {
+                sqlite3_bind_text(handle, index, UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self), Int32(bytes.count), sqliteTransient)
+            } ?? sqlite3_bind_text(handle, index, "", 0, sqliteTransient)
+        }
+        return bound ?? sqlite3_bind_text(handle, index, text, -1, sqliteTransient)
     }
 
     /// Advances one row; false when the statement is done.
@@ -125,7 +137,7 @@ public struct SQLitePreparedStatement {
 
     /// Binds a String (copied by SQLite).
     public func bind(_ index: Int32, _ text: String) throws {
-        try check(sqlite3_bind_text(statement.handle, index, text, -1, sqliteTransient))
+        try check(SQLiteStatement.bindText(statement.handle, index, text))
     }
 
     /// Binds a blob (copied by SQLite).

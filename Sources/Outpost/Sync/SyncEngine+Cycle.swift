@@ -19,10 +19,9 @@ extension SyncEngine {
         var report = SyncReport(trigger: trigger)
         let started = clock.now()
         let networkBefore = connectivity.state
-        status.isSyncing = true
-        await publishStatus()
+        showSyncing(true)
         defer {
-            status.isSyncing = false
+            showSyncing(false)
             emitTelemetry(SyncTelemetryEvent(report, networkBefore: networkBefore, connectivity: connectivity, duration: clock.now() - started))
         }
         if token == nil, credentials != nil, !status.signInRequired {

@@ -29,6 +29,20 @@ extension SyncEngine {
         statusListeners.yield(next)
     }
 
+    /// Turns the syncing flag and sends the status at once, without reading
+    /// the store. Set on `status` and left to `publishStatus`, the turn was
+    /// sent only when a figure of the store moved as well: a cycle with
+    /// nothing to send or receive never showed itself. (Not reading the
+    /// store also keeps a cycle's first push from waiting on it; the first
+    /// `publishStatus` of the cycle brings the figures.)
+    func showSyncing(_ syncing: Bool) {
+        guard status.isSyncing != syncing else { return }
+        status.isSyncing = syncing
+        status.progress = syncing ? progress : nil
+        status.connectivity = connectivity.state
+        statusListeners.yield(status)
+    }
+
     /// Recomputes the status from the store and the engine, and sends it if it changed.
     ///
     /// Everything read from the store is gathered first; the engine's own
