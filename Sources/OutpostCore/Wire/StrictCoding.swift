@@ -90,7 +90,7 @@ extension UUID {
         let base = utf8.startIndex
         // Read into the tuple itself: a heap buffer per parse showed in
         // profiles of settling a push's answer.
-        var value = UUID().uuid
+        var value: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         let parsed = withUnsafeMutableBytes(of: &value) { bytes -> Bool in
             var position = 0
             for index in 0..<16 {
