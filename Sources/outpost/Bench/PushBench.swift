@@ -26,12 +26,16 @@ enum PushBench {
         let allCores = CorePinning.allowedCores(getpid())
         let runs = [("sqlite", false)] + (cores == nil ? [] : [("sqlite", true)]) + (postgres == nil ? [] : [("postgres", false)])
         for (backend, ownCores) in runs {
-            // Fresh databases for the floor and for the server, so both start
-            // with no rows and (on PostgreSQL) no statistics.
+            let suffix = (backend == "sqlite" ? "" : "-postgres") + (ownCores ? "-own-cores" : "")
+            // Fresh databases for the floor, the server and the device, so
+            // all start with no rows and (on PostgreSQL) no statistics. Each
+            // run's files are its own: the run on a core each once reopened
+            // the first run's (the device then met a server that did not
+            // know its cursor and downloaded everything again).
             var scratch: [ScratchSchema] = []
             defer { for schema in scratch { schema.drop() } }
             func freshLocation(_ name: String) throws -> String {
-                guard backend == "postgres", let postgres else { return directory.path("\(name).sqlite") }
+                guard backend == "postgres", let postgres else { return directory.path("\(name)\(suffix).sqlite") }
                 let schema = try ScratchSchema(on: postgres)
                 scratch.append(schema)
                 return schema.url(postgres)
@@ -61,14 +65,14 @@ enum PushBench {
             _ = try SyncServer(database: database, config: ServerConfig())
             let token = try TokenStore(database: database).issue(user: "pusher-\(UUID().uuidString.prefix(8))", role: .field, team: "t", ttl: nil)
             database.close()
-            let log = directory.path("server-\(backend).log")
+            let log = directory.path("server\(suffix).log")
             let server = try ServerProcess(database: location, logPath: log)
             defer { server.stop() }
             if pinned, let cores {
                 guard CorePinning.pin(server.process.processIdentifier, to: cores.server), CorePinning.pin(getpid(), to: cores.device)
                 else { throw CommandFailure("The device and the server could not be given a core each.") }
             }
-            let store = try LocalStore(path: directory.path("device-\(backend).sqlite"), collections: [CollectionDescriptor(name: "people")])
+            let store = try LocalStore(path: directory.path("device\(suffix).sqlite"), collections: [CollectionDescriptor(name: "people")])
             try await store.write { tx in
                 for index in 0..<mutations { try tx.create(in: "people", Bench.recordObject(index)) }
             }
@@ -89,7 +93,6 @@ enum PushBench {
             guard serverSeconds > 0 else { throw CommandFailure("The server's log holds no answered push.") }
             let intake = Double(mutations) / serverSeconds
             let endToEnd = Double(mutations) / seconds
-            let suffix = (backend == "sqlite" ? "" : "-postgres") + (pinned ? "-own-cores" : "")
             var intakeResult = BenchResult(
                 name: "push" + suffix, figure: intake, unit: "mutations/s (server intake)",
                 baseline: floorRate,
