@@ -8,6 +8,9 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     case responseDropped = "response_dropped"
     /// The server acts and answers, but the answer's body arrives cut short.
     case responseTruncated = "response_truncated"
+    /// The server acts and answers; the answer's head arrives, then the
+    /// connection dies before its body (a push's next push is then out).
+    case responseCutAfterHead = "response_cut_after_head"
     case duplicatedDelivery = "duplicated_delivery"
     case delayedDelivery = "delayed_delivery"
     case serverError = "server_error"
@@ -134,6 +137,18 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        try await send(request, headArrived: { _ in })
+    }
+
+    public func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws
+        -> TransportResponse
+    {
+        let answer = try await deliver(request, headArrived: headArrived)
+        headArrived(answer.status)
+        return answer
+    }
+
+    private func deliver(_ request: TransportRequest, headArrived: @Sendable (Int) -> Void) async throws -> TransportResponse {
         // A long poll is the live channel's: it waits for the simulation too.
         if request.target.contains("&wait=") { return try await live.poll(request) }
         state.withLock { $0.requestCount += 1 }
@@ -147,7 +162,7 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
         let isUpload = request.method == "PUT" && request.target.hasPrefix("/v1/blobs/")
         guard roll(100) < UInt64(min(100, faultRate * (isUpload ? 3 : 1))) else { return try await server.send(request) }
         if isUpload { return try await uploadFault(request) }
-        switch roll(8) {
+        switch roll(9) {
         case 0:
             count(.requestDropped)
             throw TransportError.noAnswer("request dropped")
@@ -174,6 +189,10 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
             let answer = try await server.send(request)
             let kept = Int(roll(UInt64(max(1, answer.body.count))))
             return TransportResponse(status: answer.status, headers: answer.headers, body: answer.body.prefix(kept))
+        case 7:
+            count(.responseCutAfterHead)
+            headArrived(try await server.send(request).status)
+            throw TransportError.noAnswer("the connection died after the answer's head")
         default:
             count(.crash)
             state.withLock { $0.crashRequested = true }

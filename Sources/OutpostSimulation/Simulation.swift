@@ -321,9 +321,31 @@ public enum Simulation {
     /// One line for the trace: what a sync cycle did or why it failed.
     static func describe(_ outcome: Result<SyncReport, any Error>) -> String {
         switch outcome {
-        case .success(let report): return "\(report)"
+        case .success(let report):
+            // A dictionary prints its keys in an order that depends on where
+            // it sits in memory, so the same seed replayed could read
+            // differently: records' fields and refusal reasons are written
+            // out sorted, after the report's counts.
+            var counts = report
+            counts.conflicts = []
+            counts.rejected = []
+            let conflicts = report.conflicts.map { conflict in
+                let local = conflict.localChange.map(Self.sortedText) ?? "nothing"
+                let server = conflict.serverRecord.map { "v\($0.version)\($0.deleted ? " deleted" : "") \($0.data.map(Self.sortedText) ?? "{}")" }
+                return "conflict \(conflict.record) \(conflict.op.rawValue): local \(local), server \(server ?? "none")"
+            }
+            let rejected = report.rejected.map { change in
+                let errors = change.rejection.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+                return "rejected \(change.record) \(change.rejection.op.rawValue): \(change.rejection.code) \(errors) \(change.rejection.message ?? "")"
+            }
+            return (["\(counts)"] + conflicts + rejected).joined(separator: "; ")
         case .failure(let error): return "failed: \(error)"
         }
+    }
+
+    /// A record's fields as canonical JSON text (keys sorted).
+    static func sortedText(_ object: JSONObject) -> String {
+        (try? object.jsonText()) ?? "unwritable"
     }
 
     /// Bytes of photos each device keeps (the default is 512 MiB): a few photos.

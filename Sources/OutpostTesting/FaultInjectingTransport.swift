@@ -17,6 +17,9 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         /// The server acted and answered 200, but the body arrived cut short
         /// (a proxy or a dying connection that truncates what it relays).
         case truncateResponse
+        /// The server acted, its answer's head arrived (the caller heard its
+        /// status), then the connection died before the body.
+        case cutAfterHead
         /// The answer arrives late (checked against the request's timeout).
         case delay(Duration)
         /// The server answers this status with an error body (and Retry-After,
@@ -135,6 +138,12 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        try await send(request, headArrived: { _ in })
+    }
+
+    public func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws
+        -> TransportResponse
+    {
         let (isOffline, fault) = state.withLock { state -> (Bool, Fault?) in
             guard !state.offline else { return (true, nil) }
             guard let index = state.faults.firstIndex(where: { $0.matches(request) }) else { return (false, nil) }
@@ -153,6 +162,7 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
             var headers: [String: String] = ["Content-Type": "application/json"]
             if let retryAfter { headers["Retry-After"] = String(retryAfter) }
             let body = #"{"error":{"code":"unavailable","message":"Injected failure."}}"#
+            headArrived(status)
             return TransportResponse(status: status, headers: headers, body: Data(body.utf8))
         default:
             break
@@ -162,6 +172,9 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         switch fault {
         case .dropResponse?:
             throw TransportError.noAnswer("answer lost (injected)")
+        case .cutAfterHead?:
+            headArrived(response.status)
+            throw TransportError.noAnswer("connection lost after the answer's head (injected)")
         case .truncateResponse?:
             return TransportResponse(
                 status: response.status, headers: response.headers, body: response.body.prefix(response.body.count / 2))
@@ -176,6 +189,7 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         default:
             break
         }
+        headArrived(response.status)
         return response
     }
 }

@@ -119,4 +119,42 @@ struct PushPipelineTests {
         let seqs = try Self.pushedSeqs(device)
         #expect(seqs.prefix(2) == [[1, 2], [3, 4]], "the second push went as soon as the first was answered")
     }
+
+    /// The push behind goes on the answer's head (status 200), before the
+    /// body: when the connection dies between the two, that push is out and
+    /// the first one's outcome unknown. Neither is given back (its seqs
+    /// reached the server): both are resent with their seqs.
+    @Test func anAnswerCutAfterItsHeadLeavesTheBatchSentOnItToBeResentAndNothingTwice() async throws {
+        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
+        device.network.inject(.cutAfterHead) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.self) { try await device.engine.sync() }
+        #expect(device.network.delivered(to: "/v1/push").count == 2, "the second push went on the first one's head")
+        let waiting = try await device.store.outboxEntries()
+        #expect(waiting.count == 6, "nothing settled from an answer whose body never came")
+        #expect(waiting.prefix(4).map(\.seq) == [1, 2, 3, 4], "both pushes that went out keep their seqs")
+        #expect(waiting.dropFirst(4).allSatisfy { $0.seq == nil && $0.attempts == 0 })
+        #expect(try harness.serverRecords().count == 4, "the server applied both pushes")
+
+        let report = try await device.engine.sync()
+        #expect(report.duplicates == 4, "the two pushes resent were answered with their first results")
+        #expect(try await device.store.outboxEntries().isEmpty)
+        let records = try harness.serverRecords()
+        #expect(records.count == 6 && Set(records.map(\.uuid)) == Set(made.map(\.wireText)), "every change once")
+        #expect(try Self.pushedSeqs(device).prefix(4) == [[1, 2], [3, 4], [1, 2], [3, 4]])
+    }
+
+    /// A head that is not 200 (a refusal, a busy server) sends nothing on
+    /// it: the batch behind is given back, as if never taken.
+    @Test func aRefusingHeadSendsNothingBehindIt() async throws {
+        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
+        device.network.inject(.status(503, retryAfter: nil)) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.self) { try await device.engine.sync() }
+        #expect(device.network.delivered(to: "/v1/push").isEmpty, "the refused push never reached the server")
+        let waiting = try await device.store.outboxEntries()
+        #expect(waiting.dropFirst(2).allSatisfy { $0.seq == nil && $0.attempts == 0 }, "nothing behind it went out")
+
+        _ = try await device.engine.sync()
+        #expect(try await device.store.outboxEntries().isEmpty)
+        #expect(Set(try harness.serverRecords().map(\.uuid)) == Set(made.map(\.wireText)))
+    }
 }

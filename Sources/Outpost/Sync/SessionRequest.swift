@@ -39,7 +39,7 @@ extension URLSession {
 
 /// A session task and whether its Swift task was cancelled, whichever
 /// comes first.
-private final class PendingSessionTask: @unchecked Sendable {
+final class PendingSessionTask: @unchecked Sendable {
     // @unchecked Sendable: both properties are only touched while `lock` is held.
     private let lock = NSLock()
     private var task: URLSessionTask?

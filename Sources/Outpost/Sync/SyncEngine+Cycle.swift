@@ -145,7 +145,8 @@ extension SyncEngine {
         // The push sent the moment the one before it was answered, whose
         // answer comes next. (The device takes each batch while the one
         // before is on the wire and settles each while the next is: its own
-        // work overlaps the server's instead of adding to it.)
+        // work overlaps the server's instead of adding to it. It goes when
+        // the answer's head says 200, before the answer's body is read.)
         var sending: OutgoingPush?
         // Some changes went unanswered: the push still out is settled, then the cycle stops.
         var stopping = false
@@ -188,11 +189,24 @@ extension SyncEngine {
                         : try? await store.takePushBatch(after: batch, limit: count, maxBytes: maxBytes)
                     // Its body made ready (deflated) while this one is out, too.
                     let aheadBody = ahead.map { requestEncodings.prepare($0.body) }
+                    // The server answers a push only once it is done with
+                    // it, and the next batch holds nothing that depends on
+                    // how this one ends: it goes the moment this answer's
+                    // head says 200, and travels while the answer's body does
+                    // (on loopback 1.2-2 ms of each push, the server idle).
+                    if let ahead, await push.status() == 200, schedule.isCurrent(generation) {
+                        report.sent += ahead.entries.count
+                        sending = OutgoingPush(ahead, requestEncodings.prepare(ahead.body, reusing: aheadBody), client)
+                    }
+                    // Taken and still on the device: given back if this push fails.
+                    let unsent = sending == nil ? ahead : nil
                     let answer: ServerClient.Answer<Data>
                     do {
                         answer = try await push.answer()
                     } catch let failure as ServerClient.Failure {
-                        if let ahead { await store.giveBack(ahead) }
+                        // When the push ahead is out (the head came, the body
+                        // never did), the cycle ends below and abandons it.
+                        if let unsent { await store.giveBack(unsent) }
                         await record(failure)
                         let step = try await refused(batch, failure.failure, renumbering: &renumbering, limit: &limit, report: &report)
                         if !learnt, case .refused(let body) = failure.failure, Self.narrowable.contains(body.code) {
@@ -202,20 +216,23 @@ extension SyncEngine {
                         }
                         return step
                     } catch {
-                        if let ahead { await store.giveBack(ahead) }
+                        if let unsent { await store.giveBack(unsent) }
                         throw error
                     }
                     guard schedule.isCurrent(generation) else {
                         // An answer for an abandoned cycle: resent later with the same seqs.
-                        if let ahead { await store.giveBack(ahead) }
+                        if let unsent { await store.giveBack(unsent) }
                         await store.endLease(batch, failure: .unknownOutcome("answer arrived for an older cycle"))
                         throw StaleGeneration()
                     }
-                    if let ahead {
-                        // Answered: the next push goes before this answer is
-                        // even read (its bytes can only settle this batch).
-                        report.sent += ahead.entries.count
-                        sending = OutgoingPush(ahead, requestEncodings.prepare(ahead.body, reusing: aheadBody), client)
+                    if let unsent {
+                        // A transport that told no head: the next push goes
+                        // now, before this answer is even read (its bytes can
+                        // only settle this batch).
+                        report.sent += unsent.entries.count
+                        sending = OutgoingPush(unsent, requestEncodings.prepare(unsent.body, reusing: aheadBody), client)
+                    }
+                    if sending != nil {
                         // Let the request start before the reading and
                         // settlement below take the thread (a pool of one
                         // thread runs them in turn).
@@ -255,11 +272,26 @@ extension SyncEngine {
     struct OutgoingPush {
         let batch: PushBatch
         let task: Task<ServerClient.Answer<Data>, any Error>
+        /// The answer's status, as soon as its head arrives.
+        private let statuses: AsyncStream<Int>
 
         /// `body`: the batch's body as it goes on the wire (`RequestEncodings.prepare`).
         init(_ batch: PushBatch, _ body: OutgoingBody, _ client: ServerClient) {
             self.batch = batch
-            task = Task { try await client.push(body: body) }
+            let (statuses, heads) = AsyncStream.makeStream(of: Int.self)
+            self.statuses = statuses
+            task = Task {
+                defer { heads.finish() }
+                return try await client.push(body: body, headArrived: { heads.yield($0) })
+            }
+        }
+
+        /// The status of the answer's (first) head, once it arrives; nil
+        /// when the push ends without one (or the waiter is cancelled).
+        /// Asked at most once.
+        func status() async -> Int? {
+            for await status in statuses { return status }
+            return nil
         }
 
         /// Its answer's bytes; cancelling the waiter cancels the request.

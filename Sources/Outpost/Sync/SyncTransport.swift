@@ -82,6 +82,13 @@ public protocol SyncTransport: Sendable {
     /// Sends `request` and returns the server's answer; throws a `TransportError` when no answer came.
     func send(_ request: TransportRequest) async throws -> TransportResponse
 
+    /// Sends `request` like ``send(_:)``, and calls `headArrived` with the
+    /// answer's status the moment its head arrives, while its body may
+    /// still be on the way. The sync engine sends its next push then: the
+    /// server answers a push only once it is done with it, so the push after
+    /// it can travel while this answer's bytes do.
+    func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws -> TransportResponse
+
     /// Sends `request` and returns as soon as the answer's status and
     /// headers arrive, with its body still coming. `request.timeout` bounds
     /// the wait for the headers only.
@@ -89,6 +96,15 @@ public protocol SyncTransport: Sendable {
 }
 
 extension SyncTransport {
+    /// By default the head is known when the whole answer is.
+    public func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws
+        -> TransportResponse
+    {
+        let response = try await send(request)
+        headArrived(response.status)
+        return response
+    }
+
     /// By default a transport cannot stream: the live channel long-polls.
     public func openStream(_ request: TransportRequest) async throws -> TransportStream {
         throw TransportError.streamsUnsupported

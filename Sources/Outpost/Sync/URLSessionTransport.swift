@@ -9,7 +9,9 @@ import FoundationNetworking
 public final class URLSessionTransport: SyncTransport {
     /// The server's address; request targets are resolved against it.
     public let baseURL: URL
-    private let session: URLSession
+    /// Every request but uploads: read through a delegate, so a push's
+    /// answer tells its status before its body is whole.
+    private let answers: SessionAnswers
     /// Attachment uploads only (`PUT`): each on a connection of its own,
     /// never one that other requests left open (see ``send(_:)``).
     private let uploadSession = Locked<URLSession?>(nil)
@@ -37,11 +39,11 @@ public final class URLSessionTransport: SyncTransport {
         // A device that lost its network should fail fast, not wait for it.
         configuration.waitsForConnectivity = false
         #endif
-        self.session = URLSession(configuration: configuration)
+        self.answers = SessionAnswers(configuration: configuration)
     }
 
     deinit {
-        session.finishTasksAndInvalidate()
+        answers.invalidate()
         uploadSession.current?.finishTasksAndInvalidate()
         streamSession.current?.invalidate()
     }
@@ -101,11 +103,24 @@ public final class URLSessionTransport: SyncTransport {
     /// start at its beginning (the server stored bytes at the wrong
     /// offsets), or it stalled until the server gave up on it.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        try await exchange(request, headArrived: nil)
+    }
+
+    /// Sends `request`, calling `headArrived` with the status as soon as the
+    /// answer's head arrives, before its body is read.
+    public func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws
+        -> TransportResponse
+    {
+        try await exchange(request, headArrived: headArrived)
+    }
+
+    private func exchange(_ request: TransportRequest, headArrived: (@Sendable (Int) -> Void)?) async throws -> TransportResponse {
         let urlRequest = try self.urlRequest(request, timeout: request.timeout)
-        let session = request.method == "PUT" ? uploads : self.session
+        let uploads = request.method == "PUT" ? self.uploads : nil
         do {
-            let (data, response) = try await withDeadline(request.timeout) { [session, urlRequest] in
-                try await session.answer(to: urlRequest)
+            let (data, response) = try await withDeadline(request.timeout) { [answers, uploads, urlRequest] in
+                if let uploads { return try await uploads.answer(to: urlRequest) }
+                return try await answers.answer(to: urlRequest, headArrived: headArrived)
             }
             guard let http = response as? HTTPURLResponse else { throw TransportError.noAnswer("not an HTTP answer") }
             var headers: [String: String] = [:]
