@@ -102,20 +102,9 @@ struct PushPipelineTests {
     /// batches' outcomes are unknown, both are resent with their seqs, and
     /// every change is on the server once.
     @Test func anAnswerCutShortLeavesTheBatchSentBehindItToBeResentAndNothingTwice() async throws {
-        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
-        device.network.inject(.truncateResponse) { $0.target.hasPrefix("/v1/push") }
-        await #expect(throws: SyncFailure.self) { try await device.engine.sync() }
-        let waiting = try await device.store.outboxEntries()
-        #expect(waiting.count == 6, "nothing settled from an answer that could not be read")
-        #expect(waiting.prefix(4).allSatisfy { $0.seq != nil }, "both pushes that went out keep their seqs")
-        #expect(waiting.dropFirst(4).allSatisfy { $0.seq == nil && $0.attempts == 0 })
-        #expect(try harness.serverRecords().count == 4, "the server applied both pushes")
-
-        let report = try await device.engine.sync()
-        #expect(report.duplicates == 4, "the two pushes resent were answered with their first results")
-        #expect(try await device.store.outboxEntries().isEmpty)
-        let records = try harness.serverRecords()
-        #expect(records.count == 6 && Set(records.map(\.uuid)) == Set(made.map(\.wireText)), "every change once")
+        let device = try await Self.bothPushesOutWhenTheFirstAnswerMeets(.truncateResponse) { _, waiting in
+            #expect(waiting.prefix(4).allSatisfy { $0.seq != nil }, "both pushes that went out keep their seqs")
+        }
         let seqs = try Self.pushedSeqs(device)
         #expect(seqs.prefix(2) == [[1, 2], [3, 4]], "the second push went as soon as the first was answered")
     }
@@ -125,13 +114,29 @@ struct PushPipelineTests {
     /// the first one's outcome unknown. Neither is given back (its seqs
     /// reached the server): both are resent with their seqs.
     @Test func anAnswerCutAfterItsHeadLeavesTheBatchSentOnItToBeResentAndNothingTwice() async throws {
-        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
-        device.network.inject(.cutAfterHead) { $0.target.hasPrefix("/v1/push") }
+        let device = try await Self.bothPushesOutWhenTheFirstAnswerMeets(.cutAfterHead) { device, waiting in
+            #expect(device.network.delivered(to: "/v1/push").count == 2, "the second push went on the first one's head")
+            #expect(waiting.prefix(4).map(\.seq) == [1, 2, 3, 4], "both pushes that went out keep their seqs")
+        }
+        #expect(try Self.pushedSeqs(device).prefix(4) == [[1, 2], [3, 4], [1, 2], [3, 4]])
+    }
+
+    /// Six captures in pushes of two; the first push's answer meets `fault`
+    /// after the second push went out. Checks what both tests above share:
+    /// the failed sync settles nothing and leaves the third batch untaken,
+    /// the server applied both pushes, and the next sync resends them (answered
+    /// `duplicate`) and ends with every change on the server once.
+    /// `afterTheFault` checks the queue left by the failed sync.
+    static func bothPushesOutWhenTheFirstAnswerMeets(
+        _ fault: FaultInjectingTransport.Fault,
+        afterTheFault: (SyncHarness.Device, [OutboxEntry]) throws -> Void
+    ) async throws -> SyncHarness.Device {
+        let (harness, device, made) = try await sixCapturesInPushesOfTwo()
+        device.network.inject(fault) { $0.target.hasPrefix("/v1/push") }
         await #expect(throws: SyncFailure.self) { try await device.engine.sync() }
-        #expect(device.network.delivered(to: "/v1/push").count == 2, "the second push went on the first one's head")
         let waiting = try await device.store.outboxEntries()
-        #expect(waiting.count == 6, "nothing settled from an answer whose body never came")
-        #expect(waiting.prefix(4).map(\.seq) == [1, 2, 3, 4], "both pushes that went out keep their seqs")
+        #expect(waiting.count == 6, "nothing settled from an answer that never came whole")
+        try afterTheFault(device, waiting)
         #expect(waiting.dropFirst(4).allSatisfy { $0.seq == nil && $0.attempts == 0 })
         #expect(try harness.serverRecords().count == 4, "the server applied both pushes")
 
@@ -140,7 +145,7 @@ struct PushPipelineTests {
         #expect(try await device.store.outboxEntries().isEmpty)
         let records = try harness.serverRecords()
         #expect(records.count == 6 && Set(records.map(\.uuid)) == Set(made.map(\.wireText)), "every change once")
-        #expect(try Self.pushedSeqs(device).prefix(4) == [[1, 2], [3, 4], [1, 2], [3, 4]])
+        return device
     }
 
     /// A head that is not 200 (a refusal, a busy server) sends nothing on

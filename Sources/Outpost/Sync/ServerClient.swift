@@ -30,7 +30,7 @@ struct ServerClient: Sendable {
     /// as bytes: the engine sends the next push the moment this one is
     /// answered, and reads these bytes (`readPush`) while that one travels.
     /// `headArrived`: the answer's status, the moment its head arrives.
-    func push(body: OutgoingBody, headArrived: @escaping @Sendable (Int) -> Void = { _ in }) async throws -> Answer<Data> {
+    func push(body: OutgoingBody, headArrived: @escaping @Sendable (Int) -> Void) async throws -> Answer<Data> {
         guard let encoding = body.encoding else {
             return try await call("POST", "/v1/push", body: body.plain, headArrived: headArrived) { $0 }
         }
@@ -151,7 +151,7 @@ struct ServerClient: Sendable {
 
     private func call<Body: Sendable>(
         _ method: String, _ target: String, body: Data? = nil, encoding: String? = nil,
-        headArrived: (@Sendable (Int) -> Void)? = nil, decode: (Data) throws -> Body
+        headArrived: @escaping @Sendable (Int) -> Void = { _ in }, decode: (Data) throws -> Body
     ) async throws -> Answer<Body> {
         var headers = identity
         headers["Accept"] = "application/json"
@@ -161,12 +161,9 @@ struct ServerClient: Sendable {
         let started = clock.now()
         let response: TransportResponse
         do {
-            let request = TransportRequest(method: method, target: target, headers: headers, body: body, timeout: timeout)
-            if let headArrived {
-                response = try await transport.send(request, headArrived: headArrived)
-            } else {
-                response = try await transport.send(request)
-            }
+            response = try await transport.send(
+                TransportRequest(method: method, target: target, headers: headers, body: body, timeout: timeout),
+                headArrived: headArrived)
         } catch let error as TransportError {
             let latency = clock.now() - started
             switch error {
