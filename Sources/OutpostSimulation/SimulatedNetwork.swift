@@ -137,22 +137,27 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        try await send(request, headArrived: { _ in })
+        try await send(request, progress: { _ in })
     }
 
-    public func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws
+    public func send(_ request: TransportRequest, progress: @escaping @Sendable (RequestProgress) -> Void) async throws
         -> TransportResponse
     {
-        let answer = try await deliver(request, headArrived: headArrived)
-        headArrived(answer.status)
+        let answer = try await deliver(request, progress: progress)
+        progress(.head(answer.status))
         return answer
     }
 
-    private func deliver(_ request: TransportRequest, headArrived: @Sendable (Int) -> Void) async throws -> TransportResponse {
+    /// `progress` is told the body went out once the request leaves the
+    /// device (past a partition), and a head where a fault delivers one alone.
+    private func deliver(_ request: TransportRequest, progress: @Sendable (RequestProgress) -> Void) async throws
+        -> TransportResponse
+    {
         // A long poll is the live channel's: it waits for the simulation too.
         if request.target.contains("&wait=") { return try await live.poll(request) }
         state.withLock { $0.requestCount += 1 }
         if isPartitioned { throw TransportError.notSent("partitioned") }
+        progress(.bodySent)
         let busy = state.withLock { state in
             defer { state.busyRequests = max(0, state.busyRequests - 1) }
             return state.busyRequests > 0
@@ -191,7 +196,7 @@ public final class SimulatedNetwork: SyncTransport, Sendable {
             return TransportResponse(status: answer.status, headers: answer.headers, body: answer.body.prefix(kept))
         case 7:
             count(.responseCutAfterHead)
-            headArrived(try await server.send(request).status)
+            progress(.head(try await server.send(request).status))
             throw TransportError.noAnswer("the connection died after the answer's head")
         default:
             count(.crash)

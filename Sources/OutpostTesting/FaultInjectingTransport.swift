@@ -18,7 +18,8 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         /// (a proxy or a dying connection that truncates what it relays).
         case truncateResponse
         /// The server acted, its answer's head arrived (the caller heard its
-        /// status), then the connection died before the body.
+        /// status), then the connection died before the body, noticed once
+        /// a request sent on the head got through (or after a second).
         case cutAfterHead
         /// The answer arrives late (checked against the request's timeout).
         case delay(Duration)
@@ -27,6 +28,10 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         case status(Int, retryAfter: Int?, heldBy: Gate? = nil)
         /// The answer is held until the gate opens.
         case hold(Gate)
+        /// The request's body is still going out until the gate opens (a
+        /// slow upload): the server gets the request, and the caller hears
+        /// that its body went, only then.
+        case slowBody(Gate)
         /// The transport throws this error before sending (e.g. the task
         /// was cancelled, which URLSession reports in its own way).
         case fail(any Error & Sendable)
@@ -138,10 +143,10 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        try await send(request, headArrived: { _ in })
+        try await send(request, progress: { _ in })
     }
 
-    public func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws
+    public func send(_ request: TransportRequest, progress: @escaping @Sendable (RequestProgress) -> Void) async throws
         -> TransportResponse
     {
         let (isOffline, fault) = state.withLock { state -> (Bool, Fault?) in
@@ -155,6 +160,12 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
             throw TransportError.notSent("connection refused (injected)")
         case .fail(let error)?:
             throw error
+        default:
+            break
+        }
+        if case .slowBody(let gate)? = fault { await gate.wait() }
+        progress(.bodySent)
+        switch fault {
         case .dropRequest?:
             throw TransportError.noAnswer("request lost (injected)")
         case .status(let status, let retryAfter, let gate)?:
@@ -162,7 +173,7 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
             var headers: [String: String] = ["Content-Type": "application/json"]
             if let retryAfter { headers["Retry-After"] = String(retryAfter) }
             let body = #"{"error":{"code":"unavailable","message":"Injected failure."}}"#
-            headArrived(status)
+            progress(.head(status))
             return TransportResponse(status: status, headers: headers, body: Data(body.utf8))
         default:
             break
@@ -173,7 +184,14 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         case .dropResponse?:
             throw TransportError.noAnswer("answer lost (injected)")
         case .cutAfterHead?:
-            headArrived(response.status)
+            let before = state.withLock { $0.log.count }
+            progress(.head(response.status))
+            // The connection is found dead some time after the head: by
+            // then a request the caller sent on the head has got through
+            // (waited for, up to a second, so that a test sees it every time).
+            for _ in 0..<1000 where state.withLock({ $0.log.count }) == before {
+                try? await Task.sleep(for: .milliseconds(1))
+            }
             throw TransportError.noAnswer("connection lost after the answer's head (injected)")
         case .truncateResponse?:
             return TransportResponse(
@@ -189,7 +207,7 @@ public final class FaultInjectingTransport: SyncTransport, Sendable {
         default:
             break
         }
-        headArrived(response.status)
+        progress(.head(response.status))
         return response
     }
 }

@@ -59,11 +59,14 @@ struct PushPipelineTests {
         #expect(again.entries.map(\.seq) == [1, 2], "the same numbers, in the same order")
     }
 
-    /// A device with six captures queued, pushing two at a time.
-    static func sixCapturesInPushesOfTwo() async throws -> (SyncHarness, SyncHarness.Device, [UUID]) {
+    /// A device with six captures queued, pushing two at a time (`options` gives the batch size).
+    static func sixCapturesInPushesOfTwo(_ options: SyncOptions? = nil) async throws -> (SyncHarness, SyncHarness.Device, [UUID]) {
         let harness = try SyncHarness()
-        var options = SyncOptions()
-        options.pushBatchSize = 2
+        let options = options ?? {
+            var options = SyncOptions()
+            options.pushBatchSize = 2
+            return options
+        }()
         let device = try harness.device("u-1", options: options)
         var made: [UUID] = []
         for index in 0..<6 { made.append(try await device.store.create(Person(name: "P\(index)"))) }
@@ -146,6 +149,65 @@ struct PushPipelineTests {
         let records = try harness.serverRecords()
         #expect(records.count == 6 && Set(records.map(\.uuid)) == Set(made.map(\.wireText)), "every change once")
         return device
+    }
+
+    /// The answer to a push is read and settled only once the push sent on
+    /// its head is out: on a device with one core to spare, that work took
+    /// the core from the thread sending the next push, which reached the
+    /// server milliseconds late while the server sat idle. Slow uploads
+    /// delay the settling, never the pushes.
+    @Test func anAnswerIsSettledOnlyOnceThePushBehindItIsOut() async throws {
+        var options = SyncOptions()
+        options.pushBatchSize = 2
+        options.bodyOutWait = .seconds(60)
+        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo(options)
+        let upload = FaultInjectingTransport.Gate()
+        let pushes = Locked(0)
+        device.network.inject(.slowBody(upload)) { request in
+            request.target.hasPrefix("/v1/push") && pushes.withLock { count in
+                count += 1
+                return count == 2
+            }
+        }
+        let sync = Task { try await device.engine.sync() }
+        try await upload.waitForArrivals(1)
+        // The first push was answered (the second goes on its head); an
+        // engine that did not wait would settle it in well under this.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await device.store.get(Person.self, made[0])?.syncState == .sending, "answered, not yet settled")
+        #expect(try await device.store.outboxEntries().count == 6)
+        #expect(try harness.serverRecords().count == 2, "the second push has not reached the server")
+
+        upload.open()
+        let report = try await sync.value
+        #expect(report.confirmed == 6)
+        #expect(try await device.store.outboxEntries().isEmpty)
+        #expect(try Self.pushedSeqs(device) == [[1, 2], [3, 4], [5, 6]])
+        #expect(Set(try harness.serverRecords().map(\.uuid)) == Set(made.map(\.wireText)))
+    }
+
+    /// The wait is short: an upload slower than reading and settling an
+    /// answer takes (the network, not the core, is then what it waits for)
+    /// does not hold the answer's settling back with it.
+    @Test func aSlowUploadDoesNotHoldBackTheSettlingOfTheAnswerBeforeIt() async throws {
+        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
+        let upload = FaultInjectingTransport.Gate()
+        let pushes = Locked(0)
+        device.network.inject(.slowBody(upload)) { request in
+            request.target.hasPrefix("/v1/push") && pushes.withLock { count in
+                count += 1
+                return count == 2
+            }
+        }
+        let sync = Task { try await device.engine.sync() }
+        try await upload.waitForArrivals(1)
+        try await awaitBounded("the first push settled while the second's body is still going", within: .seconds(10)) {
+            while try await device.store.get(Person.self, made[0])?.syncState != .synced { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(try harness.serverRecords().count == 2, "the second push has not reached the server")
+        upload.open()
+        #expect(try await sync.value.confirmed == 6)
+        #expect(Set(try harness.serverRecords().map(\.uuid)) == Set(made.map(\.wireText)))
     }
 
     /// A head that is not 200 (a refusal, a busy server) sends nothing on

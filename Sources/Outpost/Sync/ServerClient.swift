@@ -29,20 +29,20 @@ struct ServerClient: Sendable {
     /// when the server reads deflate: `RequestEncodings`), answered
     /// as bytes: the engine sends the next push the moment this one is
     /// answered, and reads these bytes (`readPush`) while that one travels.
-    /// `headArrived`: the answer's status, the moment its head arrives.
-    func push(body: OutgoingBody, headArrived: @escaping @Sendable (Int) -> Void) async throws -> Answer<Data> {
+    /// `progress`: when the body has gone out, and the answer's status the moment its head arrives.
+    func push(body: OutgoingBody, progress: @escaping @Sendable (RequestProgress) -> Void) async throws -> Answer<Data> {
         guard let encoding = body.encoding else {
-            return try await call("POST", "/v1/push", body: body.plain, headArrived: headArrived) { $0 }
+            return try await call("POST", "/v1/push", body: body.plain, progress: progress) { $0 }
         }
         do {
-            return try await call("POST", "/v1/push", body: body.sent, encoding: encoding, headArrived: headArrived) { $0 }
+            return try await call("POST", "/v1/push", body: body.sent, encoding: encoding, progress: progress) { $0 }
         } catch let failure as Failure {
             // Turned down whole (a server that does not read the encoding,
             // or a proxy that mangled it): nothing was applied, so the same
             // push goes again at once, plain, and so do the ones after it.
             guard case .refused(let error) = failure.failure, Self.refusesEncoding.contains(error.code) else { throw failure }
             encodings.forget()
-            return try await call("POST", "/v1/push", body: body.plain, headArrived: headArrived) { $0 }
+            return try await call("POST", "/v1/push", body: body.plain, progress: progress) { $0 }
         }
     }
 
@@ -151,7 +151,7 @@ struct ServerClient: Sendable {
 
     private func call<Body: Sendable>(
         _ method: String, _ target: String, body: Data? = nil, encoding: String? = nil,
-        headArrived: @escaping @Sendable (Int) -> Void = { _ in }, decode: (Data) throws -> Body
+        progress: @escaping @Sendable (RequestProgress) -> Void = { _ in }, decode: (Data) throws -> Body
     ) async throws -> Answer<Body> {
         var headers = identity
         headers["Accept"] = "application/json"
@@ -163,7 +163,7 @@ struct ServerClient: Sendable {
         do {
             response = try await transport.send(
                 TransportRequest(method: method, target: target, headers: headers, body: body, timeout: timeout),
-                headArrived: headArrived)
+                progress: progress)
         } catch let error as TransportError {
             let latency = clock.now() - started
             switch error {

@@ -5,15 +5,18 @@ import FoundationNetworking
 #endif
 
 /// A URLSession whose answers are read through its data delegate, so the
-/// moment an answer's head arrives is known before its body is whole
-/// (`URLSession.answer(to:)`, with a completion handler, tells only the end).
+/// moments a request's body has gone out and its answer's head arrived are
+/// known before the answer is whole (`URLSession.answer(to:)`, with a
+/// completion handler, tells only the end).
 /// A push answer of 500 results is about 290 kB: on loopback its body took
 /// 1.2-2 ms to reach the engine after the head, time the server spent idle
 /// while the engine waited to send the next push.
 final class SessionAnswers: NSObject, URLSessionDataDelegate, Sendable {
     private struct Pending {
         var continuation: CheckedContinuation<(Data, URLResponse), any Error>
-        var headArrived: (@Sendable (Int) -> Void)?
+        /// Told `bodySent` once (`bodySent` says whether it was) and each head.
+        var progress: (@Sendable (RequestProgress) -> Void)?
+        var bodySent = false
         var response: URLResponse?
         var body = Data()
     }
@@ -31,15 +34,16 @@ final class SessionAnswers: NSObject, URLSessionDataDelegate, Sendable {
     func invalidate() { session.finishTasksAndInvalidate() }
 
     /// The answer's body and head, as `URLSession.answer(to:)` gives them;
-    /// `headArrived` is called with the status first, as soon as it is known.
+    /// `progress` is told when the body has gone out and the status as soon
+    /// as it is known.
     /// Cancelling the calling task cancels the request (on another queue:
     /// see `URLSession.answer(to:)`).
-    func answer(to request: URLRequest, headArrived: (@Sendable (Int) -> Void)?) async throws -> (Data, URLResponse) {
+    func answer(to request: URLRequest, progress: (@Sendable (RequestProgress) -> Void)?) async throws -> (Data, URLResponse) {
         let pending = PendingSessionTask()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 let task = session.dataTask(with: request)
-                tasks.withLock { $0[task.taskIdentifier] = Pending(continuation: continuation, headArrived: headArrived) }
+                tasks.withLock { $0[task.taskIdentifier] = Pending(continuation: continuation, progress: progress) }
                 pending.start(task)
             }
         } onCancel: {
@@ -52,14 +56,35 @@ final class SessionAnswers: NSObject, URLSessionDataDelegate, Sendable {
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
         // A redirect or an interim answer may come before the last head: the latest one is the answer's.
-        let headArrived = tasks.withLock { state -> (@Sendable (Int) -> Void)? in
+        bodySent(dataTask.taskIdentifier)
+        let progress = tasks.withLock { state -> (@Sendable (RequestProgress) -> Void)? in
             state[dataTask.taskIdentifier]?.response = response
             state[dataTask.taskIdentifier]?.body.removeAll(keepingCapacity: true)
-            return state[dataTask.taskIdentifier]?.headArrived
+            return state[dataTask.taskIdentifier]?.progress
         }
         completionHandler(.allow)
         // Called outside the lock: the engine may start its next request from it.
-        headArrived?((response as? HTTPURLResponse)?.statusCode ?? 0)
+        progress?(.head((response as? HTTPURLResponse)?.statusCode ?? 0))
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64
+    ) {
+        // Told once per request, however often the whole count is repeated.
+        guard totalBytesExpectedToSend > 0, totalBytesSent >= totalBytesExpectedToSend else { return }
+        bodySent(task.taskIdentifier)
+    }
+
+    /// Tells the request's waiter, once, that its body is out: when the
+    /// delegate says so, or when the answer's head or end comes first.
+    private func bodySent(_ task: Int) {
+        let progress = tasks.withLock { state -> (@Sendable (RequestProgress) -> Void)? in
+            guard state[task]?.bodySent == false else { return nil }
+            state[task]?.bodySent = true
+            return state[task]?.progress
+        }
+        progress?(.bodySent)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {

@@ -176,8 +176,10 @@ extension SyncEngine {
                     guard let batch = try await store.takePushBatch(limit: count, maxBytes: maxBytes) else { return }
                     report.sent += batch.entries.count
                     // On the wire first: the status (a few counts over the
-                    // store) is published while the server works.
+                    // store) is published while the server works, once the
+                    // push is out (as for settling, below).
                     push = OutgoingPush(batch, requestEncodings.prepare(batch.body), client)
+                    await push.bodySent(within: options.bodyOutWait)
                     await publishStatus()
                 }
                 let batch = push.batch
@@ -232,11 +234,15 @@ extension SyncEngine {
                         report.sent += unsent.entries.count
                         sending = OutgoingPush(unsent, requestEncodings.prepare(unsent.body, reusing: aheadBody), client)
                     }
-                    if sending != nil {
-                        // Let the request start before the reading and
-                        // settlement below take the thread (a pool of one
-                        // thread runs them in turn).
-                        await Task.yield()
+                    if let sending {
+                        // Reading and settling this answer wait until the
+                        // push behind it is out (briefly: `bodyOutWait`).
+                        // They would otherwise take the core from the
+                        // thread sending it: on a core of its own, the
+                        // device's push reached the server 2-4 ms late, the
+                        // server idle. That push's answer, the next thing
+                        // waited for, cannot come before its body is out.
+                        await sending.bodySent(within: options.bodyOutWait)
                     }
                     let response: PushResponse
                     do {
@@ -274,15 +280,42 @@ extension SyncEngine {
         let task: Task<ServerClient.Answer<Data>, any Error>
         /// The answer's status, as soon as its head arrives.
         private let statuses: AsyncStream<Int>
+        /// Ends when the body has gone out (or the answer came, or the push ended).
+        private let out: AsyncStream<Never>
 
         /// `body`: the batch's body as it goes on the wire (`RequestEncodings.prepare`).
         init(_ batch: PushBatch, _ body: OutgoingBody, _ client: ServerClient) {
             self.batch = batch
             let (statuses, heads) = AsyncStream.makeStream(of: Int.self)
+            let (out, sent) = AsyncStream.makeStream(of: Never.self)
             self.statuses = statuses
+            self.out = out
             task = Task {
-                defer { heads.finish() }
-                return try await client.push(body: body, headArrived: { heads.yield($0) })
+                defer {
+                    sent.finish()
+                    heads.finish()
+                }
+                return try await client.push(body: body) { progress in
+                    switch progress {
+                    case .bodySent:
+                        sent.finish()
+                    case .head(let status):
+                        sent.finish()
+                        heads.yield(status)
+                    }
+                }
+            }
+        }
+
+        /// Returns once the request's body has gone out, its answer's head
+        /// came (a server may answer before reading a body) or it ended, or
+        /// after `limit`, whichever comes first.
+        func bodySent(within limit: Duration) async {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { for await _ in out {} }
+                group.addTask { try? await Task.sleep(for: limit) }
+                await group.next()
+                group.cancelAll()
             }
         }
 

@@ -76,6 +76,12 @@ public struct SyncOptions: Sendable {
     /// was never called: the simulation runs every cycle by hand and still
     /// wants the channel between them.
     package var liveWithoutStart = false
+    /// How long the answer to a push waits, before it is read and settled,
+    /// for the push sent on its head to get its body out (see
+    /// `SyncEngine.pushPhase`). Longer than reading and settling a full
+    /// batch takes (5-10 ms here): past that the network, not the core, is
+    /// what the body waits for, and the settling would only lag behind.
+    package var bodyOutWait: Duration = .milliseconds(20)
 
     /// Creates options with every field at its default.
     public init() {}

@@ -56,6 +56,16 @@ public enum TransportError: Error, Sendable, Equatable {
     case streamsUnsupported
 }
 
+/// What a request's sender learns before its answer is whole, in order:
+/// `bodySent`, then `head` (a server may answer before it has read the
+/// whole body: then the head comes alone).
+public enum RequestProgress: Sendable, Equatable {
+    /// The request's body has been handed to the network in full.
+    case bodySent
+    /// The answer's head arrived with this status; its body may still be coming.
+    case head(Int)
+}
+
 /// A response whose body keeps arriving (`GET /v1/stream`).
 public struct TransportStream: Sendable {
     /// The HTTP status code.
@@ -82,12 +92,15 @@ public protocol SyncTransport: Sendable {
     /// Sends `request` and returns the server's answer; throws a `TransportError` when no answer came.
     func send(_ request: TransportRequest) async throws -> TransportResponse
 
-    /// Sends `request` like ``send(_:)``, and calls `headArrived` with the
-    /// answer's status the moment its head arrives, while its body may
-    /// still be on the way. The sync engine sends its next push then: the
-    /// server answers a push only once it is done with it, so the push after
-    /// it can travel while this answer's bytes do.
-    func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws -> TransportResponse
+    /// Sends `request` like ``send(_:)``, and tells `progress` what happens
+    /// before the answer is whole: when the request's body has gone out, and
+    /// the answer's status the moment its head arrives, while its body may
+    /// still be on the way. The sync engine sends its next push on the head
+    /// (the server answers a push only once it is done with it, so the push
+    /// after it can travel while this answer's bytes do), and reads and
+    /// settles an answer only once the push after it has gone out.
+    func send(_ request: TransportRequest, progress: @escaping @Sendable (RequestProgress) -> Void) async throws
+        -> TransportResponse
 
     /// Sends `request` and returns as soon as the answer's status and
     /// headers arrive, with its body still coming. `request.timeout` bounds
@@ -96,12 +109,14 @@ public protocol SyncTransport: Sendable {
 }
 
 extension SyncTransport {
-    /// By default the head is known when the whole answer is.
-    public func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws
+    /// By default the request counts as sent when it is handed over, and
+    /// the head is known when the whole answer is.
+    public func send(_ request: TransportRequest, progress: @escaping @Sendable (RequestProgress) -> Void) async throws
         -> TransportResponse
     {
+        progress(.bodySent)
         let response = try await send(request)
-        headArrived(response.status)
+        progress(.head(response.status))
         return response
     }
 

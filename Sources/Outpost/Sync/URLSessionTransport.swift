@@ -103,24 +103,26 @@ public final class URLSessionTransport: SyncTransport {
     /// start at its beginning (the server stored bytes at the wrong
     /// offsets), or it stalled until the server gave up on it.
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
-        try await exchange(request, headArrived: nil)
+        try await exchange(request, progress: nil)
     }
 
-    /// Sends `request`, calling `headArrived` with the status as soon as the
-    /// answer's head arrives, before its body is read.
-    public func send(_ request: TransportRequest, headArrived: @escaping @Sendable (Int) -> Void) async throws
+    /// Sends `request`, telling `progress` when its body has gone out and
+    /// the status as soon as the answer's head arrives, before its body is read.
+    public func send(_ request: TransportRequest, progress: @escaping @Sendable (RequestProgress) -> Void) async throws
         -> TransportResponse
     {
-        try await exchange(request, headArrived: headArrived)
+        try await exchange(request, progress: progress)
     }
 
-    private func exchange(_ request: TransportRequest, headArrived: (@Sendable (Int) -> Void)?) async throws -> TransportResponse {
+    private func exchange(_ request: TransportRequest, progress: (@Sendable (RequestProgress) -> Void)?) async throws
+        -> TransportResponse
+    {
         let urlRequest = try self.urlRequest(request, timeout: request.timeout)
         let uploads = request.method == "PUT" ? self.uploads : nil
         do {
             let (data, response) = try await withDeadline(request.timeout) { [answers, uploads, urlRequest] in
                 if let uploads { return try await uploads.answer(to: urlRequest) }
-                return try await answers.answer(to: urlRequest, headArrived: headArrived)
+                return try await answers.answer(to: urlRequest, progress: progress)
             }
             guard let http = response as? HTTPURLResponse else { throw TransportError.noAnswer("not an HTTP answer") }
             var headers: [String: String] = [:]
