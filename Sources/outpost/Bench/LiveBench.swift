@@ -245,9 +245,9 @@ enum LiveBench {
             sockets.append(socket)
         }
         try await Task.sleep(for: .seconds(2))
-        let cpuStart = cpuSeconds(server.process.processIdentifier)
+        let cpuStart = Bench.cpuSeconds(server.process.processIdentifier)
         try await Task.sleep(for: .seconds(5))
-        let idleCPU = (cpuSeconds(server.process.processIdentifier) - cpuStart) / 5 * 100
+        let idleCPU = (Bench.cpuSeconds(server.process.processIdentifier) - cpuStart) / 5 * 100
         let rss = residentMegabytes(server.process.processIdentifier)
         let busyPull = try await pullLatencies(server.url, token: token, count: 200)
         let quietP99 = Bench.percentile(quietPull, 99)
@@ -310,13 +310,4 @@ enum LiveBench {
         return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
     }
 
-    static func cpuSeconds(_ pid: pid_t) -> Double {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return 0 }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-    }
 }

@@ -83,7 +83,15 @@ enum PushBench {
             options.requestTimeout = 120
             let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: server.url), token: token, options: options)
             var confirmed = 0
+            // CPU used during the drain: this process is the device alone
+            // then (its engine, URLSession and store threads); the server's
+            // from its /proc figures. Steadier than the times when looking
+            // for work moved or removed on one side.
+            let deviceCPUBefore = Bench.ownCPUSeconds()
+            let serverCPUBefore = Bench.cpuSeconds(server.process.processIdentifier)
             let seconds = try await Bench.time { confirmed = try await engine.sync(timeout: .seconds(1800)).confirmed }
+            let deviceCPU = Bench.ownCPUSeconds() - deviceCPUBefore
+            let serverCPU = Bench.cpuSeconds(server.process.processIdentifier) - serverCPUBefore
             guard confirmed == mutations else { throw CommandFailure("Only \(confirmed) of \(mutations) mutations were confirmed.") }
             await engine.stop()
             await store.close()
@@ -114,6 +122,7 @@ enum PushBench {
             drain.details = [
                 "mutations": Double(mutations), "end_to_end_seconds": seconds, "server_push_seconds": serverSeconds,
                 "server_pull_seconds": pullSeconds, "device_and_transport_seconds": seconds - serverSeconds - pullSeconds,
+                "device_cpu_seconds": deviceCPU, "server_cpu_seconds": serverCPU,
             ]
             drain.notes = ["from sync() to its report: taking batches from the outbox, HTTP, the server, settling each answer"]
                 + (pinned ? ["the device's work on one core of its own"] : [])
