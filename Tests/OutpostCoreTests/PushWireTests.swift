@@ -124,6 +124,38 @@ struct PushWireTests {
         #expect(PushResponse.readWire(Array(try WireCoding.encode(answer))) == answer)
     }
 
+    /// The engine reads answers keeping an applied result's data as text
+    /// only (settling stores that text); every other result's data is read
+    /// into values as before, and the answer is otherwise the same.
+    @Test func anAppliedResultsDataIsKeptAsTextOnlyWhenAsked() throws {
+        let stored = WireRecord(
+            collection: "people", uuid: record, id: 41, version: 9001, updatedAt: time, deleted: false, owner: "ana", team: "north",
+            data: ["name": "Ana", "n": 3, "x": 0.5], deviceTime: time)
+        let results = [
+            MutationResult(seq: 1, id: ids[0], status: .applied, record: stored),
+            MutationResult(seq: 2, id: ids[1], status: .conflict, record: stored),
+            MutationResult(seq: 3, id: ids[2], status: .duplicate, record: stored, originalStatus: .applied),
+        ]
+        let bytes = Array(try WireCoding.encode(PushResponse(results: results, lastSeq: 3, serverTime: time)))
+        let read = try #require(PushResponse.readWire(bytes, deferringAppliedData: true))
+        #expect(read.deferredRecordData == [1])
+        #expect(read.results[0].record?.data == [:], "left for settling to read from the text")
+        #expect(try MutationResult.readObject(try #require(read.recordDataTexts[1])) == .some(stored.data))
+        #expect(read.results[1].record == stored && read.results[2].record == stored, "a conflict's and a duplicate's data are read")
+        var whole = read
+        whole.results[0].record?.data = stored.data
+        #expect(whole == PushResponse(results: results, lastSeq: 3, serverTime: time))
+        #expect(PushResponse.readWire(bytes)?.deferredRecordData == [], "not asked: nothing deferred")
+
+        // Kept as text, an applied result's data is still checked as a pull
+        // page's payloads are: brackets that do not close refuse the answer.
+        // (Only the first result's: the others are read whole anyway.)
+        var broken = String(decoding: bytes, as: UTF8.self)
+        let first = try #require(broken.range(of: #""x":0.5}"#))
+        broken.replaceSubrange(first, with: #""x":[0.5}"#)
+        #expect(PushResponse.readWire(Array(broken.utf8), deferringAppliedData: true) == nil)
+    }
+
     @Test(arguments: [
         #"{"results":[{"seq":1,"id":"ID","status":"applied"}],"last_seq":1,"server_time":"TIME"}"#,
         #"{"results":[{"seq":1,"id":"ID","status":"done"}],"last_seq":1,"server_time":"TIME"}"#,

@@ -329,6 +329,9 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     case mismatchedResult(seq: Int64, sent: RecordReference, answered: RecordReference)
     /// The server asked to renumber seqs this batch did not send.
     case renumberingUnknownSeqs([Int64])
+    /// The server answered a change with record data that is not one JSON
+    /// object (found when settling needed its values).
+    case unreadableRecordData(seq: Int64)
 
     public var description: String {
         switch self {
@@ -337,6 +340,8 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
             return "The server answered change \(seq) (\(sent)) with a result for \(answered); the answer was not applied."
         case .renumberingUnknownSeqs(let seqs):
             return "The server asked to renumber changes \(seqs) that this push did not carry."
+        case .unreadableRecordData(let seq):
+            return "The server answered change \(seq) with record data that is not a JSON object; the answer was not applied."
         }
     }
 }

@@ -41,7 +41,8 @@ extension Outbox {
                 }
                 if !oneEntryPerRecord { try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)]) }
                 try settle(
-                    entry, result, dataText: response.recordDataTexts[result.seq], forgettingDoubts: doubts, into: &settlement)
+                    entry, result, dataText: response.recordDataTexts[result.seq],
+                    dataDeferred: response.deferredRecordData.contains(result.seq), forgettingDoubts: doubts, into: &settlement)
             }
             try forgiveCancelledCreates(newSeqs: response.results.filter { $0.status != .duplicate }.map(\.seq))
             try noteAnswered(answered.compactMap(\.seq))
@@ -73,11 +74,13 @@ extension Outbox {
     }
 
     /// `dataText`: the result's record data as the answer's bytes said it,
-    /// when it was read from them. `forgettingDoubts`: whether any create is
-    /// in doubt (`doubtful_creates` holds a row); when none is, there is
+    /// when it was read from them; `dataDeferred`: its values were not read
+    /// (`PushResponse.deferredRecordData`: `record.data` is empty until
+    /// read from `dataText`). `forgettingDoubts`: whether any create is in
+    /// doubt (`doubtful_creates` holds a row); when none is, there is
     /// nothing to forget.
     private func settle(
-        _ entry: OutboxEntry, _ result: MutationResult, dataText: String?, forgettingDoubts: Bool,
+        _ entry: OutboxEntry, _ result: MutationResult, dataText: String?, dataDeferred: Bool = false, forgettingDoubts: Bool,
         into settlement: inout PushSettlement
     ) throws {
         if result.status == .rejected, result.code == "missing_attachment", try requeueAfterMissingAttachment(entry, result) {
@@ -98,7 +101,7 @@ extension Outbox {
                 try requeueWhatTheOriginalLacks(entry, result.record)
                 if entry.op != .delete, result.record?.deleted == false { settlement.adoptedOriginals.append(entry.record) }
             }
-            try confirm(entry, record: result.record, dataText: dataText)
+            try confirm(entry, record: result.record, dataText: dataText, dataDeferred: dataDeferred)
         case .conflict:
             settlement.conflicts.append(try conflict(entry, serverRecord: result.record))
         case .notFound where entry.op == .delete:
@@ -178,8 +181,17 @@ extension Outbox {
     }
 
     /// The server holds the change: adopt its id, version and time.
-    private func confirm(_ entry: OutboxEntry, record: WireRecord?, dataText: String? = nil) throws {
+    /// `dataDeferred`: `record.data` is still to be read from `dataText`,
+    /// which the common case (`adoptConfirmedCopy`) stores as it is.
+    private func confirm(_ entry: OutboxEntry, record: WireRecord?, dataText: String? = nil, dataDeferred: Bool = false) throws {
         if try adoptConfirmedCopy(entry, record, dataText: dataText) { return }
+        var record = record
+        if dataDeferred, let dataText {
+            guard case .some(.some(let data)) = try? MutationResult.readObject(dataText) else {
+                throw OutboxError.unreadableRecordData(seq: entry.seq ?? 0)
+            }
+            record?.data = data
+        }
         guard var row = try tables.load(entry.record.collection, entry.record.uuid) else { return }
         let remaining = try queuedRows(for: entry.record)
         if entry.op == .delete || record?.deleted == true {

@@ -52,7 +52,8 @@ struct ServerClient: Sendable {
         do {
             let body = answer.body
             return Answer(
-                body: try PushResponse.readWire([UInt8](body)) ?? WireCoding.decode(PushResponse.self, from: body),
+                body: try PushResponse.readWire([UInt8](body), deferringAppliedData: true)
+                    ?? WireCoding.decode(PushResponse.self, from: body),
                 latency: answer.latency)
         } catch {
             throw Failure(failure: .invalidAnswer("\(error)"), latency: answer.latency)

@@ -141,6 +141,10 @@ public struct PushResponse: Sendable, Equatable, Codable {
     /// text instead of writing the parsed data out again. Not part of what
     /// the answer says: equality ignores it.
     package var recordDataTexts: [Int64: String] = [:]
+    /// Seqs whose result's `record.data` was left empty by `readWire` (its
+    /// text is in `recordDataTexts`): applied results, read as text only.
+    /// Equality ignores it too.
+    package var deferredRecordData: Set<Int64> = []
 
     public init(results: [MutationResult], lastSeq: Int64, serverTime: ServerTimestamp) {
         self.results = results
