@@ -309,5 +309,4 @@ enum LiveBench {
         else { return 0 }
         return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
     }
-
 }
