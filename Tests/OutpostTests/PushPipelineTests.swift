@@ -59,14 +59,14 @@ struct PushPipelineTests {
         #expect(again.entries.map(\.seq) == [1, 2], "the same numbers, in the same order")
     }
 
-    /// A device with six captures queued, pushing two at a time (`options` gives the batch size).
-    static func sixCapturesInPushesOfTwo(_ options: SyncOptions? = nil) async throws -> (SyncHarness, SyncHarness.Device, [UUID]) {
+    /// A device with six captures queued, pushing two at a time (waiting
+    /// `bodyOutWait` for a push's body before settling the answer before it,
+    /// when given).
+    static func sixCapturesInPushesOfTwo(bodyOutWait: Duration? = nil) async throws -> (SyncHarness, SyncHarness.Device, [UUID]) {
         let harness = try SyncHarness()
-        let options = options ?? {
-            var options = SyncOptions()
-            options.pushBatchSize = 2
-            return options
-        }()
+        var options = SyncOptions()
+        options.pushBatchSize = 2
+        if let bodyOutWait { options.bodyOutWait = bodyOutWait }
         let device = try harness.device("u-1", options: options)
         var made: [UUID] = []
         for index in 0..<6 { made.append(try await device.store.create(Person(name: "P\(index)"))) }
@@ -157,18 +157,8 @@ struct PushPipelineTests {
     /// server milliseconds late while the server sat idle. Slow uploads
     /// delay the settling, never the pushes.
     @Test func anAnswerIsSettledOnlyOnceThePushBehindItIsOut() async throws {
-        var options = SyncOptions()
-        options.pushBatchSize = 2
-        options.bodyOutWait = .seconds(60)
-        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo(options)
-        let upload = FaultInjectingTransport.Gate()
-        let pushes = Locked(0)
-        device.network.inject(.slowBody(upload)) { request in
-            request.target.hasPrefix("/v1/push") && pushes.withLock { count in
-                count += 1
-                return count == 2
-            }
-        }
+        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo(bodyOutWait: .seconds(60))
+        let upload = Self.slowSecondPushBody(device)
         let sync = Task { try await device.engine.sync() }
         try await upload.waitForArrivals(1)
         // The first push was answered (the second goes on its head); an
@@ -186,11 +176,9 @@ struct PushPipelineTests {
         #expect(Set(try harness.serverRecords().map(\.uuid)) == Set(made.map(\.wireText)))
     }
 
-    /// The wait is short: an upload slower than reading and settling an
-    /// answer takes (the network, not the core, is then what it waits for)
-    /// does not hold the answer's settling back with it.
-    @Test func aSlowUploadDoesNotHoldBackTheSettlingOfTheAnswerBeforeIt() async throws {
-        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
+    /// Holds the body of the device's second push (the one sent on the
+    /// first's head) on its way until the returned gate opens.
+    static func slowSecondPushBody(_ device: SyncHarness.Device) -> FaultInjectingTransport.Gate {
         let upload = FaultInjectingTransport.Gate()
         let pushes = Locked(0)
         device.network.inject(.slowBody(upload)) { request in
@@ -199,6 +187,15 @@ struct PushPipelineTests {
                 return count == 2
             }
         }
+        return upload
+    }
+
+    /// The wait is short: an upload slower than reading and settling an
+    /// answer takes (the network, not the core, is then what it waits for)
+    /// does not hold the answer's settling back with it.
+    @Test func aSlowUploadDoesNotHoldBackTheSettlingOfTheAnswerBeforeIt() async throws {
+        let (harness, device, made) = try await Self.sixCapturesInPushesOfTwo()
+        let upload = Self.slowSecondPushBody(device)
         let sync = Task { try await device.engine.sync() }
         try await upload.waitForArrivals(1)
         try await awaitBounded("the first push settled while the second's body is still going", within: .seconds(10)) {

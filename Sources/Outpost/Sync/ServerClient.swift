@@ -27,8 +27,8 @@ struct ServerClient: Sendable {
 
     /// A push whose body was written beforehand (`PushBatch.body`, deflated
     /// when the server reads deflate: `RequestEncodings`), answered
-    /// as bytes: the engine sends the next push the moment this one is
-    /// answered, and reads these bytes (`readPush`) while that one travels.
+    /// as bytes: the engine sends the next push the moment this one's head
+    /// says 200, and reads these bytes (`readPush`) once that one's body is out.
     /// `progress`: when the body has gone out, and the answer's status the moment its head arrives.
     func push(body: OutgoingBody, progress: @escaping @Sendable (RequestProgress) -> Void) async throws -> Answer<Data> {
         guard let encoding = body.encoding else {

@@ -55,8 +55,9 @@ final class SessionAnswers: NSObject, URLSessionDataDelegate, Sendable {
         _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
-        // A redirect or an interim answer may come before the last head: the latest one is the answer's.
+        // A server may answer before it has read the whole body.
         bodySent(dataTask.taskIdentifier)
+        // A redirect or an interim answer may come before the last head: the latest one is the answer's.
         let progress = tasks.withLock { state -> (@Sendable (RequestProgress) -> Void)? in
             state[dataTask.taskIdentifier]?.response = response
             state[dataTask.taskIdentifier]?.body.removeAll(keepingCapacity: true)
@@ -77,7 +78,7 @@ final class SessionAnswers: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     /// Tells the request's waiter, once, that its body is out: when the
-    /// delegate says so, or when the answer's head or end comes first.
+    /// delegate says so, or when the answer's head comes first.
     private func bodySent(_ task: Int) {
         let progress = tasks.withLock { state -> (@Sendable (RequestProgress) -> Void)? in
             guard state[task]?.bodySent == false else { return nil }

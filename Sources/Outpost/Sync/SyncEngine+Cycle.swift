@@ -228,7 +228,9 @@ extension SyncEngine {
                         throw StaleGeneration()
                     }
                     if let unsent {
-                        // A transport that told no head: the next push goes
+                        // Answered 200 without a 200 head first (a transport
+                        // that tells no head, or a push resent plain after
+                        // its deflated body was refused): the next push goes
                         // now, before this answer is even read (its bytes can
                         // only settle this batch).
                         report.sent += unsent.entries.count

@@ -121,7 +121,13 @@ public final class URLSessionTransport: SyncTransport {
         let uploads = request.method == "PUT" ? self.uploads : nil
         do {
             let (data, response) = try await withDeadline(request.timeout) { [answers, uploads, urlRequest] in
-                if let uploads { return try await uploads.answer(to: urlRequest) }
+                if let uploads {
+                    // Its own session tells nothing early: both moments once the answer is whole.
+                    let (data, response) = try await uploads.answer(to: urlRequest)
+                    progress?(.bodySent)
+                    progress?(.head((response as? HTTPURLResponse)?.statusCode ?? 0))
+                    return (data, response)
+                }
                 return try await answers.answer(to: urlRequest, progress: progress)
             }
             guard let http = response as? HTTPURLResponse else { throw TransportError.noAnswer("not an HTTP answer") }
