@@ -78,10 +78,64 @@ struct JSONValueCodingTests {
             object["age"] = .null
             _ = try JSONValueCoding.decode(Sample.self, from: .object(object))
         }
-        for (field, bad) in [("age", JSONValue.string("41")), ("small", .int(300)), ("age", .double(1.5)), ("kind", .string("boat"))] {
+        for (field, bad) in [("age", JSONValue.string("41")), ("small", .int(300)), ("age", .double(1.5)), ("kind", .string("boat")),
+            ("flag", .int(1)), ("ratio", .string("0.25")), ("big", .double(0.5)), ("name", .int(3)), ("nickname", .bool(true))] {
             var object = try #require(try JSONValueCoding.encode(sample).objectValue)
             object[field] = bad
-            #expect(throws: WireError.self, "\(field) = \(bad)") { _ = try JSONValueCoding.decode(Sample.self, from: .object(object)) }
+            let error = try #require(throws: WireError.self, "\(field) = \(bad)") {
+                _ = try JSONValueCoding.decode(Sample.self, from: .object(object))
+            }
+            #expect(error.path == field, "\(field) = \(bad)")
         }
+    }
+
+    /// An optional field reads as nil when absent or null, its value when
+    /// present, and a value of the wrong kind is refused naming the field.
+    @Test func optionalFieldsReadAbsentNullAndPresent() throws {
+        struct Contact: Codable, Equatable {
+            var name: String
+            var phone: String?
+            var floor: Int?
+            var active: Bool?
+            var seen: Date?
+            var address: Address?
+        }
+        let full = Contact(
+            name: "Ana", phone: "555", floor: 3, active: false, seen: Date(timeIntervalSinceReferenceDate: 1),
+            address: Address(street: "Via Roma 1", floor: nil))
+        #expect(try JSONValueCoding.decode(Contact.self, from: JSONValueCoding.encode(full)) == full)
+        let bare = Contact(name: "Ana")
+        #expect(try JSONValueCoding.encode(bare) == .object(["name": .string("Ana")]))
+        #expect(try JSONValueCoding.decode(Contact.self, from: .object(["name": .string("Ana")])) == bare)
+        let nulls: JSONObject = ["name": .string("Ana"), "phone": .null, "floor": .null, "active": .null, "seen": .null, "address": .null]
+        #expect(try JSONValueCoding.decode(Contact.self, from: .object(nulls)) == bare)
+        for (field, bad) in [("phone", JSONValue.int(5)), ("floor", .string("3")), ("active", .string("yes")), ("seen", .bool(true))] {
+            let error = try #require(throws: WireError.self, "\(field) = \(bad)") {
+                _ = try JSONValueCoding.decode(Contact.self, from: .object(["name": .string("Ana"), field: bad]))
+            }
+            #expect(error.path == field, "\(field) = \(bad)")
+        }
+    }
+
+    /// Under snake case only the names that change move; two properties
+    /// that name the same field are refused rather than one lost.
+    @Test func snakeCaseRenamesFieldsAndRefusesTwoPropertiesForOneField() throws {
+        struct Visit: Codable, Equatable {
+            var visitedAt: String
+            var photoURL: String?
+            var note: String
+        }
+        let visit = Visit(visitedAt: "2026-12-05", photoURL: "https://example.org/p.jpg", note: "n")
+        let encoded = try JSONValueCoding.encode(visit, fieldNames: .snakeCase)
+        #expect(
+            encoded == .object(["visited_at": .string("2026-12-05"), "photo_url": .string("https://example.org/p.jpg"), "note": .string("n")]))
+        #expect(try JSONValueCoding.decode(Visit.self, from: encoded, fieldNames: .snakeCase) == visit)
+
+        struct Twice: Codable {
+            var createdAt: String
+            var created_at: String
+        }
+        #expect(throws: EncodingError.self) { _ = try JSONValueCoding.encode(Twice(createdAt: "a", created_at: "b"), fieldNames: .snakeCase) }
+        #expect(try JSONValueCoding.encode(Twice(createdAt: "a", created_at: "b")).objectValue?.count == 2, "as written, both stay")
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Outpost
 import OutpostCore
+import OutpostSQLite
 import OutpostTesting
 import Testing
 
@@ -19,6 +20,23 @@ struct OutboxCoalescingTests {
         #expect(entries[0].data == ["name": "Ana", "phone": "555", "section": 3])
         #expect(entries[0].baseVersion == nil)
         #expect(entries[0].seq == nil)
+    }
+
+    /// A queued create is merged with the update field by field when it
+    /// holds something other than its record (the usual create holds what
+    /// the record held, and becomes the record's new data at once).
+    @Test func aCreateHoldingOtherThanItsRecordTakesTheUpdatedFields() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let id = try await store.create(Person(name: "Ana"))
+        let raw = try SQLiteConnection(path: store.path)
+        _ = try raw.run("UPDATE outbox SET data = ? WHERE record_uuid = ?", [.text(#"{"name":"Ana","section":4}"#), .text(id.wireText)])
+        raw.close()
+        try await store.update(Person.self, id) { $0.phone = "555" }
+        let entries = try await store.outboxEntries()
+        #expect(entries.map(\.op) == [.create])
+        #expect(entries[0].data == ["name": "Ana", "section": 4, "phone": "555"])
+        #expect(try await store.get(Person.self, id)?.value == Person(name: "Ana", phone: "555"))
     }
 
     @Test func updateThenUpdateKeepsTheFirstServerBaseVersion() async throws {

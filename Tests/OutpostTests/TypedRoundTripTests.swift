@@ -119,7 +119,8 @@ struct TypedRoundTripTests {
     @Test func snakeCaseNames() {
         let cases = [
             ("createdAt", "created_at"), ("photoURL", "photo_url"), ("URLString", "url_string"), ("item2Count", "item2_count"),
-            ("name", "name"), ("visited_at", "visited_at"), ("isDone", "is_done"), ("ID", "id"),
+            ("name", "name"), ("visited_at", "visited_at"), ("isDone", "is_done"), ("ID", "id"), ("café", "café"),
+            ("étéNote", "été_note"), ("Zone", "zone"), ("zone@", "zone@"),
         ]
         for (name, field) in cases { #expect(FieldNaming.snakeCase(name) == field, "\(name)") }
     }

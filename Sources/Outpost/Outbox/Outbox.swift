@@ -147,13 +147,22 @@ final class Outbox {
     }
 
     /// Queues a partial update; merges into the last entry when that one was never sent.
-    /// `newDataText` is `newData`'s JSON when the caller wrote it already.
+    /// `newDataText` is `newData`'s JSON when the caller wrote it already;
+    /// `oldDataText` the record's data as stored before this update.
     func enqueueUpdate(
         _ record: RecordReference, patch: JSONObject, baseVersion: Int64?, newData: JSONObject, newDataText: String? = nil,
-        references: [String: String]
+        oldDataText: String? = nil, references: [String: String]
     ) throws {
         let parents = Self.parents(of: newData, references)
-        if let tail = try queuedRows(for: record).last, tail.seq == nil, let tailData = try tail.data() {
+        let tail = try queuedRows(for: record).last
+        if let tail, tail.seq == nil, tail.op == .create, let newDataText, let oldDataText, tail.dataText == oldDataText {
+            // The create holds what the record held (as it does until the
+            // server answers): the merge is the record's new data, without
+            // reading the create's text again.
+            try rewrite(tail, op: .create, baseVersion: nil, data: newData, dataText: newDataText, parents: parents)
+            return
+        }
+        if let tail, tail.seq == nil, let tailData = try tail.data() {
             switch tail.op {
             case .create:
                 // create + update = one create with the merged fields: the

@@ -21,6 +21,10 @@ struct RecordRow {
     /// The device clock's time of the last write: this device's for a local
     /// edit, the writing device's (as the server keeps it) for a server copy.
     var deviceTime: ServerTimestamp? = nil
+    /// `data` as the row stores it (opened, when sealed), for a row read
+    /// from the store: an update compares it with a queued create's text
+    /// instead of reading that create's data again.
+    var storedText: String? = nil
 
     /// The select list rows are read with (see `ControlColumn`).
     static let columns = ControlColumn.selectList
@@ -48,8 +52,10 @@ extension RecordRow {
         deleted = row.int64(at(.deleted)) != 0
         owner = row.optionalString(at(.owner))
         team = row.optionalString(at(.team))
-        data = try reader.object(try reader.reading("data") { try payloads.text(row, at(.data)) } ?? "{}", "data")
+        let text = try reader.reading("data") { try payloads.text(row, at(.data)) }
+        data = try reader.object(text ?? "{}", "data")
         deviceTime = row.optionalString(at(.deviceTime)).map(ServerTimestamp.init(rawValue:))
+        storedText = text
     }
 
     func localRecord<Value>(_ value: Value) -> LocalRecord<Value> {

@@ -107,7 +107,7 @@ public final class StoreTransaction {
             if row.baseVersion == nil { row.baseVersion = row.serverVersion }
             try outbox.enqueueUpdate(
                 record, patch: effective, baseVersion: row.serverVersion, newData: newData, newDataText: newText,
-                references: descriptor.references)
+                oldDataText: loaded.storedText, references: descriptor.references)
         }
         row.data = newData
         row.localUpdatedAt = now()

@@ -16,16 +16,25 @@ import Foundation
 public enum JSONValueCoding {
     public static func encode<T: Encodable>(_ value: T, fieldNames: FieldNaming = .asWritten) throws -> JSONValue {
         let encoded = try ValueEncoder.box(value, codingPath: [])
-        guard fieldNames == .snakeCase, case .object(let object) = encoded else { return encoded }
-        var renamed: JSONObject = [:]
-        for (key, field) in object {
+        guard fieldNames == .snakeCase, case .object(var object) = encoded else { return encoded }
+        // Only the fields whose names change move: building a second
+        // dictionary of every field hashed each name again on every typed
+        // write. A renamed field lands on a name no other property had (a
+        // snake-case name has no capitals, a name that changes has some),
+        // unless two properties name the same field.
+        var renames: [(from: String, to: String)] = []
+        for key in object.keys {
             let name = FieldNaming.snakeCase(key)
-            guard renamed.updateValue(field, forKey: name) == nil else {
+            if name != key { renames.append((key, name)) }
+        }
+        for (from, to) in renames {
+            let field = object.removeValue(forKey: from)!
+            guard object.updateValue(field, forKey: to) == nil else {
                 throw EncodingError.invalidValue(
-                    field, EncodingError.Context(codingPath: [], debugDescription: "two properties are both the field '\(name)'"))
+                    field, EncodingError.Context(codingPath: [], debugDescription: "two properties are both the field '\(to)'"))
             }
         }
-        return .object(renamed)
+        return .object(object)
     }
 
     /// Decodes a value; failures are `WireError`s naming the field at fault.
@@ -50,10 +59,10 @@ public enum FieldNaming: Sendable, Equatable {
     /// `createdAt` → `created_at`, `photoURL` → `photo_url`, `URLString` →
     /// `url_string`, `item2Count` → `item2_count`.
     public static func snakeCase(_ name: String) -> String {
-        // Most field names are already lower-case: no work, no copy, on
-        // every key of every typed read and write.
-        guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) || !name.utf8.allSatisfy({ $0 < 0x80 })
-        else { return name }
+        // Most field names are already lower-case ASCII: no work, no copy,
+        // on every key of every typed read and write (one look at each byte:
+        // a capital, or the start of a non-ASCII character).
+        guard name.utf8.contains(where: { $0 &- UInt8(ascii: "A") < 26 || $0 >= 0x80 }) else { return name }
         // The others are a type's property names, met again on every write
         // of that type: each is converted once (walking Characters was a
         // tenth of a typed local write).
@@ -122,6 +131,8 @@ private struct ValueEncoder: Encoder {
     let node: EncodedNode
     let codingPath: [any CodingKey]
     var userInfo: [CodingUserInfoKey: Any] { [:] }
+    /// Fields a keyed container has room for before it grows.
+    static let fieldsAtOnce = 16
 
     static func box<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws -> JSONValue {
         switch value {
@@ -160,7 +171,9 @@ private struct ValueEncoder: Encoder {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        if node.object == nil { node.object = [:] }
+        // Room for a record's fields at once: grown from empty, the table was
+        // rehashed several times on every typed write.
+        if node.object == nil { node.object = Dictionary(minimumCapacity: Self.fieldsAtOnce) }
         return KeyedEncodingContainer(KeyedValueEncoder<Key>(node: node, codingPath: codingPath))
     }
 
@@ -430,21 +443,67 @@ private struct KeyedValueDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol
 
     func contains(_ key: Key) -> Bool { object[field(key)] != nil }
 
-    private func value(_ key: Key) throws -> ValueDecoder {
+    /// The field's value as stored (`keyNotFound` when absent).
+    private func raw(_ key: Key) throws -> JSONValue {
         guard let value = object[field(key)] else {
             throw DecodingError.keyNotFound(
                 key, DecodingError.Context(codingPath: codingPath, debugDescription: "no value for \(key.stringValue)"))
         }
-        return ValueDecoder(value: value, codingPath: codingPath + [key])
+        return value
     }
 
-    func decodeNil(forKey key: Key) throws -> Bool { try value(key).decodeNil() }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try value(key).decode(type) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try value(key).decode(type) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try value(key).decode(type) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try value(key).decode(type) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try value(key).decode(type) }
+    private func value(_ key: Key) throws -> ValueDecoder { ValueDecoder(value: try raw(key), codingPath: codingPath + [key]) }
+
+    // The common field types are read from the value in place: a decoder
+    // per field made its coding path (an array) for every field of every
+    // typed read, needed only to name the field in an error.
+    func decodeNil(forKey key: Key) throws -> Bool { try raw(key).isNull }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        let value = try raw(key)
+        guard case .bool(let flag) = value else { throw ValueDecoder.mismatch(type, value, codingPath + [key]) }
+        return flag
+    }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        let value = try raw(key)
+        guard case .string(let text) = value else { throw ValueDecoder.mismatch(type, value, codingPath + [key]) }
+        return text
+    }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        let value = try raw(key)
+        guard let number = ValueDecoder.number(value) else { throw ValueDecoder.mismatch(type, value, codingPath + [key]) }
+        return number
+    }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+        let value = try raw(key)
+        if case .int(let number) = value, let exact = Int(exactly: number) { return exact }
+        return try ValueDecoder.integer(type, value, codingPath + [key])
+    }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+        if case .int(let number) = try raw(key) { return number }
+        return try value(key).decode(type)
+    }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try value(key).decode(type) }
+
+    // An optional field is looked up once (the protocol's default looks it
+    // up three times: present, null, value).
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        guard let value = object[field(key)], !value.isNull else { return nil }
+        guard case .string(let text) = value else { throw ValueDecoder.mismatch(type, value, codingPath + [key]) }
+        return text
+    }
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
+        guard let value = object[field(key)], !value.isNull else { return nil }
+        guard case .bool(let flag) = value else { throw ValueDecoder.mismatch(type, value, codingPath + [key]) }
+        return flag
+    }
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
+        guard let value = object[field(key)], !value.isNull else { return nil }
+        return try ValueDecoder.integer(type, value, codingPath + [key])
+    }
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        guard let value = object[field(key)], !value.isNull else { return nil }
+        return try ValueDecoder(value: value, codingPath: codingPath + [key]).decode(type)
+    }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws
         -> KeyedDecodingContainer<NestedKey>
