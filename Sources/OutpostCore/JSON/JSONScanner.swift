@@ -10,6 +10,8 @@ public struct JSONScanner {
     public private(set) var index = 0
     /// Nesting deeper than this is refused, never recursed into.
     public static let maxDepth = 64
+    /// Members an object has room for before its table grows.
+    static let fieldsAtOnce = 8
 
     public init(_ bytes: [UInt8]) { self.bytes = bytes }
     public init(_ data: Data) { self.bytes = [UInt8](data) }
@@ -68,8 +70,11 @@ public struct JSONScanner {
         switch try peek() {
         case UInt8(ascii: "{"):
             index += 1
-            var object: JSONObject = [:]
-            if try consume(UInt8(ascii: "}")) { return .object(object) }
+            if try consume(UInt8(ascii: "}")) { return .object([:]) }
+            // Room for a record's fields at once: grown from empty, the
+            // table was rehashed as each record was read. (Nested objects,
+            // often a few members each, grow as they fill.)
+            var object = depth == 0 ? JSONObject(minimumCapacity: Self.fieldsAtOnce) : [:]
             repeat {
                 let key = try readString()
                 try expect(UInt8(ascii: ":"))

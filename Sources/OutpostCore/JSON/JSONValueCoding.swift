@@ -172,8 +172,9 @@ private struct ValueEncoder: Encoder {
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
         // Room for a record's fields at once: grown from empty, the table was
-        // rehashed several times on every typed write.
-        if node.object == nil { node.object = Dictionary(minimumCapacity: Self.fieldsAtOnce) }
+        // rehashed several times on every typed write. (Nested values, often
+        // a few members each, grow as they fill.)
+        if node.object == nil { node.object = codingPath.isEmpty ? Dictionary(minimumCapacity: Self.fieldsAtOnce) : [:] }
         return KeyedEncodingContainer(KeyedValueEncoder<Key>(node: node, codingPath: codingPath))
     }
 
