@@ -188,8 +188,9 @@ public final class ChaosProxy: Sendable {
             }
             if mode == .refuse {
                 // The server is down: the connection ends before any byte.
-                ChaosSocket.reset(client)
+                // Counted first: a test that saw the reset reads the count.
                 shared.withLock { $0.resetsSent += 1 }
+                ChaosSocket.reset(client)
                 continue
             }
             shared.withLock { $0.openConnections += 1 }
@@ -390,10 +391,10 @@ private struct ChaosConnection {
             }
             forward(allowed, to: upstream)
             if allowed < count || shared.withLock({ $0.clientBytesForwarded % every == 0 }) {
+                shared.withLock { $0.cuts += 1 }
                 resetClient()
                 ChaosSocket.reset(upstream)
                 upstream = -1
-                shared.withLock { $0.cuts += 1 }
             }
         case .cutAfterClientBytes(let limit):
             let allowed = max(0, min(count, limit - forwardedFromClient))
@@ -401,10 +402,10 @@ private struct ChaosConnection {
             forwardedFromClient += allowed
             if forwardedFromClient >= limit {
                 // Both ways: the server sees its request's body stop short.
+                shared.withLock { $0.cuts += 1 }
                 resetClient()
                 ChaosSocket.reset(upstream)
                 upstream = -1
-                shared.withLock { $0.cuts += 1 }
             }
         }
     }
@@ -563,10 +564,12 @@ private struct ChaosConnection {
     /// Ends the client's connection with a TCP reset, not a graceful close.
     private mutating func resetClient() {
         guard clientOpen else { return }
+        // Counted before the reset: a client that saw it (and a test that
+        // then reads the count) must find it counted.
+        shared.withLock { $0.resetsSent += 1 }
         ChaosSocket.reset(client)
         clientOpen = false
         fate = .closed
-        shared.withLock { $0.resetsSent += 1 }
     }
 }
 

@@ -66,6 +66,36 @@ struct JSONScannerTests {
         }
     }
 
+    /// A quote, an escape or a control character is found at every offset
+    /// of a string, beside characters of one to four bytes, and at the very
+    /// end of the input.
+    @Test func skippingAContainerFindsWhatEndsOrBreaksAStringAtEveryOffset() throws {
+        func skip(_ text: String) throws -> Range<Int> {
+            var scanner = JSONScanner(Array(text.utf8))
+            return try scanner.skipContainer()
+        }
+        for filler in ["a", "\u{e9}", "\u{20ac}", "\u{1F600}"] {
+            for length in 0..<20 {
+                for offset in 0...length {
+                    let before = String(repeating: filler, count: offset)
+                    let after = String(repeating: filler, count: length - offset)
+                    for escape in [#"\""#, #"\\"#, #"\n"#, #"\u00e9"#] {
+                        let text = #"{"k": ""# + before + escape + after + #"", "n": [1]}"#
+                        #expect(try skip(text) == 0..<text.utf8.count, "\(text)")
+                    }
+                    let early = #"{"k": ""# + before + #""}"# + after
+                    #expect(try skip(early) == 0..<(early.utf8.count - after.utf8.count), "\(early)")
+                    for control in ["\u{1F}", "\u{0}", "\n"] {
+                        let broken = #"{"k": ""# + before + control + after + #""}"#
+                        #expect(throws: JSONScanner.Failure.self, "\(broken)") { _ = try skip(broken) }
+                    }
+                    let unterminated = #"{"k": ""# + before + after
+                    #expect(throws: JSONScanner.Failure.self, "\(unterminated)") { _ = try skip(unterminated) }
+                }
+            }
+        }
+    }
+
     @Test func rawPullPagesAreStrict() throws {
         let uuid = UUID().wireText
         let good = #"{"changes": [{"collection": "people", "uuid": "\#(uuid)", "id": 1, "version": 2, "updated_at": "2026-11-29T10:00:00.000000Z", "deleted": false, "owner": "u", "team": "t", "data": {"name": "Ana"}}, {"collection": "people", "uuid": "\#(uuid)", "deleted": true, "removed": true}], "cursor": "c", "has_more": false, "server_time": "2026-11-29T10:00:00.000000Z"}"#
