@@ -163,6 +163,14 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
         try transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", lock: nil, body)
     }
 
+    /// Runs one statement outside any transaction: `VACUUM`, which cannot
+    /// run inside one.
+    package func runOutsideTransaction(_ sql: String) throws {
+        let connection = try checkout()
+        defer { checkin(connection) }
+        try connection.command(sql)
+    }
+
     public func close() {
         pool.lock()
         closed = true
