@@ -129,6 +129,20 @@ struct PostgresDatabaseTests {
         #expect(rows == [SQLRow([.text("a"), .text("1")])])
     }
 
+    /// VACUUM cannot run in a transaction (every `write` and `read` is one);
+    /// `runOutsideTransaction` runs it, and leaves the connection usable.
+    @Test func vacuumRunsOutsideATransaction() throws {
+        let database = try PostgresDatabase(url: url, poolSize: 1, timeouts: .sharedTestDatabase)
+        defer { database.close() }
+        let table = try makeTable(database)
+        defer { drop(table, database) }
+        _ = try database.write { try $0.execute("INSERT INTO \(table) (k, v) VALUES (?, ?)", [.text("a"), .integer(1)]) }
+        #expect(throws: DatabaseError.self) { _ = try database.write { try $0.execute("VACUUM \(table)", []) } }
+        try database.runOutsideTransaction("VACUUM \(table)")
+        #expect(try database.read { try $0.query("SELECT k FROM \(table)", []) } == [SQLRow([.text("a")])])
+        #expect(throws: DatabaseError.self) { try database.runOutsideTransaction("VACUUM no_such_table_\(UUID().uuidString.prefix(8))") }
+    }
+
     @Test func errorsAreSorted() throws {
         let database = try PostgresDatabase(url: url, poolSize: 1, timeouts: .sharedTestDatabase)
         defer { database.close() }
