@@ -154,27 +154,22 @@ final class Outbox {
         oldDataText: String? = nil, references: [String: String]
     ) throws {
         let parents = Self.parents(of: newData, references)
-        let tail = try queuedRows(for: record).last
-        if let tail, tail.seq == nil, tail.op == .create, let newDataText, let oldDataText, tail.dataText == oldDataText {
-            // The create holds what the record held (as it does until the
-            // server answers): the merge is the record's new data, without
-            // reading the create's text again.
-            try rewrite(tail, op: .create, baseVersion: nil, data: newData, dataText: newDataText, parents: parents)
-            return
-        }
-        if let tail, tail.seq == nil, let tailData = try tail.data() {
+        if let tail = try queuedRows(for: record).last, tail.seq == nil, let tailText = tail.dataText {
             switch tail.op {
             case .create:
                 // create + update = one create with the merged fields: the
                 // record's new data, unless the create held something else.
-                let merged = tailData.applyingPatch(patch)
-                let text = merged == newData ? newDataText : nil
+                // One holding the record's stored text (as a create does
+                // until the server answers) is known to without reading it.
+                let holdsRecord = tailText == oldDataText
+                let merged = holdsRecord ? newData : (try tail.data() ?? [:]).applyingPatch(patch)
+                let text = holdsRecord || merged == newData ? newDataText : nil
                 try rewrite(tail, op: .create, baseVersion: nil, data: merged, dataText: text, parents: parents)
                 return
             case .update:
                 // update + update = one update keeping the FIRST base_version:
                 // the version the server issued, never one the device made up.
-                var merged = tailData
+                var merged = try tail.data() ?? [:]
                 for (key, value) in patch { merged[key] = value }
                 try rewrite(tail, op: .update, baseVersion: tail.baseVersion, data: merged, parents: parents)
                 return

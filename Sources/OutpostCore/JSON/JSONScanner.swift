@@ -10,7 +10,8 @@ public struct JSONScanner {
     public private(set) var index = 0
     /// Nesting deeper than this is refused, never recursed into.
     public static let maxDepth = 64
-    /// Members an object has room for before its table grows.
+    /// Members a record's object has room for before its table grows (the
+    /// parser's and the typed encoder's).
     static let fieldsAtOnce = 8
 
     public init(_ bytes: [UInt8]) { self.bytes = bytes }

@@ -131,8 +131,6 @@ private struct ValueEncoder: Encoder {
     let node: EncodedNode
     let codingPath: [any CodingKey]
     var userInfo: [CodingUserInfoKey: Any] { [:] }
-    /// Fields a keyed container has room for before it grows.
-    static let fieldsAtOnce = 16
 
     static func box<T: Encodable>(_ value: T, codingPath: [any CodingKey]) throws -> JSONValue {
         switch value {
@@ -174,7 +172,7 @@ private struct ValueEncoder: Encoder {
         // Room for a record's fields at once: grown from empty, the table was
         // rehashed several times on every typed write. (Nested values, often
         // a few members each, grow as they fill.)
-        if node.object == nil { node.object = codingPath.isEmpty ? Dictionary(minimumCapacity: Self.fieldsAtOnce) : [:] }
+        if node.object == nil { node.object = codingPath.isEmpty ? Dictionary(minimumCapacity: JSONScanner.fieldsAtOnce) : [:] }
         return KeyedEncodingContainer(KeyedValueEncoder<Key>(node: node, codingPath: codingPath))
     }
 
@@ -474,10 +472,12 @@ private struct KeyedValueDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol
         guard let number = ValueDecoder.number(value) else { throw ValueDecoder.mismatch(type, value, codingPath + [key]) }
         return number
     }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
-        let value = try raw(key)
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(try raw(key), key) }
+
+    /// An Int field's value; the coding path is made only for an error.
+    private func integer(_ value: JSONValue, _ key: Key) throws -> Int {
         if case .int(let number) = value, let exact = Int(exactly: number) { return exact }
-        return try ValueDecoder.integer(type, value, codingPath + [key])
+        return try ValueDecoder.integer(Int.self, value, codingPath + [key])
     }
     func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
         if case .int(let number) = try raw(key) { return number }
@@ -499,7 +499,7 @@ private struct KeyedValueDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol
     }
     func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
         guard let value = object[field(key)], !value.isNull else { return nil }
-        return try ValueDecoder.integer(type, value, codingPath + [key])
+        return try integer(value, key)
     }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         guard let value = object[field(key)], !value.isNull else { return nil }

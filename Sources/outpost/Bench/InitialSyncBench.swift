@@ -56,10 +56,11 @@ enum InitialSyncBench {
                 // has passed over them: a table loaded a moment ago is not.
                 // Its first reader sets every row's hint bits (writing each
                 // page again) and counts the scope through the heap instead
-                // of the index alone (85 ms against 33 ms). VACUUM (no
-                // ANALYZE: plans must hold without statistics) leaves the
-                // table as a deployment's is; four fresh clusters each, the
-                // download took 0.92-1.12 s after it, 0.97-1.26 s without.
+                // of the index alone (85 ms against 33 ms). VACUUM (not
+                // ANALYZE: no column statistics, which the pull's plans must
+                // do without) leaves the table as a deployment's is; four
+                // fresh clusters each, the download took 0.92-1.12 s after
+                // it, 0.97-1.26 s without.
                 try (pg as? PostgresDatabase)?.runOutsideTransaction("VACUUM records")
                 token = try TokenStore(database: pg).issue(user: "bench", role: .field, team: "t", ttl: nil)
                 pg.close()
