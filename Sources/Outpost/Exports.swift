@@ -21,3 +21,4 @@
 
 @_exported public import struct OutpostSQLite.SQLiteError
 @_exported public import enum OutpostSQLite.FileProtection
+@_exported public import enum OutpostSQLite.Durability

@@ -144,6 +144,13 @@ package final class IdleCheckpointer: @unchecked Sendable {
             if let handle { sqlite3_close_v2(handle) }
             return nil
         }
+        // A checkpoint syncs the database file before the WAL may be reused
+        // (synchronous is FULL by default); on Apple platforms that sync
+        // must reach the drive itself, or a power loss could find the WAL
+        // restarted over pages the database file never got.
+        #if canImport(Darwin)
+        sqlite3_exec(handle, "PRAGMA checkpoint_fullfsync = ON", nil, nil, nil)
+        #endif
         return handle
     }
 }

@@ -18,13 +18,18 @@ public final class SQLiteConnection {
     /// How the file was opened (a checkpointing connection opens it alike).
     private let openFlags: Int32
     private let vfs: String?
+    /// What a commit survives once it returns.
+    public let durability: Durability
     private var checkpointer: IdleCheckpointer?
 
     /// Opens (creating if needed) a database file in WAL mode.
     ///
-    /// WAL with `synchronous=NORMAL` keeps every committed transaction across
-    /// a process crash (the case the outbox must survive); only a power loss
-    /// may roll back the last commits, never corrupt the file.
+    /// With `durability` `.powerLoss` (the default) a commit is on stable
+    /// storage when it returns: `synchronous=FULL` syncs the WAL in every
+    /// commit, and on Apple platforms `fullfsync` asks the drive itself to
+    /// flush (a plain fsync there only reaches the drive's cache).
+    /// `.processCrash` (`synchronous=NORMAL`) keeps every commit across a
+    /// process crash but may lose the last ones to a power loss.
     ///
     /// `protection` is the Apple data protection class of the file and its
     /// WAL/SHM files (ignored where there is none).
@@ -35,7 +40,7 @@ public final class SQLiteConnection {
     /// (tests inject disk faults through one).
     public init(
         path: String, readOnly: Bool = false, immutable: Bool = false, protection: FileProtection = .untilFirstUnlock,
-        vfs: String? = nil
+        vfs: String? = nil, durability: Durability = .powerLoss
     ) throws {
         var handle: OpaquePointer?
         var flags =
@@ -58,12 +63,22 @@ public final class SQLiteConnection {
         self.path = path
         self.openFlags = flags & ~SQLITE_OPEN_CREATE
         self.vfs = vfs
+        self.durability = durability
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, 5_000)
         do {
             if !readOnly {
                 try execute("PRAGMA journal_mode = WAL")
-                try execute("PRAGMA synchronous = NORMAL")
+                switch durability {
+                case .powerLoss:
+                    try execute("PRAGMA synchronous = FULL")
+                    #if canImport(Darwin)
+                    try execute("PRAGMA fullfsync = ON")
+                    try execute("PRAGMA checkpoint_fullfsync = ON")
+                    #endif
+                case .processCrash:
+                    try execute("PRAGMA synchronous = NORMAL")
+                }
             }
             try execute("PRAGMA foreign_keys = ON")
         } catch {
@@ -213,6 +228,17 @@ public final class SQLiteConnection {
 /// Apple's data protection for the database files: readable only
 /// while, or once, the device has been unlocked. SQLite applies it to the
 /// database, WAL and SHM files it creates.
+/// What a committed transaction survives.
+public enum Durability: Sendable, Equatable {
+    /// A power loss or kernel crash: the commit is on stable storage when it
+    /// returns (the default, and what an acknowledged write promises).
+    case powerLoss
+    /// A process crash only: the operating system holds the commit and
+    /// writes it later, so a power loss may lose the last commits (never
+    /// corrupt the file). Faster where every write waits for the disk.
+    case processCrash
+}
+
 public enum FileProtection: Sendable {
     /// Readable after the first unlock since boot: background sync still works.
     case untilFirstUnlock

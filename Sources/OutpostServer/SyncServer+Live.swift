@@ -45,7 +45,7 @@ extension SyncServer {
             else { throw APIError.unavailable }
             let first: PullService.Page
             do {
-                first = try PullService(database: feed.source(), config: config, clock: clock).page(pull, as: principal)
+                first = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal)
             } catch {
                 liveHub.close(connection)
                 throw error
@@ -69,7 +69,7 @@ extension SyncServer {
             // The first page is read here, so a bad cursor or a needed
             // resync is a plain error answer, not a stream that ends at once.
             do {
-                let first = try PullService(database: feed.source(), config: config, clock: clock).page(pull, as: principal)
+                let first = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal)
                 return .stream(LiveStream(connection: connection, server: self, pull: pull, first: first))
             } catch {
                 liveHub.close(connection)

@@ -112,12 +112,12 @@ public final class SyncServer: Sendable {
         // The database is chosen (and counted in the metrics) only for a page read now.
         let page =
             try (config.buildsPagesAhead ? pagesAhead.take(key(pull.cursor)) : nil)
-            ?? PullService(database: feed.source(), config: config, clock: clock).page(pull, as: principal, holdWait: config.feedHoldWait)
+            ?? PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal, holdWait: config.feedHoldWait)
         guard config.buildsPagesAhead, page.hasMore, !page.heldBack else { return page }
         var next = pull
         next.cursor = page.cursor
         pagesAhead.build(key(page.cursor)) { [feed, config, clock, next] in
-            try PullService(database: feed.source(), config: config, clock: clock).page(next, as: principal)
+            try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(next, as: principal)
         }
         return page
     }

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 #if canImport(Darwin)
 import Darwin
 #elseif canImport(Glibc)
@@ -50,7 +51,12 @@ final class BlobFolder: Sendable {
     /// Copies bytes into the folder, hashing them on the way: `next` fills
     /// its buffer with up to `pieceBytes` bytes and returns how many, 0 at the end.
     func store(_ next: (inout [UInt8]) throws -> Int) throws -> (sha: String, size: Int64) {
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        do {
+            // The folder's own name must survive too, or a synced file in it is lost with it.
+            try DurableFiles.createDirectory(url.path)
+        } catch {
+            throw Self.storageError(error)
+        }
         let temporary = url.appendingPathComponent(".incoming-\(UUID().uuidString.lowercased())")
         guard FileManager.default.createFile(atPath: temporary.path, contents: nil) else {
             throw StoreError.ioFailure("cannot create \(temporary.path)")
@@ -73,7 +79,7 @@ final class BlobFolder: Sendable {
                 size += Int64(count)
                 index += 1
             }
-            try handle.synchronize()
+            try DurableFiles.sync(descriptor: handle.fileDescriptor, path: temporary.path)
         } catch let error as StoreError {
             throw error
         } catch {
@@ -86,12 +92,13 @@ final class BlobFolder: Sendable {
             return (sha, size)
         }
         do {
-            try FileManager.default.moveItem(at: temporary, to: destination)
+            // Renamed, then the folder synced: the row that will name the
+            // file commits only once the file is there to stay.
+            try DurableFiles.rename(temporary.path, to: destination.path)
         } catch {
             throw Self.storageError(error)
         }
         keep = true
-        syncFolder()
         return (sha, size)
     }
 
@@ -136,14 +143,6 @@ final class BlobFolder: Sendable {
         withUnsafeBytes(of: index.bigEndian) { plain.append(contentsOf: $0) }
         plain.append(contentsOf: piece)
         return Data(try cipher.seal(plain))
-    }
-
-    /// Makes the renamed file's directory entry durable before a row names it.
-    private func syncFolder() {
-        let descriptor = open(url.path, O_RDONLY)
-        guard descriptor >= 0 else { return }
-        _ = fsync(descriptor)
-        _ = close(descriptor)
     }
 
     // MARK: Reading
@@ -227,6 +226,7 @@ final class BlobFolder: Sendable {
     }
 
     private static func storageError(_ error: any Error) -> StoreError {
+        if let failure = error as? DurableFiles.Failure { return failure.isFull ? .diskFull : .ioFailure(failure.description) }
         let nsError = error as NSError
         if nsError.domain == NSPOSIXErrorDomain && nsError.code == Int(ENOSPC) { return .diskFull }
         if nsError.domain == NSCocoaErrorDomain && nsError.code == NSFileWriteOutOfSpaceError { return .diskFull }

@@ -66,14 +66,21 @@ public actor LocalStore {
     /// ``StoreError/readOnly``. A database that is missing or empty where a
     /// store existed throws ``StoreError/databaseLost(path:clientID:)``
     /// unless `ifDatabaseLost` is `.startOver`.
+    ///
+    /// When a write returns, it survives a power loss (`durability`
+    /// `.powerLoss`, the default): the record, its queued change and its
+    /// attachments' files are on stable storage. `.processCrash` keeps
+    /// writes across an app crash only and lets the last ones go with a
+    /// power loss, for data the app could make again; never for a person's
+    /// captures.
     public init(
         path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
         ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock,
-        cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse
+        cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse, durability: Durability = .powerLoss
     ) throws {
         try self.init(
             path: path, collections: collections, clock: clock, ids: ids, protection: protection, cipher: cipher,
-            ifDatabaseLost: ifDatabaseLost, vfs: nil)
+            ifDatabaseLost: ifDatabaseLost, vfs: nil, durability: durability)
     }
 
     /// The same, through a named SQLite VFS (tests inject disk faults with one).
@@ -81,7 +88,7 @@ public actor LocalStore {
         path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
         ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock,
         cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse, vfs: String?,
-        lockWait: Duration? = nil
+        lockWait: Duration? = nil, durability: Durability = .powerLoss
     ) throws {
         let registry = try CollectionRegistry(collections)
         let marker = StoreMarker(databasePath: path)
@@ -90,7 +97,7 @@ public actor LocalStore {
         var readOnly = false
         let connection: SQLiteConnection
         do {
-            connection = try SQLiteConnection(path: path, protection: protection, vfs: vfs)
+            connection = try SQLiteConnection(path: path, protection: protection, vfs: vfs, durability: durability)
         } catch let error as SQLiteError
             where [.readOnly, .cantOpen, .permission].contains(error.code) && FileManager.default.fileExists(atPath: path)
         {

@@ -30,7 +30,7 @@ struct StoreMarker {
     /// disk) only loses this early warning, never data.
     func record(_ clientID: UUID) {
         guard self.clientID != clientID else { return }
-        try? Data((clientID.wireText + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        try? DurableFiles.write(Data((clientID.wireText + "\n").utf8), to: path)
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: path) }

@@ -1,6 +1,7 @@
 import COpenSSL
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 /// What the server holds of one blob.
 struct BlobState: Sendable, Equatable {
@@ -22,6 +23,12 @@ struct BlobState: Sendable, Equatable {
 /// they arrive, never held whole in memory; `received` moves only after a
 /// piece is stored, and only from where it was (compare and set), so two
 /// uploads of one blob at once cannot interleave.
+///
+/// Nothing is answered for before it is durable: a piece's bytes are synced
+/// (and, for a new file, the folder naming it) before `received` moves, and
+/// a complete file is renamed into place and its folder synced before the
+/// blob is marked complete. A power loss then never leaves a blob called
+/// complete, or bytes called received, that the disk does not hold.
 final class BlobStore: Sendable {
     let database: any ServerDatabase
     /// The folder of blob files (SQLite); nil on PostgreSQL.
@@ -30,7 +37,7 @@ final class BlobStore: Sendable {
     init(database: any ServerDatabase, folder: String?) {
         self.database = database
         self.folder = folder
-        if let folder { try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true) }
+        if let folder { try? DurableFiles.createDirectory(folder) }
     }
 
     /// The largest piece kept in memory before it is stored (and the most a
@@ -80,6 +87,13 @@ final class BlobStore: Sendable {
                 let count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written)) }
                 guard count > 0 else { throw DatabaseError(kind: .transient, message: "cannot write \(path): \(String(cString: strerror(errno)))") }
                 written += count
+            }
+            do {
+                try DurableFiles.sync(descriptor: fd, path: path)
+                // The first piece made the file: its name must survive too.
+                if offset == 0 { try DurableFiles.syncDirectory(folder) }
+            } catch {
+                throw DatabaseError(kind: .transient, message: "\(error)")
             }
             return try database.write { sql in
                 try sql.execute(
@@ -157,7 +171,13 @@ final class BlobStore: Sendable {
     func complete(_ sha: String, now: String) throws {
         if let folder {
             let part = folder + "/" + sha + ".part"
-            if FileManager.default.fileExists(atPath: part) { _ = rename(part, folder + "/" + sha) }
+            if FileManager.default.fileExists(atPath: part) {
+                do {
+                    try DurableFiles.rename(part, to: folder + "/" + sha)
+                } catch {
+                    throw DatabaseError(kind: .transient, message: "\(error)")
+                }
+            }
         }
         _ = try database.write { sql in
             try sql.execute(

@@ -1,5 +1,5 @@
 import Foundation
-import OutpostSQLite
+package import OutpostSQLite
 
 /// The embedded default: one SQLite file, zero set-up.
 ///
@@ -16,14 +16,27 @@ public final class SQLiteServerDatabase: ServerDatabase, @unchecked Sendable {
     private var idleReaders: [SQLiteConnection] = []
     private var closed = false
     public let path: String
+    private let vfs: String?
     public var dialect: SQLDialect { .sqlite }
 
     /// `lockWait`: how long a write waits for another process's write lock
     /// before the push answers 503 (SQLite's busy timeout; 5 s unless set).
-    public init(path: String, lockWait: Double? = nil) throws {
+    ///
+    /// Every write is on stable storage when it returns (the WAL synced in
+    /// each commit): the server answers for a push only once a power loss
+    /// can no longer take it back.
+    public convenience init(path: String, lockWait: Double? = nil) throws {
+        try self.init(path: path, lockWait: lockWait, vfs: nil, durability: .powerLoss)
+    }
+
+    /// The same through a named SQLite VFS (the simulation's power loss),
+    /// and with a durability the tests choose (to show what a power loss
+    /// takes when commits are not synced).
+    package init(path: String, lockWait: Double? = nil, vfs: String?, durability: Durability) throws {
         self.path = path
+        self.vfs = vfs
         do {
-            writer = try SQLiteConnection(path: path)
+            writer = try SQLiteConnection(path: path, vfs: vfs, durability: durability)
         } catch let error as SQLiteError {
             throw DatabaseError(kind: .failure, message: "cannot open the database at \(path): \(error.message)")
         }
@@ -73,7 +86,7 @@ public final class SQLiteServerDatabase: ServerDatabase, @unchecked Sendable {
             return reader
         }
         poolLock.unlock()
-        let reader = try Self.mapErrors { try SQLiteConnection(path: path) }
+        let reader = try Self.mapErrors { try SQLiteConnection(path: path, vfs: vfs) }
         if let lockWaitMilliseconds { reader.setBusyTimeout(milliseconds: lockWaitMilliseconds) }
         return reader
     }

@@ -158,7 +158,7 @@ public final class LiveStream: Sendable {
             String(request.limit ?? 0), String(after),
         ].joined(separator: "|")
         let (page, shared) = try server.liveHub.sharedPage(key) {
-            try PullService(database: server.feed.source(), config: server.config, clock: server.clock).page(request, as: principal)
+            try PullService(database: server.feed.source(), config: server.config, clock: server.clock, primary: server.feed.primary).page(request, as: principal)
         }
         guard shared else { return page }
         return page.reissued(cursor: request.cursor, scopeTag: scope.tag, serverTime: ServerTimestamp(server.clock.now()))

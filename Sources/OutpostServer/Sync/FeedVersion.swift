@@ -108,13 +108,25 @@ struct FeedWatermark {
     var bound: Int64
     /// Deletions up to this version are purged (an older cursor needs a resync).
     var purgedThrough: Int64
+    /// No version the server has handed out is at or above this: a cursor
+    /// past it came from a feed this database no longer holds (a power loss
+    /// took the last commits, or a backup was restored without
+    /// `outpost feed restart`), and must be answered 410, never an empty page.
+    var end: Int64
+
+    /// Whether a cursor at `version` stands past the end of the feed.
+    func isPastEnd(_ version: Int64) -> Bool { version >= end }
 
     static func read(_ sql: any SQLExecutor) throws -> FeedWatermark {
         switch sql.dialect {
         case .sqlite:
-            let purged =
-                try sql.first("SELECT value FROM server_state WHERE key = 'purged_through'").flatMap { Int64($0.string(0)) } ?? 0
-            return FeedWatermark(bound: .max, purgedThrough: purged)
+            var purged: Int64 = 0
+            var last: Int64 = 0
+            for row in try sql.query("SELECT key, value FROM server_state WHERE key IN ('purged_through', 'version')", []) {
+                let value = Int64(row.string(1)) ?? 0
+                if row.string(0) == "version" { last = value } else { purged = value }
+            }
+            return FeedWatermark(bound: .max, purgedThrough: purged, end: last + 1)
         case .postgres:
             // One round trip, and in the transaction's own snapshot (a
             // REPEATABLE READ transaction keeps the snapshot of its first
@@ -133,12 +145,16 @@ struct FeedWatermark {
                             SELECT backend_xid FROM pg_stat_activity
                             WHERE backend_xid IS NOT NULL
                                 AND datid <> (SELECT oid FROM pg_database WHERE datname = current_database()))),
-                        pg_snapshot_xmax(pg_current_snapshot())) AS TEXT) AS BIGINT) << \(FeedVersions.shift))
+                        pg_snapshot_xmax(pg_current_snapshot())) AS TEXT) AS BIGINT) << \(FeedVersions.shift)),
+                    (SELECT CAST(value AS BIGINT) FROM server_state WHERE key = 'feed_base')
+                    + (CAST(CAST(pg_snapshot_xmax(pg_current_snapshot()) AS TEXT) AS BIGINT) << \(FeedVersions.shift))
                 """)
-            guard let row, let bound = row.optionalInt(1) else {
+            // Every transaction that ended has an id below the snapshot's
+            // xmax, so every version handed out is below `base + xmax × 4096`.
+            guard let row, let bound = row.optionalInt(1), let end = row.optionalInt(2) else {
                 throw DatabaseError(kind: .failure, message: "the feed's base version is missing; migrations did not run")
             }
-            return FeedWatermark(bound: bound, purgedThrough: Int64(row.string(0)) ?? 0)
+            return FeedWatermark(bound: bound, purgedThrough: Int64(row.string(0)) ?? 0, end: end)
         }
     }
 }

@@ -12,6 +12,10 @@ struct PullService {
     let database: any ServerDatabase
     let config: ServerConfig
     let clock: any WallClock
+    /// The primary, when `database` may be a read replica: a cursor the
+    /// replica has not reached is checked against the primary before it is
+    /// called past the end of the feed.
+    var primary: (any ServerDatabase)? = nil
 
     struct Request {
         var collections: [String]?
@@ -122,8 +126,29 @@ struct PullService {
         }
     }
 
-    /// The page after the request's cursor, in one snapshot.
+    /// The page after the request's cursor. A cursor past the end of the
+    /// feed is 410: the device holds versions this database never had or no
+    /// longer has (a power loss took the last commits, a backup was restored
+    /// without `outpost feed restart`). An empty page would leave it there,
+    /// silently missing every record written until versions passed it.
     func page(_ request: Request, as principal: Principal) throws -> Page {
+        do {
+            return try snapshotPage(request, as: principal)
+        } catch is CursorPastFeedEnd {
+            // A replica behind the primary has not reached a cursor the primary gave: ask the primary.
+            if let primary, primary !== database {
+                return try PullService(database: primary, config: config, clock: clock).page(request, as: principal)
+            }
+            throw APIError(
+                .resyncRequired,
+                "The server's data is older than this device's: it was restored or lost its last changes. The device will download its data again; unsent changes are kept.")
+        }
+    }
+
+    private struct CursorPastFeedEnd: Error {}
+
+    /// The page after the request's cursor, in one snapshot.
+    private func snapshotPage(_ request: Request, as principal: Principal) throws -> Page {
         let scope = Scope(principal: principal, config: config)
         let collections = try collectionList(request.collections)
         let limit = request.limit ?? config.defaultPullLimit
@@ -146,6 +171,7 @@ struct PullService {
 
         return try database.read { sql in
             let watermark = try FeedWatermark.read(sql)
+            if let given, watermark.isPastEnd(given.version) { throw CursorPastFeedEnd() }
             // Stale only if deletions past everything the cursor stands for
             // were purged since it was issued: a download that began after a
             // purge never held the records those deletions were about.

@@ -82,15 +82,15 @@ enum CaptureCommands {
         let (data, files) = try fieldsAndFiles(arguments.positional.dropFirst())
         guard !data.isEmpty || !files.isEmpty else { throw UsageError("Give at least one field=value to add.") }
         _ = try profile.loadAccount()
-        let store = try profile.openStore()
-        defer { Task { await store.close() } }
-        // The files and the record are written together: a failure keeps neither.
-        let uuid = try await store.write { transaction in
-            var data = data
-            for file in files { data[file.field] = try transaction.attach(contentsOf: file.file).jsonValue }
-            return try transaction.create(in: collection, data)
+        try await profile.withStore { store in
+            // The files and the record are written together: a failure keeps neither.
+            let uuid = try await store.write { transaction in
+                var data = data
+                for file in files { data[file.field] = try transaction.attach(contentsOf: file.file).jsonValue }
+                return try transaction.create(in: collection, data)
+            }
+            print(uuid.wireText)
         }
-        print(uuid.wireText)
     }
 
     static func edit(_ words: [String]) async throws {
@@ -102,14 +102,15 @@ enum CaptureCommands {
         let (patch, files) = try fieldsAndFiles(arguments.positional.dropFirst())
         guard !patch.isEmpty || !files.isEmpty else { throw UsageError("Give at least one field=value to change.") }
         _ = try profile.loadAccount()
-        let store = try profile.openStore()
-        let collection = try await locate(uuid, in: store)
-        try await store.write { transaction in
-            var patch = patch
-            for file in files { patch[file.field] = try transaction.attach(contentsOf: file.file).jsonValue }
-            try transaction.update(in: collection, uuid, patch: patch)
+        try await profile.withStore { store in
+            let collection = try await locate(uuid, in: store)
+            try await store.write { transaction in
+                var patch = patch
+                for file in files { patch[file.field] = try transaction.attach(contentsOf: file.file).jsonValue }
+                try transaction.update(in: collection, uuid, patch: patch)
+            }
+            print("Changed \(collection) record \(uuid.wireText); it will be sent with the next sync.")
         }
-        print("Changed \(collection) record \(uuid.wireText); it will be sent with the next sync.")
     }
 
     static func delete(_ words: [String]) async throws {
@@ -121,10 +122,11 @@ enum CaptureCommands {
         }
         guard let uuid = UUID.fromWire(uuidText) else { throw UsageError("'\(uuidText)' is not a record id (a UUID).") }
         _ = try profile.loadAccount()
-        let store = try profile.openStore()
-        let collection = try await locate(uuid, in: store)
-        try await store.delete(in: collection, uuid)
-        print("Deleted \(collection) record \(uuid.wireText).")
+        try await profile.withStore { store in
+            let collection = try await locate(uuid, in: store)
+            try await store.delete(in: collection, uuid)
+            print("Deleted \(collection) record \(uuid.wireText).")
+        }
     }
 
     static func locate(_ uuid: UUID, in store: LocalStore) async throws -> String {
@@ -141,31 +143,32 @@ enum CaptureCommands {
         try arguments.checkAllUsed()
         guard arguments.positional.count <= 1 else { throw UsageError("list takes at most one collection.") }
         _ = try profile.loadAccount()
-        let store = try profile.openStore()
-        let names = arguments.positional.first.map { [$0] } ?? Profile.collections.map(\.name)
-        let now = Date()
-        var shown = 0
-        for name in names {
-            let records = try await store.query(RecordQuery(name, order: [.localUpdatedAt()], limit: limit))
-            for record in records {
-                let age = record.localUpdatedAt ?? record.serverUpdatedAt?.date
-                let attachments = AttachedFile.all(in: record.value)
-                var summary = record.value.keys.sorted().filter { attachments[$0] == nil }.prefix(4).compactMap { key -> String? in
-                    guard let value = record.value[key] else { return nil }
-                    let text = value.stringValue ?? (try? value.jsonText()) ?? ""
-                    return "\(key)=\(text.count > 28 ? String(text.prefix(27)) + "…" : text)"
-                }.joined(separator: " ")
-                for (field, attachment) in attachments.sorted(by: { $0.key < $1.key }) {
-                    let state = (try? await store.attachmentState(attachment))?.description ?? "unknown"
-                    summary += " \(field)=[\(attachment.contentType), \(attachment.size) bytes, \(attachment.sha256.prefix(12)): \(state)]"
+        try await profile.withStore { store in
+            let names = arguments.positional.first.map { [$0] } ?? Profile.collections.map(\.name)
+            let now = Date()
+            var shown = 0
+            for name in names {
+                let records = try await store.query(RecordQuery(name, order: [.localUpdatedAt()], limit: limit))
+                for record in records {
+                    let age = record.localUpdatedAt ?? record.serverUpdatedAt?.date
+                    let attachments = AttachedFile.all(in: record.value)
+                    var summary = record.value.keys.sorted().filter { attachments[$0] == nil }.prefix(4).compactMap { key -> String? in
+                        guard let value = record.value[key] else { return nil }
+                        let text = value.stringValue ?? (try? value.jsonText()) ?? ""
+                        return "\(key)=\(text.count > 28 ? String(text.prefix(27)) + "…" : text)"
+                    }.joined(separator: " ")
+                    for (field, attachment) in attachments.sorted(by: { $0.key < $1.key }) {
+                        let state = (try? await store.attachmentState(attachment))?.description ?? "unknown"
+                        summary += " \(field)=[\(attachment.contentType), \(attachment.size) bytes, \(attachment.sha256.prefix(12)): \(state)]"
+                    }
+                    print(
+                        "\(record.uuid.wireText)  \(name.padding(toLength: 7, withPad: " ", startingAt: 0))  \(record.syncState.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))  \(Age.describe(age, now: now).padding(toLength: 12, withPad: " ", startingAt: 0))  \(summary)"
+                    )
+                    shown += 1
                 }
-                print(
-                    "\(record.uuid.wireText)  \(name.padding(toLength: 7, withPad: " ", startingAt: 0))  \(record.syncState.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0))  \(Age.describe(age, now: now).padding(toLength: 12, withPad: " ", startingAt: 0))  \(summary)"
-                )
-                shown += 1
             }
+            if shown == 0 { print("No records on this computer yet.") }
         }
-        if shown == 0 { print("No records on this computer yet.") }
     }
 }
 
@@ -181,42 +184,42 @@ extension CaptureCommands {
         }
         guard AttachedFile.isBlobName(sha) else { throw UsageError("'\(sha)' is not a SHA-256: 64 hexadecimal digits.") }
         let account = try profile.loadAccount()
-        let store = try profile.openStore()
-        defer { Task { await store.close() } }
-        let engine = try profile.engine(store: store, account: account, timeout: 30)
-        // The record naming it says its size; else the server does.
-        var known: AttachedFile?
-        for descriptor in Profile.collections where known == nil {
-            for record in try await store.query(RecordQuery(descriptor.name)) {
-                if let found = AttachedFile.all(in: record.value).values.first(where: { $0.sha256 == sha }) {
-                    known = found
-                    break
+        try await profile.withStore { store in
+            let engine = try profile.engine(store: store, account: account, timeout: 30)
+            // The record naming it says its size; else the server does.
+            var known: AttachedFile?
+            for descriptor in Profile.collections where known == nil {
+                for record in try await store.query(RecordQuery(descriptor.name)) {
+                    if let found = AttachedFile.all(in: record.value).values.first(where: { $0.sha256 == sha }) {
+                        known = found
+                        break
+                    }
                 }
             }
-        }
-        let attachment: AttachedFile
-        if let known {
-            attachment = known
-        } else {
+            let attachment: AttachedFile
+            if let known {
+                attachment = known
+            } else {
+                do {
+                    attachment = try await engine.describeBlob(sha)
+                } catch let failure as SyncFailure {
+                    throw CommandFailure("The attachment \(sha.prefix(12))… could not be had: \(SyncCommands.describe(failure)).")
+                }
+            }
+            let data: Data
             do {
-                attachment = try await engine.describeBlob(sha)
+                data = try await engine.attachmentData(attachment).data
             } catch let failure as SyncFailure {
-                throw CommandFailure("The attachment \(sha.prefix(12))… could not be had: \(SyncCommands.describe(failure)).")
+                throw CommandFailure("The attachment \(sha.prefix(12))… could not be downloaded: \(SyncCommands.describe(failure)).")
             }
-        }
-        let data: Data
-        do {
-            data = try await engine.attachmentData(attachment).data
-        } catch let failure as SyncFailure {
-            throw CommandFailure("The attachment \(sha.prefix(12))… could not be downloaded: \(SyncCommands.describe(failure)).")
-        }
-        if let output {
-            guard FileManager.default.createFile(atPath: output, contents: data) else {
-                throw CommandFailure("Could not write \(output).")
+            if let output {
+                guard FileManager.default.createFile(atPath: output, contents: data) else {
+                    throw CommandFailure("Could not write \(output).")
+                }
+                FileHandle.standardError.write(Data("Wrote \(data.count) bytes (\(attachment.contentType)) to \(output).\n".utf8))
+            } else {
+                FileHandle.standardOutput.write(data)
             }
-            FileHandle.standardError.write(Data("Wrote \(data.count) bytes (\(attachment.contentType)) to \(output).\n".utf8))
-        } else {
-            FileHandle.standardOutput.write(data)
         }
     }
 }

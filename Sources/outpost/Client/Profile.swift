@@ -2,6 +2,7 @@ import Foundation
 import Outpost
 import OutpostCore
 import OutpostServer
+import OutpostSQLite
 
 /// A signed-in account on this computer: its settings and its device
 /// database, under the XDG directories (`$XDG_CONFIG_HOME/outpost/NAME`,
@@ -50,12 +51,17 @@ struct Profile {
         }
     }
 
+    /// Saves the sign-in so that a power loss at any moment leaves either
+    /// the previous account file or this one, whole (written beside it,
+    /// synced, renamed over it, the folder synced).
     func save(_ account: Account) throws {
-        try FileManager.default.createDirectory(at: configDirectory, withIntermediateDirectories: true)
         let data = try WireCoding.encode(account)
-        // The token is a secret: readable by this user only.
-        guard FileManager.default.createFile(atPath: accountFile.path, contents: data, attributes: [.posixPermissions: 0o600])
-        else { throw CommandFailure("Could not write \(accountFile.path).") }
+        do {
+            // The token is a secret: readable by this user only.
+            try DurableFiles.write(data, to: accountFile.path, permissions: 0o600)
+        } catch {
+            throw CommandFailure("Could not write \(accountFile.path): \(error).")
+        }
     }
 
     /// The collections a CLI device keeps (the server's defaults).
@@ -64,8 +70,23 @@ struct Profile {
     }
 
     func openStore(ifDatabaseLost: LostDatabasePolicy = .refuse) throws -> LocalStore {
-        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
+        try DurableFiles.createDirectory(dataDirectory.path)
         return try LocalStore(path: databasePath, collections: Self.collections, ifDatabaseLost: ifDatabaseLost)
+    }
+
+    /// Runs `body` on the profile's store and closes the store before
+    /// returning, whether `body` threw or not: the process never exits
+    /// while the store is still closing.
+    func withStore<T>(_ body: (LocalStore) async throws -> T) async throws -> T {
+        let store = try openStore()
+        do {
+            let result = try await body(store)
+            await store.close()
+            return result
+        } catch {
+            await store.close()
+            throw error
+        }
     }
 
     /// `live`: keep the live channel once started (`outpost watch`); other

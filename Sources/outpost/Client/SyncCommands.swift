@@ -23,39 +23,40 @@ enum SyncCommands {
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("sync takes no words, only options.") }
         let account = try profile.loadAccount()
-        let store = try profile.openStore()
-        let engine = try profile.engine(store: store, account: account)
-        let bar = ProgressBar()
-        let updates = await engine.statusUpdates()
-        let watcher = Task {
-            for await status in updates {
-                if let progress = status.progress, status.isSyncing { bar.show(progress) }
+        try await profile.withStore { store in
+            let engine = try profile.engine(store: store, account: account)
+            let bar = ProgressBar()
+            let updates = await engine.statusUpdates()
+            let watcher = Task {
+                for await status in updates {
+                    if let progress = status.progress, status.isSyncing { bar.show(progress) }
+                }
             }
-        }
-        defer {
-            watcher.cancel()
-            bar.finish()
-        }
-        do {
-            let report = try await engine.sync(timeout: .seconds(timeout))
-            bar.finish()
-            var parts = ["sent \(report.sent)", "confirmed \(report.confirmed)"]
-            if report.duplicates > 0 { parts[1] += " (\(report.duplicates) already on the server)" }
-            parts += ["conflicts \(report.conflicts.count)", "rejected \(report.rejected.count)", "received \(report.received)"]
-            if report.deleted > 0 { parts.append("removed \(report.deleted)") }
-            if report.attachmentsUploaded > 0 { parts.append("attachments uploaded \(report.attachmentsUploaded)") }
-            print("Synced: " + parts.joined(separator: ", ") + ".")
-            for rejected in report.rejected {
-                let problems = rejected.rejection.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
-                print("  refused: \(rejected.record) — \(problems.isEmpty ? rejected.rejection.code : problems.joined(separator: "; "))")
+            defer {
+                watcher.cancel()
+                bar.finish()
             }
-            for held in report.held {
-                print("  waiting: \(held.entry.record) until its parent \(held.refusedParent) is fixed")
+            do {
+                let report = try await engine.sync(timeout: .seconds(timeout))
+                bar.finish()
+                var parts = ["sent \(report.sent)", "confirmed \(report.confirmed)"]
+                if report.duplicates > 0 { parts[1] += " (\(report.duplicates) already on the server)" }
+                parts += ["conflicts \(report.conflicts.count)", "rejected \(report.rejected.count)", "received \(report.received)"]
+                if report.deleted > 0 { parts.append("removed \(report.deleted)") }
+                if report.attachmentsUploaded > 0 { parts.append("attachments uploaded \(report.attachmentsUploaded)") }
+                print("Synced: " + parts.joined(separator: ", ") + ".")
+                for rejected in report.rejected {
+                    let problems = rejected.rejection.errors.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+                    print("  refused: \(rejected.record) — \(problems.isEmpty ? rejected.rejection.code : problems.joined(separator: "; "))")
+                }
+                for held in report.held {
+                    print("  waiting: \(held.entry.record) until its parent \(held.refusedParent) is fixed")
+                }
+                if !report.conflicts.isEmpty { print("  run 'outpost conflicts' to see the edits that lost.") }
+            } catch let failure as SyncFailure {
+                bar.finish()
+                throw CommandFailure(StatusMessage.text(for: await engine.currentStatus) + " (" + describe(failure) + ")")
             }
-            if !report.conflicts.isEmpty { print("  run 'outpost conflicts' to see the edits that lost.") }
-        } catch let failure as SyncFailure {
-            bar.finish()
-            throw CommandFailure(StatusMessage.text(for: await engine.currentStatus) + " (" + describe(failure) + ")")
         }
     }
 
@@ -81,35 +82,36 @@ enum SyncCommands {
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("status takes no words, only options.") }
         let account = try profile.loadAccount()
-        let store = try profile.openStore()
-        let engine = try profile.engine(store: store, account: account, timeout: 5)
-        let connectivity = await engine.checkConnectivity()
-        let status = await engine.currentStatus
-        print("Account:      \(account.user) (\(account.role.rawValue), team \(account.team)) on \(account.server)")
-        print("Connection:   \(connectivity.rawValue)")
-        print("Changes:      \(status.pending) waiting, \(status.awaitingConfirmation) being checked, \(status.rejected) refused, \(status.held) held")
-        if let updated = status.dataUpdatedAt?.date {
-            print("Data:         updated on \(StatusMessage.describe(updated, timeZone: .current, locale: Locale(identifier: "en_GB"))) (server time)")
-        } else {
-            print("Data:         never downloaded")
-        }
-        let mode = try await store.metadata("scope.mode").flatMap(ScopeMode.init(rawValue:))
-        let window = try await store.metadata("scope.window_start")
-        for (collection, coverage) in status.coverage.sorted(by: { $0.key < $1.key }) {
-            var line = "\(coverage.onDevice) on this computer"
-            switch collection == "catalogs" ? .full : (mode ?? .full) {
-            case .full: line += mode == nil && collection != "catalogs" ? " (not downloaded yet)" : ", everything in your scope"
-            case .capped: line += window.map { ", records since \(String($0.prefix(10))); older ones are searched online" } ?? ", everything in your scope"
-            case .onlineWithCache: line += " (opened records only; search runs on the server)"
+        try await profile.withStore { store in
+            let engine = try profile.engine(store: store, account: account, timeout: 5)
+            let connectivity = await engine.checkConnectivity()
+            let status = await engine.currentStatus
+            print("Account:      \(account.user) (\(account.role.rawValue), team \(account.team)) on \(account.server)")
+            print("Connection:   \(connectivity.rawValue)")
+            print("Changes:      \(status.pending) waiting, \(status.awaitingConfirmation) being checked, \(status.rejected) refused, \(status.held) held")
+            if let updated = status.dataUpdatedAt?.date {
+                print("Data:         updated on \(StatusMessage.describe(updated, timeZone: .current, locale: Locale(identifier: "en_GB"))) (server time)")
+            } else {
+                print("Data:         never downloaded")
             }
-            print("  \(collection.padding(toLength: 10, withPad: " ", startingAt: 0))  \(line)")
+            let mode = try await store.metadata("scope.mode").flatMap(ScopeMode.init(rawValue:))
+            let window = try await store.metadata("scope.window_start")
+            for (collection, coverage) in status.coverage.sorted(by: { $0.key < $1.key }) {
+                var line = "\(coverage.onDevice) on this computer"
+                switch collection == "catalogs" ? .full : (mode ?? .full) {
+                case .full: line += mode == nil && collection != "catalogs" ? " (not downloaded yet)" : ", everything in your scope"
+                case .capped: line += window.map { ", records since \(String($0.prefix(10))); older ones are searched online" } ?? ", everything in your scope"
+                case .onlineWithCache: line += " (opened records only; search runs on the server)"
+                }
+                print("  \(collection.padding(toLength: 10, withPad: " ", startingAt: 0))  \(line)")
+            }
+            print("Conflicts:    \(status.conflicts)")
+            let attachments = status.attachments
+            print("Attachments:  \(attachments.waiting) waiting (\(attachments.bytesWaiting) bytes), \(attachments.failed) refused, \(attachments.bytesOnDevice) bytes on this computer")
+            print("")
+            print(StatusMessage.text(for: status))
+            if let line = StatusMessage.attachmentText(for: status) { print(line) }
         }
-        print("Conflicts:    \(status.conflicts)")
-        let attachments = status.attachments
-        print("Attachments:  \(attachments.waiting) waiting (\(attachments.bytesWaiting) bytes), \(attachments.failed) refused, \(attachments.bytesOnDevice) bytes on this computer")
-        print("")
-        print(StatusMessage.text(for: status))
-        if let line = StatusMessage.attachmentText(for: status) { print(line) }
     }
 
     static func conflicts(_ words: [String]) async throws {
@@ -117,18 +119,19 @@ enum SyncCommands {
         let profile = try Profile.from(&arguments)
         try arguments.checkAllUsed()
         _ = try profile.loadAccount()
-        let store = try profile.openStore()
-        let reports = try await store.conflicts()
-        if reports.isEmpty {
-            print("No conflicts.")
-            return
-        }
-        for report in reports {
-            let lost = (try? report.localChange?.jsonText()) ?? "(a delete)"
-            let kept = report.serverRecord.map { record in
-                record.deleted ? "deleted on the server" : (try? record.data?.jsonText()) ?? ""
-            } ?? "no longer on the server"
-            print("\(report.record): your \(report.op.rawValue) \(lost) lost to the server's copy \(kept)")
+        try await profile.withStore { store in
+            let reports = try await store.conflicts()
+            if reports.isEmpty {
+                print("No conflicts.")
+                return
+            }
+            for report in reports {
+                let lost = (try? report.localChange?.jsonText()) ?? "(a delete)"
+                let kept = report.serverRecord.map { record in
+                    record.deleted ? "deleted on the server" : (try? record.data?.jsonText()) ?? ""
+                } ?? "no longer on the server"
+                print("\(report.record): your \(report.op.rawValue) \(lost) lost to the server's copy \(kept)")
+            }
         }
     }
 }

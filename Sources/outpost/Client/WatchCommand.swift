@@ -25,31 +25,32 @@ enum WatchCommand {
             throw UsageError("'\(unknown)' is not a collection here; choose from \(known.sorted().joined(separator: ", ")).")
         }
         let account = try profile.loadAccount()
-        let store = try profile.openStore()
-        let engine = try profile.engine(store: store, account: account, live: true)
-        let events = await engine.events()
-        let statuses = await engine.statusUpdates()
-        let printer = Task {
-            for await event in events {
-                guard case .received(let changes) = event else { continue }
-                // Written at once, unbuffered: a pipe reader sees each line as it happens.
-                for change in changes where wanted.isEmpty || wanted.contains(change.collection) {
-                    FileHandle.standardOutput.write(Data((line(for: change) + "\n").utf8))
+        try await profile.withStore { store in
+            let engine = try profile.engine(store: store, account: account, live: true)
+            let events = await engine.events()
+            let statuses = await engine.statusUpdates()
+            let printer = Task {
+                for await event in events {
+                    guard case .received(let changes) = event else { continue }
+                    // Written at once, unbuffered: a pipe reader sees each line as it happens.
+                    for change in changes where wanted.isEmpty || wanted.contains(change.collection) {
+                        FileHandle.standardOutput.write(Data((line(for: change) + "\n").utf8))
+                    }
                 }
             }
-        }
-        let reporter = Task {
-            var last: LiveChannelState?
-            for await status in statuses where status.live != last {
-                last = status.live
-                Terminal.note(StatusMessage.liveText(for: status))
+            let reporter = Task {
+                var last: LiveChannelState?
+                for await status in statuses where status.live != last {
+                    last = status.live
+                    Terminal.note(StatusMessage.liveText(for: status))
+                }
             }
+            await engine.start()
+            await ServeCommand.waitForTermination()
+            await engine.stop()
+            printer.cancel()
+            reporter.cancel()
         }
-        await engine.start()
-        await ServeCommand.waitForTermination()
-        await engine.stop()
-        printer.cancel()
-        reporter.cancel()
     }
 
     /// `2026-12-01T10:00:01.000100Z people 0190a3c5-… name="Ana" phone="555"`.
