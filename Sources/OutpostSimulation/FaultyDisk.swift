@@ -16,16 +16,66 @@ public final class FaultyDisk: @unchecked Sendable {
         public static let syncs = Operations(rawValue: Int32(OUTPOST_FAULT_SYNC))
         /// Reads fail with an I/O error.
         public static let reads = Operations(rawValue: Int32(OUTPOST_FAULT_READ))
+        /// The power goes at a write or a sync (of a disk that keeps writes
+        /// in memory until synced: see ``FaultyDisk/init(keepingOnlySynced:)``).
+        public static let power = Operations(rawValue: Int32(OUTPOST_FAULT_POWER))
     }
 
     private static let counter = Counter()
     /// The VFS name to open stores with.
     public let name: String
 
+    /// The folders of product files this disk models (nil: none).
+    private var files: [VolatileFiles] = []
+
     public init() {
         name = "outpost-faulty-\(Self.counter.next())"
         _ = outpost_fault_vfs_register(name)
     }
+
+    /// A disk that can lose its power: databases opened through it from
+    /// now on keep what is written in memory until it is synced, and the
+    /// files under `folders` are kept as they were at their last sync (see
+    /// ``losePower()``).
+    public convenience init(keepingOnlySynced folders: [String]) throws {
+        self.init()
+        outpost_fault_vfs_set_volatile(name, 1)
+        files = try folders.map { try VolatileFiles(root: $0) }
+    }
+
+    deinit { files.forEach { $0.stop() } }
+
+    /// The power goes now: every database write and every file byte not
+    /// synced is gone, every open handle fails from now on, and nothing
+    /// opens until ``powerOn()`` (close what was open first: a new process
+    /// starts with nothing of the old one).
+    public func losePower() {
+        outpost_fault_vfs_lose_power(name)
+        dropUnsyncedFiles()
+    }
+
+    /// The power goes at the (`after`+1)-th write or sync from now on: in
+    /// the middle of a transaction, a checkpoint or a commit's sync.
+    public func losePower(after: Int) {
+        outpost_fault_vfs_arm(name, Operations.power.rawValue, after, 0)
+    }
+
+    /// Whether the power went (and was not turned on again).
+    public var isPoweredOff: Bool { outpost_fault_vfs_is_powered_off(name) != 0 }
+
+    /// The machine starts again on what the disk kept. The product files
+    /// lose what they had not synced here too, when the power went during a
+    /// database write (the files' model cannot hear that moment).
+    public func powerOn() {
+        if isPoweredOff { dropUnsyncedFiles() }
+        outpost_fault_vfs_disarm(name)
+        outpost_fault_vfs_power_on(name)
+    }
+
+    /// Power losses so far.
+    public var powerLosses: Int { outpost_fault_vfs_power_losses(name) }
+
+    private func dropUnsyncedFiles() { files.forEach { $0.losePower() } }
 
     /// The (`after`+1)-th matching operation fails; with `sticky`, every one
     /// after it too (a disk that stays full) until `heal()`.

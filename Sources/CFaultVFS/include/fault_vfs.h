@@ -11,6 +11,7 @@ enum {
     OUTPOST_FAULT_WRITE = 1,     /* xWrite and xTruncate: SQLITE_FULL (disk full) */
     OUTPOST_FAULT_SYNC = 2,      /* xSync: SQLITE_IOERR_FSYNC */
     OUTPOST_FAULT_READ = 4,      /* xRead: SQLITE_IOERR_READ */
+    OUTPOST_FAULT_POWER = 8,     /* a write or sync of a volatile file: the power goes (see below) */
 };
 
 /// Registers a VFS called `name` over the default one. Returns 0 on success.
@@ -28,5 +29,18 @@ long outpost_fault_vfs_injected(const char *name);
 
 /// Matching operations seen on `name` since it was last armed.
 long outpost_fault_vfs_operations(const char *name);
+
+/// Power loss. With volatile writes on, a database, WAL or journal file
+/// opened from then on keeps what is written to it in memory (shared by every
+/// connection to the path) until it is synced: only then does the real file
+/// get those bytes. A power loss throws away everything not synced; every
+/// handle opened before it fails from then on, and nothing opens or is
+/// deleted until power_on (a dead machine does nothing). The real file then
+/// holds exactly what a disk would hold after the loss.
+void outpost_fault_vfs_set_volatile(const char *name, int on);
+void outpost_fault_vfs_lose_power(const char *name);
+void outpost_fault_vfs_power_on(const char *name);
+int outpost_fault_vfs_is_powered_off(const char *name);
+long outpost_fault_vfs_power_losses(const char *name);
 
 #endif
