@@ -21,6 +21,7 @@ typedef struct VNode {
     unsigned char *dirty;  /* one flag a BLOCK: written since the last sync */
     sqlite3_int64 blocks;
     int truncated;         /* the size changed since the last sync */
+    int reset_shm;         /* opened after a power loss: the WAL index is rebuilt */
     struct VNode *next;
 } VNode;
 
@@ -262,8 +263,23 @@ static int f_sector_size(sqlite3_file *file) { return REAL(file)->pMethods->xSec
 static int f_device_characteristics(sqlite3_file *file) {
     return REAL(file)->pMethods->xDeviceCharacteristics(REAL(file));
 }
+/* After a power loss a rebooted machine rebuilds the WAL index from the WAL
+   the disk kept. In process, a handle of the dead world may still hold the
+   shared-memory index open, which would keep SQLite from rebuilding it and
+   leave it describing frames the loss took: the first connection of the new
+   world clears the index's headers, so SQLite rebuilds it. */
 static int f_shm_map(sqlite3_file *file, int page, int size, int extend, void volatile **out) {
-    return REAL(file)->pMethods->xShmMap(REAL(file), page, size, extend, out);
+    int rc = REAL(file)->pMethods->xShmMap(REAL(file), page, size, extend, out);
+    VNode *node = NODE(file);
+    if (rc == SQLITE_OK && node && page == 0 && *out) {
+        pthread_mutex_lock(&STATE(file)->lock);
+        if (node->reset_shm) {
+            memset((void *)*out, 0, 136 < size ? 136 : (size_t)size);
+            node->reset_shm = 0;
+        }
+        pthread_mutex_unlock(&STATE(file)->lock);
+    }
+    return rc;
 }
 static int f_shm_lock(sqlite3_file *file, int offset, int n, int flags) {
     return REAL(file)->pMethods->xShmLock(REAL(file), offset, n, flags);
@@ -315,6 +331,7 @@ static VNode *node_open(FaultState *state, const char *name, sqlite3_file *real)
     }
     node->size = size;
     node->refs = 1;
+    node->reset_shm = state->power_losses > 0;
     node->next = state->nodes;
     state->nodes = node;
     return node;
@@ -509,4 +526,9 @@ long outpost_fault_vfs_power_losses(const char *name) {
     long count = state->power_losses;
     pthread_mutex_unlock(&state->lock);
     return count;
+}
+
+const char *outpost_fault_vfs_base_name(void) {
+    sqlite3_vfs *base = sqlite3_vfs_find(NULL);
+    return base ? base->zName : "unix";
 }

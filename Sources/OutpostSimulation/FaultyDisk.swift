@@ -72,6 +72,18 @@ public final class FaultyDisk: @unchecked Sendable {
         outpost_fault_vfs_power_on(name)
     }
 
+    /// What the modelled folders hold now is on the disk (files copied in
+    /// by a restore, then synced).
+    public func syncFiles() { files.forEach { $0.syncAll() } }
+
+    /// A URI naming `path` on the platform's own disk, past this one's
+    /// faults (where a copy such as a backup is written).
+    public static func plainURI(_ path: String) -> String {
+        let escaped = path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3f")
+            .replacingOccurrences(of: "#", with: "%23")
+        return "file:\(escaped)?vfs=\(String(cString: outpost_fault_vfs_base_name()))"
+    }
+
     /// Power losses so far.
     public var powerLosses: Int { outpost_fault_vfs_power_losses(name) }
 

@@ -19,8 +19,12 @@ public final class SimulatedDevice: @unchecked Sendable {
     public private(set) var engine: SyncEngine
     public var ledger = WriteLedger()
     public private(set) var wallClock: ManualWallClock
-    /// The device's disk: it can fill up or fail a write at any step.
-    public let disk = FaultyDisk()
+    /// The device's disk: it can fill up, fail a write or lose its power
+    /// at any step (its photos' folder keeps only what was synced).
+    public let disk: FaultyDisk
+    /// Whether the store syncs every commit (the default; off only to show
+    /// what a power loss takes without it).
+    public let durability: Durability
     /// A copy of the database taken earlier (an iCloud backup), with what
     /// the person had written by then.
     private var backup: (path: String, ledger: WriteLedger)?
@@ -36,8 +40,10 @@ public final class SimulatedDevice: @unchecked Sendable {
 
     public init(
         name: String, principal: Principal, path: String, token: String, network: SimulatedNetwork, now: Date,
-        skew: TimeInterval, seed: UInt64, monotonic: ManualMonotonicClock, live: Bool
+        skew: TimeInterval, seed: UInt64, monotonic: ManualMonotonicClock, live: Bool, durability: Durability = .powerLoss
     ) throws {
+        self.disk = try FaultyDisk(keepingOnlySynced: [path + ".blobs"])
+        self.durability = durability
         self.name = name
         self.principal = principal
         self.path = path
@@ -49,16 +55,17 @@ public final class SimulatedDevice: @unchecked Sendable {
         wallClock = ManualWallClock(now + skew)
         (store, engine) = try Self.open(
             path: path, token: token, network: network, clock: wallClock, seed: seed, monotonic: monotonic, disk: disk,
-            live: live)
+            live: live, durability: durability)
     }
 
     private static func open(
         path: String, token: String, network: SimulatedNetwork, clock: ManualWallClock, seed: UInt64,
-        monotonic: ManualMonotonicClock, disk: FaultyDisk, live: Bool
+        monotonic: ManualMonotonicClock, disk: FaultyDisk, live: Bool, durability: Durability
     ) throws -> (LocalStore, SyncEngine) {
         let open = {
             try LocalStore(
-                path: path, collections: collections, clock: clock, ids: UUIDv7Generator.seeded(seed, clock: clock), vfs: disk.name)
+                path: path, collections: collections, clock: clock, ids: UUIDv7Generator.seeded(seed, clock: clock), vfs: disk.name,
+                durability: durability)
         }
         let store: LocalStore
         do {
@@ -102,8 +109,31 @@ public final class SimulatedDevice: @unchecked Sendable {
         restarts += 1
         (store, engine) = try Self.open(
             path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts, monotonic: monotonic,
-            disk: disk, live: live)
+            disk: disk, live: live, durability: durability)
         network.crashRequested = false
+    }
+
+    /// The phone loses its power (now, or already while it worked): what
+    /// was not synced to its disk is gone, and it starts again on the rest.
+    public func losePowerAndRestart() async throws {
+        if !disk.isPoweredOff { disk.losePower() }
+        try? await settleLive()
+        await engine.stop()
+        closeLiveLine()
+        await store.close()
+        disk.powerOn()
+        restarts += 1
+        (store, engine) = try Self.open(
+            path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts &* 104_729, monotonic: monotonic,
+            disk: disk, live: live, durability: durability)
+        network.crashRequested = false
+    }
+
+    /// The server lost its power and started again: the live stream's
+    /// connection died with it.
+    public func serverRestarted() async throws {
+        network.live.serverRestarted()
+        try await settleLive()
     }
 
     /// A backup of the device as it is now (a consistent copy, as iCloud
@@ -111,9 +141,12 @@ public final class SimulatedDevice: @unchecked Sendable {
     public func takeBackup() throws {
         let copy = path + ".backup"
         try? FileManager.default.removeItem(atPath: copy)
-        let connection = try SQLiteConnection(path: path)
+        // Read as the operating system shows the files (through the device's
+        // disk, which holds what the store has not synced yet); written past
+        // that disk's faults (the copy lives elsewhere).
+        let connection = try SQLiteConnection(path: path, vfs: disk.name)
         defer { connection.close() }
-        _ = try connection.run("VACUUM INTO ?", [.text(copy)])
+        _ = try connection.run("VACUUM INTO ?", [.text(FaultyDisk.plainURI(copy))])
         // The photos' folder is part of the app's data: backed up with it.
         Self.copyFolder(path + ".blobs", to: copy + ".blobs")
         backup = (copy, ledger)
@@ -134,6 +167,8 @@ public final class SimulatedDevice: @unchecked Sendable {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         try FileManager.default.copyItem(atPath: backup.path, toPath: path)
         Self.copyFolder(backup.path + ".blobs", to: path + ".blobs")
+        // The restore wrote its files and synced them.
+        disk.syncFiles()
         // No exemption: a create the replaced timeline sent and this copy
         // still holds as unsent must not come back after a local delete
         // (the 409 and the pull tell the device; see DoubtfulCreates.swift).
@@ -145,21 +180,21 @@ public final class SimulatedDevice: @unchecked Sendable {
         restarts += 1
         (store, engine) = try Self.open(
             path: path, token: token, network: network, clock: wallClock, seed: seed &+ restarts &* 7919, monotonic: monotonic,
-            disk: disk, live: live)
+            disk: disk, live: live, durability: durability)
     }
 
     /// The profile is copied to another computer: a second device with the
     /// same database, the same client id and the same queue.
     public func clone(as name: String, path clonePath: String, network: SimulatedNetwork, seed: UInt64) throws -> SimulatedDevice {
-        let connection = try SQLiteConnection(path: path)
+        let connection = try SQLiteConnection(path: path, vfs: disk.name)
         defer { connection.close() }
         try? FileManager.default.removeItem(atPath: clonePath)
-        _ = try connection.run("VACUUM INTO ?", [.text(clonePath)])
+        _ = try connection.run("VACUUM INTO ?", [.text(FaultyDisk.plainURI(clonePath))])
         Self.copyFolder(path + ".blobs", to: clonePath + ".blobs")
         ledger.recordAnotherCopy(of: ledger.created)
         let clone = try SimulatedDevice(
             name: name, principal: principal, path: clonePath, token: token, network: network, now: wallClock.now(), skew: 0,
-            seed: seed, monotonic: ManualMonotonicClock(), live: live)
+            seed: seed, monotonic: ManualMonotonicClock(), live: live, durability: durability)
         // The clone holds everything this copy holds, records that came
         // from an earlier copy included (a clone of a clone).
         clone.ledger.recordAnotherCopy(of: ledger.created.union(ledger.heldByAnotherCopy))
@@ -170,7 +205,8 @@ public final class SimulatedDevice: @unchecked Sendable {
     /// program): its JSON no longer parses. Names the change, or nil when
     /// nothing is queued.
     public func damageQueuedChange(pick: UInt64) throws -> String? {
-        let connection = try SQLiteConnection(path: path)
+        // Through the device's disk: the store's connections hold what was not synced yet.
+        let connection = try SQLiteConnection(path: path, vfs: disk.name)
         defer { connection.close() }
         let entries = try connection.query("SELECT entry, op, record_uuid FROM outbox WHERE data IS NOT NULL ORDER BY entry") {
             (entry: $0.int64(0), description: "\($0.string(1)) \($0.string(2))")

@@ -177,6 +177,21 @@ public final class SimulatedLiveLine: Sendable {
         state.withLock { state in state.history.isEmpty ? nil : state.history[Int(pick % UInt64(state.history.count))] }
     }
 
+    /// The server lost its power and started again: the stream the device
+    /// reads is reset (its connection died with the server), and streams
+    /// held back end.
+    func serverRestarted() {
+        let (current, held) = state.withLock { state -> (SimulatedStream?, [SimulatedStream]) in
+            defer {
+                state.current = nil
+                state.heldBack.removeAll()
+            }
+            return (state.current, state.heldBack)
+        }
+        _ = current?.fail(TransportError.noAnswer("the server went down; the stream's connection was reset"))
+        for stream in held { stream.finish() }
+    }
+
     /// The device's process died: every waiting request and read ends, and
     /// nothing of this process's channel can arrive any more.
     func processDied() {

@@ -39,6 +39,13 @@ public enum FaultKind: String, Sendable, CaseIterable, Comparable {
     /// Another server process froze mid-transaction holding the write lock
     /// (then died, its transaction rolled back) while this device synced.
     case serverFrozen = "server_frozen"
+    /// The device's power goes at some write or sync (of a sync, or right
+    /// after it): it starts again on what its disk had synced.
+    case devicePowerLoss = "device_power_loss"
+    /// The server's power goes at some write or sync of its database or
+    /// blob files while a device syncs (or right after): it starts again on
+    /// what its disk had synced, every live stream reset.
+    case serverPowerLoss = "server_power_loss"
     /// A live stream's socket stays open and passes nothing.
     case liveStall = "live_stall"
     /// A live stream's connection is reset mid-way.

@@ -18,22 +18,28 @@ public struct SimulationConfig: Sendable {
     /// Devices keep live channels between cycles, with live-channel faults,
     /// and converge at the end through them alone (no manual sync).
     public var liveChannels: Bool
+    /// Whether the server's and the devices' commits are synced to their
+    /// disks (the product's default). Off, power losses must break
+    /// invariants: the check that the simulation's power loss bites.
+    public var durableCommits: Bool
 
     public init(
         seed: UInt64, devices: Int = 4, operations: Int = 60, faultRate: Int = 15, liveChannels: Bool = true,
-        trace: (@Sendable (String) -> Void)? = nil
+        durableCommits: Bool = true, trace: (@Sendable (String) -> Void)? = nil
     ) {
         self.seed = seed
         self.devices = max(1, devices)
         self.operations = operations
         self.faultRate = faultRate
         self.liveChannels = liveChannels
+        self.durableCommits = durableCommits
         self.trace = trace
     }
 
     /// The one-line command that replays this run.
     public var replayCommand: String {
         "outpost simulate --from \(seed) --seeds 1 --devices \(devices) --ops \(operations)" + (liveChannels ? "" : " --no-live")
+            + (durableCommits ? "" : " --no-durable-commits")
     }
 }
 
@@ -72,9 +78,18 @@ public enum Simulation {
         serverConfig.liveTokenRecheck = .zero
         // Writes wait 20 ms for a lock held elsewhere (a frozen server), then answer 503.
         let serverPath = directory.path("server.sqlite")
-        let server = try SyncServer(
-            database: try SQLiteServerDatabase(path: serverPath, lockWait: 0.02), config: serverConfig, clock: serverClock)
-        let transport = ServerTransport(server: server)
+        // The server's disk can lose its power: its database and its blobs'
+        // folder keep only what was synced.
+        let serverDisk = try FaultyDisk(keepingOnlySynced: [serverPath + ".blobs"])
+        let durability: Durability = config.durableCommits ? .powerLoss : .processCrash
+        func openServer(_ durability: Durability) throws -> SyncServer {
+            try SyncServer(
+                database: try SQLiteServerDatabase(path: serverPath, lockWait: 0.02, vfs: serverDisk.name, durability: durability),
+                config: serverConfig, clock: serverClock)
+        }
+        // Set up (the schema, the devices' tokens) on synced commits; the run itself on `durability`.
+        var server = try openServer(.powerLoss)
+        let transport = ServerTransport(server: server, disk: serverDisk)
         // The live channel's steps and faults draw from their own stream, so
         // the workload's draws stay what they were without live channels.
         var liveRandom = SeededRandom(seed: config.seed ^ 0x4C49_5645_4C49_4E45)
@@ -90,7 +105,22 @@ public enum Simulation {
                 try SimulatedDevice(
                     name: "device-\(index)-\(principal.user)", principal: principal, path: directory.path("device-\(index).sqlite"),
                     token: token, network: network, now: serverClock.now(), skew: skew, seed: random.next(),
-                    monotonic: ManualMonotonicClock(), live: config.liveChannels))
+                    monotonic: ManualMonotonicClock(), live: config.liveChannels, durability: durability))
+        }
+        server.database.close()
+        server = try openServer(durability)
+        transport.restarted(as: server)
+
+        /// The server's machine loses its power (now, or already during a
+        /// request) and starts again on what its disk kept; every device's
+        /// live stream dies with the old process.
+        func restartServer() async throws {
+            if !serverDisk.isPoweredOff { serverDisk.losePower() }
+            server.database.close()
+            serverDisk.powerOn()
+            server = try openServer(durability)
+            transport.restarted(as: server)
+            for device in devices { try await device.serverRestarted() }
         }
         // A small storage budget, so synced photos are evicted during the run.
         for device in devices { try await device.store.setAttachmentStorageBudget(Self.attachmentBudget) }
@@ -128,14 +158,39 @@ public enum Simulation {
                 trace("\(step) backup taken")
             }
             if random.next() % 100 < 7 {
-                let kind = random.next() % 8
+                let kind = random.next() % 10
                 // A restored database starts again from the backup's cursor:
                 // the cursor check starts again with it.
                 if kind == 0 && device.hasBackup { cursors[index] = nil }
                 if kind == 7 {
                     trace("\(step) sync beside a frozen server")
-                    try await syncBesideAFrozenServer(device, serverPath: serverPath)
+                    try await syncBesideAFrozenServer(device, serverPath: serverPath, vfs: serverDisk.name)
                     result.faults[.serverFrozen, default: 0] += 1
+                    result.syncs += 1
+                    continue
+                }
+                if kind == 8 || kind == 9 {
+                    // The power goes at some write or sync of the device's
+                    // next sync (or of the server handling it), or right
+                    // after it when the sync did fewer.
+                    let onServer = kind == 9
+                    let moment = Int(random.next() % 60)
+                    trace("\(step) \(onServer ? "the server" : "the device") loses its power at write or sync \(moment) of a sync")
+                    (onServer ? serverDisk : device.disk).losePower(after: moment)
+                    let outcome: Result<SyncReport, any Error>
+                    do {
+                        outcome = .success(try await device.engine.sync(timeout: .seconds(30)))
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                    trace("\(step) sync: \(Self.describe(outcome))")
+                    if onServer {
+                        try await restartServer()
+                        result.faults[.serverPowerLoss, default: 0] += 1
+                    } else {
+                        try await device.losePowerAndRestart()
+                        result.faults[.devicePowerLoss, default: 0] += 1
+                    }
                     result.syncs += 1
                     continue
                 }
@@ -211,6 +266,9 @@ public enum Simulation {
                     try await device.settleLive()
                     trace("\(step) sync: \(Self.describe(outcome))")
                     if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
+                    if case .success = outcome, let violation = try await checkFeedEnd(device, server: server) {
+                        result.violations.append(violation)
+                    }
                     // I9: no photo still to upload was evicted to fit the budget.
                     for problem in try await device.store.attachmentProblems() {
                         result.violations.append(Violation(invariant: "I9", detail: "\(device.name): \(problem)"))
@@ -282,6 +340,7 @@ public enum Simulation {
                         random: &liveRandom, faultRate: 0, trace: { trace("quiescence \(device.name): \($0)") })
                     if outcome == .data { moved = true }
                     if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
+                    if let violation = try await checkFeedEnd(device, server: server) { result.violations.append(violation) }
                 }
                 quietPasses = moved ? 0 : quietPasses + 1
             }
@@ -298,6 +357,7 @@ public enum Simulation {
                     result.violations.append(Violation(invariant: "I6", detail: "\(device.name) could not sync after healing: \(error)"))
                 }
                 if let violation = try await checkCursor(device, index, &cursors) { result.violations.append(violation) }
+                if let violation = try await checkFeedEnd(device, server: server) { result.violations.append(violation) }
             }
         }
         for device in devices {
@@ -359,8 +419,9 @@ public enum Simulation {
     /// transaction (a debugger, SIGSTOP, a paused VM): this device syncs
     /// meanwhile, and its push must meet a bounded wait and a 503, never a
     /// hang. Then the frozen process dies and its transaction rolls back.
-    static func syncBesideAFrozenServer(_ device: SimulatedDevice, serverPath: String) async throws {
-        let frozen = try SQLiteConnection(path: serverPath)
+    static func syncBesideAFrozenServer(_ device: SimulatedDevice, serverPath: String, vfs: String) async throws {
+        // Through the server's disk, which holds what the server wrote and did not sync yet.
+        let frozen = try SQLiteConnection(path: serverPath, vfs: vfs)
         defer { frozen.close() }
         _ = try frozen.run("BEGIN IMMEDIATE")
         _ = try frozen.run("UPDATE server_state SET value = value WHERE key = 'version'")
@@ -465,6 +526,21 @@ public enum Simulation {
             return Violation(invariant: "I6", detail: "\(device.name)'s cursor went back from \(previous) to \(version)")
         }
         return nil
+    }
+
+    /// I10: after a sync that succeeded, no device's cursor stands past the
+    /// end of the server's feed. (A server that lost its last commits must
+    /// have told the device so with a 410, and the device downloaded again.)
+    static func checkFeedEnd(_ device: SimulatedDevice, server: SyncServer) async throws -> Violation? {
+        guard let cursor = try await device.store.pullState(collections: device.store.syncedCollections).cursor,
+            let version = decodeCursorVersion(cursor.rawValue)
+        else { return nil }
+        let newest = try server.database.read { sql in
+            try sql.first("SELECT value FROM server_state WHERE key = 'version'").flatMap { Int64($0.string(0)) } ?? 0
+        }
+        guard version > newest else { return nil }
+        return Violation(
+            invariant: "I10", detail: "\(device.name)'s cursor stands at version \(version), past the server's newest \(newest), after a sync")
     }
 
     /// The test reads the server's cursor format (clients never do).

@@ -26,15 +26,25 @@ final class VolatileFiles: DurableFilesObserver, @unchecked Sendable {
     init(root: String) throws {
         self.root = (root as NSString).standardizingPath
         try FileManager.default.createDirectory(atPath: self.root, withIntermediateDirectories: true)
-        walk(self.root) { path, isDirectory in
+        syncAll()
+        DurableFiles.observe(self.root, self)
+    }
+
+    /// Everything the folder holds now is on the disk (a restore that
+    /// copied files and synced them all).
+    func syncAll() {
+        lock.lock()
+        defer { lock.unlock() }
+        syncedBytes.removeAll()
+        syncedNames.removeAll()
+        walk(root) { path, isDirectory in
             if isDirectory {
                 self.syncedNames[path] = Set(Self.names(path))
             } else {
                 self.syncedBytes[path] = FileManager.default.contents(atPath: path) ?? Data()
             }
         }
-        syncedNames[self.root] = Set(Self.names(self.root))
-        DurableFiles.observe(self.root, self)
+        syncedNames[root] = Set(Self.names(root))
     }
 
     func stop() { DurableFiles.stopObserving(root) }

@@ -43,4 +43,7 @@ void outpost_fault_vfs_power_on(const char *name);
 int outpost_fault_vfs_is_powered_off(const char *name);
 long outpost_fault_vfs_power_losses(const char *name);
 
+/// The platform's own VFS these wrap (a copy written around the faults names it).
+const char *outpost_fault_vfs_base_name(void);
+
 #endif

@@ -4,17 +4,20 @@ import OutpostSimulation
 /// `outpost simulate`: runs the deterministic simulation over many seeds.
 enum SimulateCommand {
     static let help = """
-        Usage: outpost simulate [--seeds N] [--from SEED] [--devices D] [--ops K] [--fault-rate PERCENT] [--no-live] [--trace]
+        Usage: outpost simulate [--seeds N] [--from SEED] [--devices D] [--ops K] [--fault-rate PERCENT] [--no-live]
+                               [--no-durable-commits] [--trace]
 
         Runs the real client engine and store on several simulated devices against the real
         server's request handling (SQLite), through a network that drops requests and answers,
         delivers twice or late, fails with 5xx and 503, partitions, crashes devices, skews their
         clocks and expires their tokens; devices are restored from backups, cloned, meet full
-        and failing disks, damaged rows, oversized and malformed captures and a frozen server.
+        and failing disks, damaged rows, oversized and malformed captures and a frozen server;
+        devices and the server lose their power at any write or sync (what was not synced to
+        their disks is gone).
         Devices keep live channels between syncs; their streams stall, are cut, fail to open,
         repeat old events and hand over events of channels already replaced. After each seed the
         network heals, every device signs in once, the live channels alone bring it up to date
-        (no manual sync), and invariants I1-I9 are checked. A failing seed prints a command that
+        (no manual sync), and invariants I1-I10 are checked. A failing seed prints a command that
         replays it.
 
           --seeds N           how many seeds to run (default 100)
@@ -23,17 +26,20 @@ enum SimulateCommand {
           --ops K             workload steps per run (default 50)
           --fault-rate P      percent of requests that meet a fault (default 15)
           --no-live           no live channels: devices sync by hand until quiet, as before
+          --no-durable-commits  commits not synced to the disk (device and server): power
+                              losses then lose acknowledged work, and seeds must fail
           --trace             print every step, fault and sync of each seed (to replay one)
         """
 
     static func run(_ words: [String]) async throws {
-        var arguments = try Arguments(words, flagNames: ["trace", "no-live"])
+        var arguments = try Arguments(words, flagNames: ["trace", "no-live", "no-durable-commits"])
         let seeds = try arguments.integer("seeds", in: 1...1_000_000) ?? 100
         let first = UInt64(try arguments.integer("from", in: 0...Int.max) ?? 1)
         let devices = try arguments.integer("devices", in: 1...32) ?? 4
         let operations = try arguments.integer("ops", in: 1...100_000) ?? 50
         let faultRate = try arguments.integer("fault-rate", in: 0...100) ?? 15
         let live = !arguments.flag("no-live")
+        let durableCommits = !arguments.flag("no-durable-commits")
         var trace: (@Sendable (String) -> Void)?
         if arguments.flag("trace") {
             trace = { line in FileHandle.standardError.write(Data("  · \(line)\n".utf8)) }
@@ -48,7 +54,8 @@ enum SimulateCommand {
         let started = Date()
         for offset in 0..<UInt64(seeds) {
             let config = SimulationConfig(
-                seed: first + offset, devices: devices, operations: operations, faultRate: faultRate, liveChannels: live, trace: trace)
+                seed: first + offset, devices: devices, operations: operations, faultRate: faultRate, liveChannels: live,
+                durableCommits: durableCommits, trace: trace)
             let result: SimulationResult
             do {
                 result = try await Simulation.run(config)
