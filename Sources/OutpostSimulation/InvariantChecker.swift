@@ -5,7 +5,7 @@ public import OutpostServer
 
 /// One broken invariant, with the records involved.
 public struct Violation: Sendable, Equatable, CustomStringConvertible {
-    /// `I1` … `I9` (docs/reliability.md lists them).
+    /// `I1` … `I10` (docs/reliability.md lists them).
     public var invariant: String
     public var detail: String
 

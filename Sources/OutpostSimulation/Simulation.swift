@@ -548,7 +548,11 @@ public enum Simulation {
         var base64 = cursor.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64), let text = String(data: data, encoding: .utf8) else { return nil }
-        let parts = text.split(separator: ".")
-        return parts.count == 3 ? Int64(parts[1]) : nil
+        // `v1.<version>.<scope>` or `v2.<version>.<purged>.<scope>`: the
+        // version is second in both. (Reading v1 alone, the cursor checks
+        // saw no cursor at all once the server wrote v2.)
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (parts.first == "v1" && parts.count == 3) || (parts.first == "v2" && parts.count == 4) else { return nil }
+        return Int64(parts[1])
     }
 }
