@@ -36,14 +36,47 @@ public struct InvariantReport: Sendable {
     public var isClean: Bool { violations.isEmpty }
 }
 
-/// Checks the invariants I1-I9 against the server's database and every
+/// Checks the invariants I1-I10 against the server's database and every
 /// device's database, after quiescence (network healed, outboxes drained,
 /// every device pulled last).
 public enum InvariantChecker {
+    /// I10: no device's pull cursor stands past the end of the server's
+    /// feed. A server that lost its last commits (or was restored) must say
+    /// so with a 410, after which the device downloads again; a device left
+    /// past the end would silently miss every change until versions passed it.
+    static func feedEndViolation(_ device: CheckedDevice, server: SyncServer) async throws -> Violation? {
+        guard let cursor = try await device.store.pullState(collections: device.store.syncedCollections).cursor,
+            let version = Simulation.decodeCursorVersion(cursor.rawValue)
+        else { return nil }
+        // The newest version handed out: SQLite's counter; on PostgreSQL,
+        // below the base plus the next transaction id (versions derive from
+        // transaction ids), so one less than that bounds it.
+        let newest = try server.database.read { sql in
+            switch sql.dialect {
+            case .sqlite:
+                return try sql.first("SELECT value FROM server_state WHERE key = 'version'").flatMap { Int64($0.string(0)) } ?? 0
+            case .postgres:
+                return try sql.first(
+                    """
+                    SELECT CAST(value AS BIGINT) + (CAST(CAST(pg_snapshot_xmax(pg_current_snapshot()) AS TEXT) AS BIGINT) << 12) - 1
+                    FROM server_state WHERE key = 'feed_base'
+                    """
+                )?.optionalInt(0) ?? .max
+            }
+        }
+        guard version > newest else { return nil }
+        return Violation(
+            invariant: "I10", detail: "\(device.name)'s cursor stands at version \(version), past the server's newest \(newest)")
+    }
+
     public static func check(server: SyncServer, devices: [CheckedDevice], collections: [String] = ["people", "visits"])
         async throws -> InvariantReport
     {
         var report = InvariantReport()
+        for device in devices {
+            report.checks["I10", default: 0] += 1
+            if let violation = try await feedEndViolation(device, server: server) { report.violations.append(violation) }
+        }
         let serverRows = try server.database.read { sql in
             try sql.query("SELECT collection, uuid, deleted, owner, team, data FROM records", [])
         }

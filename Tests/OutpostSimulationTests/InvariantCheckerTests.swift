@@ -51,6 +51,23 @@ struct InvariantCheckerTests {
         #expect((report.checks["I1"] ?? 0) > 0)
     }
 
+    /// The server's feed went back (a power loss took its last commits, or
+    /// a backup came back) while the device holds a cursor past its end.
+    @Test func aCursorPastTheServersFeedIsI10() async throws {
+        let fixture = try Fixture()
+        let (server, store, engine) = (fixture.server, fixture.store, fixture.engine)
+        var ledger = WriteLedger()
+        for name in ["Ana", "Bea", "Cy"] { ledger.recordCreate(try await store.create(Person(name: name))) }
+        try await engine.sync()
+        let device = CheckedDevice(name: "d", store: store, principal: Principal(user: "u-1", role: .field, team: "t-1"), ledger: ledger)
+        #expect(try await InvariantChecker.check(server: server, devices: [device]).violations == [])
+        _ = try server.database.write { sql in
+            try sql.execute("UPDATE server_state SET value = CAST(CAST(value AS INTEGER) - 2 AS TEXT) WHERE key = 'version'", [])
+        }
+        let report = try await InvariantChecker.check(server: server, devices: [device])
+        #expect(report.violations.map(\.invariant).contains("I10"))
+    }
+
     @Test func anUnsentWriteIsALostWriteAndAStuckQueue() async throws {
         let fixture = try Fixture()
         let (server, store) = (fixture.server, fixture.store)

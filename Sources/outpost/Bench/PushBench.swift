@@ -2,6 +2,7 @@ import Foundation
 import Outpost
 import OutpostCore
 import OutpostServer
+import OutpostSQLite
 import OutpostTesting
 
 /// push: mutations queued offline, then drained to `outpost serve`, each
@@ -59,6 +60,14 @@ enum PushBench {
             let floorRuns = try (1...3).map { run in try floor(at: try freshLocation("floor-\(run)"), mutations: mutations) }.sorted()
             let floorSeconds = floorRuns[1]
             let floorRate = Double(mutations) / floorSeconds
+            // The floor (and the server) commit durably: every batch on
+            // stable storage before it counts. The same floor with commits
+            // that survive a process crash only shows what that costs.
+            let crashOnlyFloorSeconds =
+                backend == "sqlite"
+                ? try (1...3).map { run in
+                    try floor(at: try freshLocation("floor-crash-only-\(run)"), mutations: mutations, durability: .processCrash)
+                }.sorted()[1] : nil
 
             let location = try freshLocation("server")
             let database = try DatabaseLocation.open(location)
@@ -111,6 +120,7 @@ enum PushBench {
                 "mutations": Double(mutations), "push_requests": Double(requests), "server_seconds": serverSeconds,
                 "floor_seconds": floorSeconds, "floor_seconds_fastest": floorRuns[0], "floor_seconds_slowest": floorRuns[2],
             ]
+            if let crashOnlyFloorSeconds { intakeResult.details["floor_crash_only_seconds"] = crashOnlyFloorSeconds }
             intakeResult.notes = ["records of ~300 bytes, batches of \(batchSize) over HTTP on loopback, a fresh database"]
                 + (pinned ? cores.map { ["the server and the floor on core \($0.server), the device on core \($0.device)"] } ?? [] : [])
             var drain = BenchResult(
@@ -140,8 +150,10 @@ enum PushBench {
     /// keeps, made before the clock starts); then the client's last seq.
     /// What the server adds to this is HTTP, the JSON of the request and
     /// the answer, and its checks.
-    static func floor(at location: String, mutations: Int) throws -> Double {
-        let database = try DatabaseLocation.open(location)
+    static func floor(at location: String, mutations: Int, durability: Durability = .powerLoss) throws -> Double {
+        let database: any ServerDatabase =
+            durability == .powerLoss || location.hasPrefix("postgres")
+            ? try DatabaseLocation.open(location) : try SQLiteServerDatabase(path: location, vfs: nil, durability: durability)
         defer { database.close() }
         _ = try SyncServer(database: database, config: ServerConfig())
         let ids = UUIDv7Generator()

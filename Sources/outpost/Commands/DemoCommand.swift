@@ -17,7 +17,7 @@ enum DemoCommand {
         coordinator), a lost answer, a slow network, two people
         editing one record, a delete while its create is in flight, a parent and children
         created offline, and twenty devices reconnecting at once. It ends with a table of
-        what was written and what the server holds, and checks invariants I1-I9.
+        what was written and what the server holds, and checks invariants I1-I10.
         Takes well under a minute; leaves nothing behind.
 
           --console  afterwards keep the server running and print an administrator's
@@ -299,7 +299,7 @@ enum DemoCommand {
             ("duplicates", "\(duplicates)"),
             ("resurrected", "\(resurrected)"),
             ("conflicts reported", "\(conflicts)"),
-            ("invariants checked", "I1-I9, \(report.checks.values.reduce(0, +)) facts"),
+            ("invariants checked", "I1-I10, \(report.checks.values.reduce(0, +)) facts"),
             ("violations", "\(report.violations.count)"),
             ("time", String(format: "%.1f s", Date().timeIntervalSince(started))),
         ])
