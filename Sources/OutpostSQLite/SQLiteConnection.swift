@@ -225,9 +225,6 @@ public final class SQLiteConnection {
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 }
 
-/// Apple's data protection for the database files: readable only
-/// while, or once, the device has been unlocked. SQLite applies it to the
-/// database, WAL and SHM files it creates.
 /// What a committed transaction survives.
 public enum Durability: Sendable, Equatable {
     /// A power loss or kernel crash: the commit is on stable storage when it
@@ -239,6 +236,9 @@ public enum Durability: Sendable, Equatable {
     case processCrash
 }
 
+/// Apple's data protection for the database files: readable only
+/// while, or once, the device has been unlocked. SQLite applies it to the
+/// database, WAL and SHM files it creates.
 public enum FileProtection: Sendable {
     /// Readable after the first unlock since boot: background sync still works.
     case untilFirstUnlock

@@ -213,7 +213,12 @@ public final class SimulatedDevice: @unchecked Sendable {
         }
         guard !entries.isEmpty else { return nil }
         let picked = entries[Int(pick % UInt64(entries.count))]
-        _ = try connection.run("UPDATE outbox SET data = '{\"broken' WHERE entry = ?", [.integer(picked.entry)])
+        do {
+            _ = try connection.run("UPDATE outbox SET data = '{\"broken' WHERE entry = ?", [.integer(picked.entry)])
+        } catch let error as SQLiteError where [.full, .ioError].contains(error.code) {
+            // The disk is failing now (full, or a write fault armed): nothing was damaged.
+            return nil
+        }
         return picked.description
     }
 
