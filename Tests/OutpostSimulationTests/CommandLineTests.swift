@@ -219,7 +219,7 @@ struct CommandLineTests {
         #expect(value("resurrected") == "0")
         #expect(value("violations") == "0")
         #expect(value("conflicts reported") == "1")
-        #expect(value("invariants checked")?.hasPrefix("I1-I9") == true)
+        #expect(value("invariants checked")?.hasPrefix("I1-I10") == true)
         #expect(Int(value("writes made on phones") ?? "") ?? 0 > 10)
         #expect(demo.stdout.contains("Every invariant held."))
     }
