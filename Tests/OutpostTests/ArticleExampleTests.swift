@@ -140,10 +140,26 @@ enum ArticleExamples {
         let sealed = try LocalStore(path: databasePath, collections: [Person.descriptor], cipher: cipher)
         return sealed
     }
+
+    static func durability(cachePath: String) throws -> LocalStore {
+        // Survives the app being killed, not the power going: the last writes may
+        // be lost (never the file). Never for what a person typed or photographed.
+        let cache = try LocalStore(path: cachePath, collections: [Person.descriptor], durability: .processCrash)
+        return cache
+    }
 }
 
 @Suite("Documentation articles", .timeLimit(.minutes(3)))
 struct ArticleExampleTests {
+    /// The Security article's crash-only store works as a store.
+    @Test func theCrashOnlyStoreOfTheSecurityArticleWritesAndReads() async throws {
+        let directory = try TemporaryDirectory()
+        let cache = try ArticleExamples.durability(cachePath: directory.path("cache.sqlite"))
+        let id = try await cache.create(Person(name: "Ana"))
+        #expect(try await cache.get(Person.self, id)?.value.name == "Ana")
+        await cache.close()
+    }
+
     @Test func theArticlesExamplesRunAgainstALiveServer() async throws {
         let directory = try TemporaryDirectory()
         let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: ServerConfig())

@@ -15,10 +15,10 @@ struct IdleCheckpointTests {
     /// A WAL frame: a page and its 24-byte header.
     static let frameBytes = 4_096 + 24
 
-    static func open(_ path: String, _ disk: FaultyDisk? = nil) throws -> LocalStore {
+    static func open(_ path: String, _ disk: FaultyDisk? = nil, durability: Durability = .powerLoss) throws -> LocalStore {
         try LocalStore(
             path: path, collections: StoreFixture.collections, ids: UUIDv7Generator.seeded(7, clock: SystemWallClock()),
-            vfs: disk?.name)
+            vfs: disk?.name, durability: durability)
     }
 
     static func walBytes(_ path: String) -> Int {
@@ -69,13 +69,14 @@ struct IdleCheckpointTests {
         #expect(try Self.rowsInTheFile(path) == 2_500)
     }
 
-    /// Checkpoints end with a sync of the database file; a disk that fails
-    /// syncs fails every checkpoint while writes (which do not sync) go on.
+    /// Checkpoints end with a sync of the database file; in a store whose
+    /// commits do not sync (crash-only), a disk that fails syncs fails every
+    /// checkpoint while writes go on.
     @Test func checkpointsThatFailLoseNothingAndResumeOnceTheDiskHeals() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("device.sqlite")
         let disk = FaultyDisk()
-        let store = try Self.open(path, disk)
+        let store = try Self.open(path, disk, durability: .processCrash)
         disk.fail(.syncs)
         for index in 0..<900 { try await store.create(Person(name: "p\(index)")) }
         try await eventually("a checkpoint failed") { await store.idleCheckpoints?.failed ?? 0 >= 1 }
@@ -88,6 +89,28 @@ struct IdleCheckpointTests {
         await store.close()
         let reopened = try Self.open(path)
         #expect(try await reopened.query(Person.self).count == 1_400)
+        await reopened.close()
+    }
+
+    /// A durable store syncs every commit: while the disk fails syncs, a
+    /// write is refused (the person sees it fail; it was never promised),
+    /// nothing already written is lost, and writes go on once it heals.
+    @Test func aDurableStoreRefusesWritesWhileSyncsFailAndLosesNothing() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("device.sqlite")
+        let disk = FaultyDisk()
+        let store = try Self.open(path, disk)
+        for index in 0..<50 { try await store.create(Person(name: "before \(index)")) }
+        disk.fail(.syncs)
+        await #expect(throws: StoreError.self) { try await store.create(Person(name: "while syncs fail")) }
+        #expect(disk.injected > 0)
+        disk.heal()
+        for index in 0..<50 { try await store.create(Person(name: "after \(index)")) }
+        #expect(try await store.query(Person.self).count == 100, "the refused write is not there, every other one is")
+        #expect(try await store.integrityProblems().isEmpty)
+        await store.close()
+        let reopened = try Self.open(path)
+        #expect(try await reopened.query(Person.self).count == 100)
         await reopened.close()
     }
 

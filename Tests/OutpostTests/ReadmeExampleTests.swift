@@ -24,7 +24,8 @@ enum ReadmeExample {
     static func run(dbPath: String, serverURL: URL, token: String, doorJPEG: URL) async throws -> (SyncReport, SyncEngine) {
         // Open locally: works offline from the first line.
         let store = try LocalStore(path: dbPath, collections: [Person.descriptor, Visit.descriptor])
-        let ana = try await store.create(Person(name: "Ana"))          // record + outbox entry, one transaction
+        let ana = try await store.create(Person(name: "Ana"))          // record + outbox entry, one transaction,
+                                                                       // on disk when it returns (survives a power loss)
         try await store.update(Person.self, ana) { $0.phone = "555" }   // only changed fields are sent
         let photo = try await store.attach(contentsOf: doorJPEG)     // copied and hashed into the store
 try await store.create(Visit(person: RecordLink(ana), visitedAt: Date(), photo: photo))
