@@ -193,11 +193,13 @@ struct HostileFixture: Sendable {
             attacker: attacker, admin: try live.token("a-9", .admin, team: "hq"), revoked: revoked, expired: expired,
             victimTokens: victimTokens, victimPeople: people, victimVisits: visits, victimTombstones: tombstones,
             victimMutationIDs: mutationIDs, victimSecrets: secrets, catalogUUIDs: catalogs,
-            validCursors: [
-                PullCursorCodec.encode(0, scopeTag: attackerTag), PullCursorCodec.encode(Int64.max, scopeTag: attackerTag),
-                PullCursorCodec.encode(1, scopeTag: attackerTag),
-            ],
-            foreignCursors: [PullCursorCodec.encode(0, scopeTag: victimTag), PullCursorCodec.encode(0, scopeTag: "")])
+            validCursors: [PullCursorCodec.encode(0, scopeTag: attackerTag), PullCursorCodec.encode(1, scopeTag: attackerTag)],
+            // Refused with 410: another scope's, and the attacker's own from
+            // past the end of the feed (a version the server never reached).
+            foreignCursors: [
+                PullCursorCodec.encode(0, scopeTag: victimTag), PullCursorCodec.encode(0, scopeTag: ""),
+                PullCursorCodec.encode(Int64.max, scopeTag: attackerTag),
+            ])
     }
 
     /// Every row of every server table, in a fixed order.
