@@ -460,71 +460,46 @@ void outpost_fault_vfs_arm(const char *name, int kinds, long after, int sticky) 
     pthread_mutex_unlock(&state->lock);
 }
 
-void outpost_fault_vfs_disarm(const char *name) {
-    FaultState *state = find_state(name);
-    if (!state) return;
-    pthread_mutex_lock(&state->lock);
-    state->armed = 0;
-    pthread_mutex_unlock(&state->lock);
-}
+/* Runs `statement` with `state` bound to `name`'s state, under its lock
+   (nothing when no such VFS is registered). */
+#define WITH_STATE(name, statement)                \
+    do {                                           \
+        FaultState *state = find_state(name);      \
+        if (!state) break;                         \
+        pthread_mutex_lock(&state->lock);          \
+        statement;                                 \
+        pthread_mutex_unlock(&state->lock);        \
+    } while (0)
+
+void outpost_fault_vfs_disarm(const char *name) { WITH_STATE(name, state->armed = 0); }
 
 long outpost_fault_vfs_injected(const char *name) {
-    FaultState *state = find_state(name);
-    if (!state) return 0;
-    pthread_mutex_lock(&state->lock);
-    long count = state->injected;
-    pthread_mutex_unlock(&state->lock);
+    long count = 0;
+    WITH_STATE(name, count = state->injected);
     return count;
 }
 
 long outpost_fault_vfs_operations(const char *name) {
-    FaultState *state = find_state(name);
-    if (!state) return 0;
-    pthread_mutex_lock(&state->lock);
-    long count = state->seen;
-    pthread_mutex_unlock(&state->lock);
+    long count = 0;
+    WITH_STATE(name, count = state->seen);
     return count;
 }
 
-void outpost_fault_vfs_set_volatile(const char *name, int on) {
-    FaultState *state = find_state(name);
-    if (!state) return;
-    pthread_mutex_lock(&state->lock);
-    state->volatile_writes = on;
-    pthread_mutex_unlock(&state->lock);
-}
+void outpost_fault_vfs_set_volatile(const char *name, int on) { WITH_STATE(name, state->volatile_writes = on); }
 
-void outpost_fault_vfs_lose_power(const char *name) {
-    FaultState *state = find_state(name);
-    if (!state) return;
-    pthread_mutex_lock(&state->lock);
-    lose_power_locked(state);
-    pthread_mutex_unlock(&state->lock);
-}
+void outpost_fault_vfs_lose_power(const char *name) { WITH_STATE(name, lose_power_locked(state)); }
 
-void outpost_fault_vfs_power_on(const char *name) {
-    FaultState *state = find_state(name);
-    if (!state) return;
-    pthread_mutex_lock(&state->lock);
-    state->powered_off = 0;
-    pthread_mutex_unlock(&state->lock);
-}
+void outpost_fault_vfs_power_on(const char *name) { WITH_STATE(name, state->powered_off = 0); }
 
 int outpost_fault_vfs_is_powered_off(const char *name) {
-    FaultState *state = find_state(name);
-    if (!state) return 0;
-    pthread_mutex_lock(&state->lock);
-    int off = state->powered_off;
-    pthread_mutex_unlock(&state->lock);
+    int off = 0;
+    WITH_STATE(name, off = state->powered_off);
     return off;
 }
 
 long outpost_fault_vfs_power_losses(const char *name) {
-    FaultState *state = find_state(name);
-    if (!state) return 0;
-    pthread_mutex_lock(&state->lock);
-    long count = state->power_losses;
-    pthread_mutex_unlock(&state->lock);
+    long count = 0;
+    WITH_STATE(name, count = state->power_losses);
     return count;
 }
 
