@@ -1,6 +1,7 @@
 import Foundation
 import Outpost
 import OutpostCore
+import OutpostSQLite
 
 /// `add`, `edit`, `delete`, `list`: capture and browse, online or not.
 enum CaptureCommands {
@@ -213,8 +214,11 @@ extension CaptureCommands {
                 throw CommandFailure("The attachment \(sha.prefix(12))… could not be downloaded: \(SyncCommands.describe(failure)).")
             }
             if let output {
-                guard FileManager.default.createFile(atPath: output, contents: data) else {
-                    throw CommandFailure("Could not write \(output).")
+                // Whole or not at all, and on the disk when this says it wrote it.
+                do {
+                    try DurableFiles.write(data, to: output, permissions: 0o644)
+                } catch {
+                    throw CommandFailure("Could not write \(output): \(error).")
                 }
                 FileHandle.standardError.write(Data("Wrote \(data.count) bytes (\(attachment.contentType)) to \(output).\n".utf8))
             } else {
