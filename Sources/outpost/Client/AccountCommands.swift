@@ -36,12 +36,13 @@ enum AccountCommands {
             throw CommandFailure(message)
         }
         if let existing = try? profile.loadAccount(), existing.user != scope.user || existing.server != server {
-            let store = try profile.openStore()
-            if try await store.outboxSummary().total > 0 {
-                throw CommandFailure(
-                    "This profile holds unsent changes of \(existing.user); sync or log out first, or use another --profile.")
+            try await profile.withStore { store in
+                if try await store.outboxSummary().total > 0 {
+                    throw CommandFailure(
+                        "This profile holds unsent changes of \(existing.user); sync or log out first, or use another --profile.")
+                }
+                try await store.destroy()
             }
-            try await store.destroy()
         }
         try profile.save(Profile.Account(server: server, token: token, user: scope.user, role: scope.role, team: scope.team))
         print("Signed in as \(scope.user) (\(scope.role.rawValue), team \(scope.team)) on \(server).")
@@ -55,15 +56,16 @@ enum AccountCommands {
         guard arguments.positional.isEmpty else { throw UsageError("logout takes no words, only options.") }
         let account = try profile.loadAccount()
         // --force also gets out of a lost database: there is nothing left to keep.
-        let store = try profile.openStore(ifDatabaseLost: force ? .startOver : .refuse)
-        let engine = try profile.engine(store: store, account: account)
-        do {
-            try await engine.signOut(unsentChanges: force ? .discard : .refuse)
-        } catch let error as SignOutError {
-            throw CommandFailure("\(error.description) Run 'outpost sync' first, or 'outpost logout --force' to lose them.")
+        try await profile.withStore(ifDatabaseLost: force ? .startOver : .refuse) { store in
+            let engine = try profile.engine(store: store, account: account)
+            do {
+                try await engine.signOut(unsentChanges: force ? .discard : .refuse)
+            } catch let error as SignOutError {
+                throw CommandFailure("\(error.description) Run 'outpost sync' first, or 'outpost logout --force' to lose them.")
+            }
+            // The process ends here: the emptied files go too.
+            try await store.destroy()
         }
-        // The process ends here: the emptied files go too.
-        try await store.destroy()
         try? FileManager.default.removeItem(at: profile.accountFile)
         print("Signed out; this computer's copy of \(account.user)'s data is wiped.")
     }

@@ -77,8 +77,8 @@ struct Profile {
     /// Runs `body` on the profile's store and closes the store before
     /// returning, whether `body` threw or not: the process never exits
     /// while the store is still closing.
-    func withStore<T>(_ body: (LocalStore) async throws -> T) async throws -> T {
-        let store = try openStore()
+    func withStore<T>(ifDatabaseLost: LostDatabasePolicy = .refuse, _ body: (LocalStore) async throws -> T) async throws -> T {
+        let store = try openStore(ifDatabaseLost: ifDatabaseLost)
         do {
             let result = try await body(store)
             await store.close()
