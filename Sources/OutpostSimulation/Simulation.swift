@@ -171,19 +171,44 @@ public enum Simulation {
                 }
                 if kind == 8 || kind == 9 {
                     // The power goes at some write or sync of the device's
-                    // next sync (or of the server handling it), or right
-                    // after it when the sync did fewer.
+                    // next sync (or of the server handling it), or of the
+                    // device's next capture (with its photo, now and then),
+                    // or right after when those did fewer.
                     let onServer = kind == 9
-                    let moment = Int(random.next() % 60)
-                    trace("\(step) \(onServer ? "the server" : "the device") loses its power at write or sync \(moment) of a sync")
+                    let duringCapture = !onServer && random.next() % 3 == 0
+                    // A capture does a few writes and syncs; a sync, dozens.
+                    let moment = Int(random.next() % (duringCapture ? 16 : 60))
+                    trace(
+                        "\(step) \(onServer ? "the server" : "the device") loses its power at write or sync \(moment) of "
+                            + (duringCapture ? "a capture" : "a sync"))
                     (onServer ? serverDisk : device.disk).losePower(after: moment)
-                    let outcome: Result<SyncReport, any Error>
-                    do {
-                        outcome = .success(try await device.engine.sync(timeout: .seconds(30)))
-                    } catch {
-                        outcome = .failure(error)
+                    if duringCapture {
+                        do {
+                            let uuid = try await device.store.write { transaction in
+                                var data: JSONObject = ["name": .string("Captured as the power went \(moment)")]
+                                if moment % 2 == 0 {
+                                    var bytes = SeededRandom(seed: UInt64(moment) &+ config.seed)
+                                    data["photo"] = try transaction.attach(Data(bytes.bytes(2_000 + moment * 500)), contentType: "image/jpeg").jsonValue
+                                }
+                                return try transaction.create(in: "people", data)
+                            }
+                            // It returned: it was promised, power or not.
+                            device.ledger.recordCreate(uuid)
+                            result.writes += 1
+                            trace("\(step) create people \(uuid.wireText) (returned)")
+                        } catch let error as StoreError where error.isStorageFault {
+                            trace("\(step) the capture failed as the power went: \(error)")
+                        }
+                    } else {
+                        let outcome: Result<SyncReport, any Error>
+                        do {
+                            outcome = .success(try await device.engine.sync(timeout: .seconds(30)))
+                        } catch {
+                            outcome = .failure(error)
+                        }
+                        trace("\(step) sync: \(Self.describe(outcome))")
+                        result.syncs += 1
                     }
-                    trace("\(step) sync: \(Self.describe(outcome))")
                     if onServer {
                         try await restartServer()
                         result.faults[.serverPowerLoss, default: 0] += 1
@@ -191,7 +216,6 @@ public enum Simulation {
                         try await device.losePowerAndRestart()
                         result.faults[.devicePowerLoss, default: 0] += 1
                     }
-                    result.syncs += 1
                     continue
                 }
                 try await injectDeviceFault(
