@@ -80,7 +80,11 @@ public final class SyncServer: Sendable {
             pagesAhead.dropAll()
         }
         let revocations = RevocationWatch(database: database, clock: clock)
-        liveHub.setTickHandler { [liveHub] _ in
+        // Weakly: the hub keeps this handler, and a strong reference back
+        // kept every hub (its timer ticking, its database read every tick)
+        // alive after its server was gone.
+        liveHub.setTickHandler { [weak liveHub] _ in
+            guard let liveHub else { return }
             // A token revoked by any process (the CLI, another server) ends its streams within a second.
             let revoked = revocations.recentlyRevoked()
             if !revoked.isEmpty { liveHub.close(tokens: revoked, with: Self.authError(.revoked)) }

@@ -81,6 +81,12 @@ public final class SQLiteServerDatabase: ServerDatabase, @unchecked Sendable {
 
     private func takeReader() throws -> SQLiteConnection {
         poolLock.lock()
+        if closed {
+            // A closed database opens no new connection (a timer of a server
+            // being shut down, a request that arrived as it closed).
+            poolLock.unlock()
+            throw DatabaseError(kind: .failure, message: "the database at \(path) is closed")
+        }
         if let reader = idleReaders.popLast() {
             poolLock.unlock()
             return reader
