@@ -145,9 +145,10 @@ package final class IdleCheckpointer: @unchecked Sendable {
             return nil
         }
         // A checkpoint syncs the database file before the WAL may be reused
-        // (synchronous is FULL by default); on Apple platforms that sync
-        // must reach the drive itself, or a power loss could find the WAL
-        // restarted over pages the database file never got.
+        // (said here rather than left to how SQLite was built); on Apple
+        // platforms that sync must reach the drive itself, or a power loss
+        // could find the WAL restarted over pages the database file never got.
+        sqlite3_exec(handle, "PRAGMA synchronous = FULL", nil, nil, nil)
         #if canImport(Darwin)
         sqlite3_exec(handle, "PRAGMA checkpoint_fullfsync = ON", nil, nil, nil)
         #endif
