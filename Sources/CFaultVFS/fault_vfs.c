@@ -473,17 +473,19 @@ void outpost_fault_vfs_arm(const char *name, int kinds, long after, int sticky) 
 
 void outpost_fault_vfs_disarm(const char *name) { WITH_STATE(name, state->armed = 0); }
 
-long outpost_fault_vfs_injected(const char *name) {
+/* One of `name`'s counters, read under its lock (0 when no such VFS). */
+enum { COUNTER_INJECTED, COUNTER_SEEN, COUNTER_POWER_LOSSES };
+static long counter(const char *name, int which) {
     long count = 0;
-    WITH_STATE(name, count = state->injected);
+    WITH_STATE(name, count = which == COUNTER_INJECTED ? state->injected
+                           : which == COUNTER_SEEN   ? state->seen
+                                                     : state->power_losses);
     return count;
 }
 
-long outpost_fault_vfs_operations(const char *name) {
-    long count = 0;
-    WITH_STATE(name, count = state->seen);
-    return count;
-}
+long outpost_fault_vfs_injected(const char *name) { return counter(name, COUNTER_INJECTED); }
+
+long outpost_fault_vfs_operations(const char *name) { return counter(name, COUNTER_SEEN); }
 
 void outpost_fault_vfs_set_volatile(const char *name, int on) { WITH_STATE(name, state->volatile_writes = on); }
 
@@ -497,11 +499,7 @@ int outpost_fault_vfs_is_powered_off(const char *name) {
     return off;
 }
 
-long outpost_fault_vfs_power_losses(const char *name) {
-    long count = 0;
-    WITH_STATE(name, count = state->power_losses);
-    return count;
-}
+long outpost_fault_vfs_power_losses(const char *name) { return counter(name, COUNTER_POWER_LOSSES); }
 
 const char *outpost_fault_vfs_base_name(void) {
     sqlite3_vfs *base = sqlite3_vfs_find(NULL);
