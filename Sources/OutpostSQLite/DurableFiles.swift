@@ -156,20 +156,16 @@ public enum DurableFiles {
         // @unchecked Sendable: `table` is read and written under `lock`.
         private let lock = NSLock()
         private var table: [String: any DurableFilesObserver] = [:]
-        /// Read without the lock first: no observer is the usual case.
-        private var isEmpty = true
 
         func set(_ root: String, _ observer: (any DurableFilesObserver)?) {
             lock.lock()
             defer { lock.unlock() }
             table[root] = observer
-            isEmpty = table.isEmpty
         }
 
         func find(_ path: String) -> (any DurableFilesObserver)? {
             lock.lock()
             defer { lock.unlock() }
-            guard !isEmpty else { return nil }
             for (root, observer) in table where path == root || path.hasPrefix(root + "/") { return observer }
             return nil
         }

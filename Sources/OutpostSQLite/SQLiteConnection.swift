@@ -18,8 +18,6 @@ public final class SQLiteConnection {
     /// How the file was opened (a checkpointing connection opens it alike).
     private let openFlags: Int32
     private let vfs: String?
-    /// What a commit survives once it returns.
-    public let durability: Durability
     private var checkpointer: IdleCheckpointer?
 
     /// Opens (creating if needed) a database file in WAL mode.
@@ -63,7 +61,6 @@ public final class SQLiteConnection {
         self.path = path
         self.openFlags = flags & ~SQLITE_OPEN_CREATE
         self.vfs = vfs
-        self.durability = durability
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, 5_000)
         do {

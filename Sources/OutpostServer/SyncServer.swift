@@ -372,3 +372,11 @@ public final class SyncServer: Sendable {
         }
     }
 }
+
+extension SyncServer {
+    /// The newest version of the change feed the server has handed out:
+    /// a device's cursor past it stands past the end of the feed (I10).
+    package func newestFeedVersion() throws -> Int64 {
+        try database.read { try FeedWatermark.read($0).end - 1 }
+    }
+}

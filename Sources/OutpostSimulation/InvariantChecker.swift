@@ -48,22 +48,7 @@ public enum InvariantChecker {
         guard let cursor = try await device.store.pullState(collections: device.store.syncedCollections).cursor,
             let version = Simulation.decodeCursorVersion(cursor.rawValue)
         else { return nil }
-        // The newest version handed out: SQLite's counter; on PostgreSQL,
-        // below the base plus the next transaction id (versions derive from
-        // transaction ids), so one less than that bounds it.
-        let newest = try server.database.read { sql in
-            switch sql.dialect {
-            case .sqlite:
-                return try sql.first("SELECT value FROM server_state WHERE key = 'version'").flatMap { Int64($0.string(0)) } ?? 0
-            case .postgres:
-                return try sql.first(
-                    """
-                    SELECT CAST(value AS BIGINT) + (CAST(CAST(pg_snapshot_xmax(pg_current_snapshot()) AS TEXT) AS BIGINT) << 12) - 1
-                    FROM server_state WHERE key = 'feed_base'
-                    """
-                )?.optionalInt(0) ?? .max
-            }
-        }
+        let newest = try server.newestFeedVersion()
         guard version > newest else { return nil }
         return Violation(
             invariant: "I10", detail: "\(device.name)'s cursor stands at version \(version), past the server's newest \(newest)")

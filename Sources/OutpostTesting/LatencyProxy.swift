@@ -1,5 +1,5 @@
 #if os(Linux)
-public import Foundation
+import Foundation
 import Glibc
 
 /// A TCP proxy that delivers every byte a fixed delay after it arrived, in

@@ -125,9 +125,10 @@ final class AttachmentQueue {
         let named = try namedByQueuedChanges()
         var refused: Set<String>?
         var due: [Row] = []
-        for row in try connection.query(
+        let rows = try connection.query(
             "SELECT \(Self.columns) FROM blobs WHERE upload IN ('waiting', 'uploading', 'failed') ORDER BY size, attached_at"
-        ) { row($0) } {
+        ) { row($0) }
+        for row in rows {
             guard let row else { continue }
             let sha = row.attachment.sha256
             guard named.contains(sha) else {
@@ -290,9 +291,10 @@ final class AttachmentQueue {
         guard held > budget else { return [] }
         let kept = try namedByQueuedChanges().union(namedByRefusedRecords())
         var evicted: [String] = []
-        for (sha, size) in try connection.query(
+        let synced = try connection.query(
             "SELECT sha256, size FROM blobs WHERE held = 1 AND (upload IS NULL OR upload = 'uploaded') ORDER BY last_used"
-        ) { ($0.string(0), $0.int64(1)) } {
+        ) { ($0.string(0), $0.int64(1)) }
+        for (sha, size) in synced {
             guard held > budget else { break }
             guard !kept.contains(sha) else { continue }
             try connection.run("UPDATE blobs SET held = 0 WHERE sha256 = ?", [.text(sha)])

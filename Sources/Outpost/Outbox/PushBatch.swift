@@ -1,5 +1,5 @@
-public import Foundation
-public import OutpostCore
+package import Foundation
+import OutpostCore
 
 /// A push handed to the sync engine: entries with their seqs, ready to send.
 package struct PushBatch: Sendable, Equatable {

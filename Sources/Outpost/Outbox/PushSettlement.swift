@@ -1,5 +1,5 @@
 public import Foundation
-public import OutpostCore
+import OutpostCore
 
 /// A change the server refused for good, as the settlement of a push reports it.
 public struct RejectedChange: Sendable, Equatable {

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import OutpostCore
 
 /// A condition on a record type's stored properties, for typed queries.

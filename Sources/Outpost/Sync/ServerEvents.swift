@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// One server-sent event of `GET /v1/stream`.
 package struct ServerEvent: Sendable, Equatable {

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// A value shared between threads, reachable only while its lock is held.
 ///

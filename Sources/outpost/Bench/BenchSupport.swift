@@ -144,7 +144,8 @@ enum Bench {
     }
 
     /// The baseline of initial sync: SQLite copying the same rows between two
-    /// database files in one transaction (WAL, synchronous=NORMAL).
+    /// database files in one transaction (WAL, its commit synced as every
+    /// commit is).
     static func sqliteCopySeconds(from source: String, to destination: String) throws -> Double {
         let target = try SQLiteConnection(path: destination)
         try target.execute(
