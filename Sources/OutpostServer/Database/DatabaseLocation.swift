@@ -10,8 +10,15 @@ public enum DatabaseLocation {
 
     /// Opens the database the location names.
     public static func open(
+        _ location: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts()
+    ) throws -> any ServerDatabase {
+        try open(location, poolSize: poolSize, timeouts: timeouts, writeConcurrency: .rowLocks)
+    }
+
+    /// Also takes the design of write concurrency (the scale-out benchmark's comparison).
+    package static func open(
         _ location: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts(),
-        writeConcurrency: PostgresDatabase.WriteConcurrency = .rowLocks
+        writeConcurrency: PostgresDatabase.WriteConcurrency
     ) throws -> any ServerDatabase {
         if isPostgres(location) {
             return try PostgresDatabase(

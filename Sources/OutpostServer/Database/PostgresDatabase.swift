@@ -16,9 +16,10 @@ import OutpostCore
 /// `read` runs in a REPEATABLE READ READ ONLY transaction: one consistent
 /// snapshot, whose oldest running transaction bounds what the feed returns.
 ///
-/// The round-1 design, every write serialised behind one advisory lock of
-/// the schema, is kept as ``WriteConcurrency/schemaLock`` so the benchmark
-/// can measure both in one run.
+/// The first design, every write serialised behind one advisory lock of
+/// the schema, is kept as `WriteConcurrency.schemaLock` (package only, not
+/// for deployments) because the scale-out benchmark's target is a ratio
+/// against it, measured in the same run.
 ///
 /// Statements are prepared once per connection (the server's `?`
 /// placeholders rewritten to `$1…$n`), parameters and results travel as text.
@@ -56,10 +57,10 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
     /// advisory lock never hold the whole pool.
     private let writeLock = NSLock()
     /// How writers are kept apart.
-    public let writeConcurrency: WriteConcurrency
+    package let writeConcurrency: WriteConcurrency
 
     /// How write transactions of several servers are kept apart.
-    public enum WriteConcurrency: String, Sendable, CaseIterable {
+    package enum WriteConcurrency: String, Sendable, CaseIterable {
         /// Row locks only: writes of different users run in parallel.
         case rowLocks = "rows"
         /// One advisory lock per schema around every write (the round-1
@@ -100,9 +101,14 @@ public final class PostgresDatabase: ServerDatabase, @unchecked Sendable {
 
     /// Connects to `url` (a libpq connection URI such as
     /// `postgres://user@127.0.0.1:5432/db`); fails when the first connection fails.
-    public init(
+    public convenience init(url: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts()) throws {
+        try self.init(url: url, poolSize: poolSize, timeouts: timeouts, writeConcurrency: .rowLocks)
+    }
+
+    /// Also takes the design of write concurrency (the benchmark's comparison).
+    package init(
         url: String, poolSize: Int = 8, timeouts: DatabaseTimeouts = DatabaseTimeouts(),
-        writeConcurrency: WriteConcurrency = .rowLocks
+        writeConcurrency: WriteConcurrency
     ) throws {
         self.writeConcurrency = writeConcurrency
         self.url = url
