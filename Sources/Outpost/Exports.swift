@@ -11,13 +11,15 @@
 @_exported public import struct OutpostCore.ErrorCode
 @_exported public import struct OutpostCore.WireError
 @_exported public import struct OutpostCore.CollectionSchema
+@_exported public import enum OutpostCore.ConflictPolicy
 @_exported public import struct OutpostCore.FieldSchema
 @_exported public import enum OutpostCore.FieldType
 @_exported public import protocol OutpostCore.WallClock
 @_exported public import struct OutpostCore.SystemWallClock
 @_exported public import protocol OutpostCore.IDGenerator
-@_exported public import enum OutpostCore.Role
+@_exported public import class OutpostCore.UUIDv7Generator
 @_exported public import struct OutpostCore.AttachedFile
+@_exported public import struct OutpostCore.WireRecord
 
 @_exported public import struct OutpostSQLite.SQLiteError
 @_exported public import enum OutpostSQLite.FileProtection
