@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Draws initial-sync time against record count from `outpost bench --series --json FILE`.
 
-Usage: scripts/bench-chart.py bench.json docs/initial-sync.svg
+Usage: scripts/bench-chart.py docs/bench/series.json docs/initial-sync.svg
+(after scripts/bench initial-sync --series --json docs/bench/series.json)
 Writes a small SVG (no dependencies): device download time and the SQLite copy
 baseline, both measured in the same run, for each size.
 """
