@@ -28,9 +28,8 @@ public actor SyncEngine {
     let pathMonitor: (any PathMonitor)?
     var random: SeededRandom
 
-    var token: String?
-    /// The app's sign-in, asked for tokens (nil when a token is set by hand).
-    let credentials: CredentialsProvider?
+    /// The token, and the app's sign-in that gives new ones.
+    var credentials: Credentials
     var connectivity = ConnectivityModel()
     /// When cycles run: single flight, follow-ups, generations, backoff.
     var schedule = SyncSchedule()
@@ -40,28 +39,10 @@ public actor SyncEngine {
     var isStarted = false
     /// Until ``enteredBackground()``; ``enteredForeground()`` sets it again.
     var isInForeground = true
-    /// Bumped whenever the live channel closes: its late events are dropped.
-    var liveGeneration: UInt64 = 0
-    /// Until then (monotonic), streams do not reach this server (a buffering
-    /// proxy): long polls instead. A network change tries streams again.
-    var streamsBufferedUntil: Duration?
-    /// The newest feed version stored from a pull or the live channel: a
-    /// live page with nothing newer is a late duplicate.
-    var feedHighWater: Int64 = 0
-    /// A live page being stored (a cycle's pull waits for it).
-    var liveApply: Task<PullPageResult, any Error>?
-    /// Live channel loops running, the current one and any replaced one
-    /// still finishing a read (the simulation waits for them to settle).
-    var liveLoopsRunning = 0
-    /// When the current channel's loop sleeps (a backoff, a reconnection
-    /// pause): until when, on the engine's clock.
-    var liveSleepingUntil: Duration?
+    /// The live channel: which one is current, how it reaches the server, the feed's position.
+    var liveChannel = LiveChannel()
     /// Set by ``stop()``: an engine kept live without ``start()`` stays closed.
     var wasStopped = false
-    /// Until when the open stream's watchdog sleeps (it runs off the actor).
-    let liveWatchdog = Locked<(generation: UInt64, until: Duration)?>(nil)
-    /// A status refresh after live pages is on its way.
-    var statusRefreshPending = false
     /// When the last cycle started (monotonic): the periodic sync is rarer while live.
     var lastCycleStartedAt: Duration?
     var waiters: [(target: Int, id: UInt64, continuation: CheckedContinuation<SyncReport?, Never>)] = []
@@ -69,20 +50,15 @@ public actor SyncEngine {
     var lastReport: SyncReport?
     /// What the last finished cycle did (the simulation's trace reads it).
     package var lastCycleReport: SyncReport? { lastReport }
-    var status = SyncStatus()
-    var progress: SyncProgress?
+    /// The only writer of the status; every other part sends it events.
+    var statusPublisher: StatusPublisher
+    /// Records in scope per collection, as the server last counted them (the status's coverage).
     var scopeTotals: [String: Int64] = [:]
-    var statusListeners = Listeners<SyncStatus>()
     var eventListeners = Listeners<SyncEvent>()
     var telemetryListeners = Listeners<SyncTelemetryEvent>()
     var refreshHandlers: [String: @Sendable () async -> Void] = [:]
-    /// Bumped when the store is wiped: a status read from the store before
-    /// then is not published.
-    var statusEpoch = 0
-    /// Bytes per attachment upload request, adapted to the link.
-    var uploadPieceBytes = 4 << 20
-    /// Attachment bytes sent since the engine started (resent ones included).
-    var attachmentBytesSent: Int64 = 0
+    /// Piece sizes and bytes sent of attachment uploads.
+    var attachmentUploads = AttachmentUploads()
 
     /// An engine with a token set by hand (``updateToken(_:)`` replaces it).
     ///
@@ -101,13 +77,12 @@ public actor SyncEngine {
     ) {
         self.store = store
         self.transport = transport
-        self.token = token
-        self.credentials = nil
+        self.credentials = Credentials(token: token)
+        self.statusPublisher = StatusPublisher(signInRequired: token == nil)
         self.options = options
         self.clock = clock
         self.pathMonitor = pathMonitor
         self.random = SeededRandom(seed: seed)
-        self.status.signInRequired = token == nil
         connectBlobSource()
     }
 
@@ -121,8 +96,8 @@ public actor SyncEngine {
     ) {
         self.store = store
         self.transport = transport
-        self.token = nil
-        self.credentials = credentials
+        self.credentials = Credentials(token: nil, provider: credentials)
+        self.statusPublisher = StatusPublisher()
         self.options = options
         self.clock = clock
         self.pathMonitor = pathMonitor
@@ -141,7 +116,7 @@ public actor SyncEngine {
         guard !isStarted else { return }
         isStarted = true
         schedule.start()
-        if credentials != nil, token == nil { status.signInRequired = false }
+        if credentials.hasProvider, token == nil { statusPublisher.send(.signInRequired(false)) }
         await publishStatus()
         if let pathMonitor {
             let hints = pathMonitor.hints()
@@ -173,19 +148,18 @@ public actor SyncEngine {
         schedule.stop()
         // A cycle that was running is abandoned: its answers are dropped.
         _ = schedule.abandonRunningCycle()
-        liveGeneration += 1
+        liveChannel.abandon()
         tasks.cancelAll()
-        status.live = .off
-        statusListeners.finishAll()
+        statusPublisher.send(.stopped)
+        statusPublisher.finishListeners()
         eventListeners.finishAll()
         telemetryListeners.finishAll()
     }
 
     /// A new token after the person signed in again: server calls resume.
     public func updateToken(_ token: String) async {
-        self.token = token
-        status.signInRequired = false
-        if status.lastError == .signInRequired || status.lastError == .accessRevoked { status.lastError = nil }
+        credentials.replace(with: token)
+        statusPublisher.send(.tokenReplaced)
         await publishStatus()
         trigger(.manual)
     }
@@ -270,9 +244,8 @@ public actor SyncEngine {
 
     package var activity: ActivityProbe {
         ActivityProbe(
-            cycleRunning: tasks.cycle != nil, channelOpen: tasks.live != nil, liveLoops: liveLoopsRunning,
-            sleepingUntil: liveSleepingUntil,
-            watchdogUntil: liveWatchdog.current.flatMap { $0.generation == liveGeneration ? $0.until : nil },
+            cycleRunning: tasks.cycle != nil, channelOpen: tasks.live != nil, liveLoops: liveChannel.loopsRunning,
+            sleepingUntil: liveChannel.sleepingUntil, watchdogUntil: liveChannel.watchdogUntil,
             timers: Array(tasks.timers.values) + (tasks.retryDeadline.map { [$0] } ?? []))
     }
 
@@ -422,7 +395,7 @@ public actor SyncEngine {
     }
 
     private func removeListener(_ id: UUID) {
-        statusListeners.remove(id)
+        statusPublisher.unsubscribe(id)
         eventListeners.remove(id)
         telemetryListeners.remove(id)
     }
