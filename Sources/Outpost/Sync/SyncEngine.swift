@@ -68,11 +68,12 @@ public actor SyncEngine {
     ///   - token: the bearer token; nil until the person signs in (capture works regardless).
     ///   - options: intervals, batch sizes, timeouts and the app's identity.
     ///   - clock: the monotonic clock its timers use (a manual one in tests).
-    ///   - pathMonitor: the OS's network path hints, if any.
+    ///   - pathMonitor: the network path hints; by default the OS's own where it has a
+    ///     monitor (``SystemPathMonitor``), none elsewhere (send hints with ``receive(_:)``).
     ///   - seed: seeds the jitter, so a test or simulation replays exactly.
     public init(
         store: LocalStore, transport: any SyncTransport, token: String?, options: SyncOptions = SyncOptions(),
-        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = nil,
+        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = SyncEngine.osPathMonitor(),
         seed: UInt64 = UInt64.random(in: 0...UInt64.max)
     ) {
         self.store = store
@@ -91,7 +92,7 @@ public actor SyncEngine {
     /// one it has (see ``CredentialsProvider``).
     public init(
         store: LocalStore, transport: any SyncTransport, options: SyncOptions = SyncOptions(),
-        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = nil,
+        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = SyncEngine.osPathMonitor(),
         seed: UInt64 = UInt64.random(in: 0...UInt64.max), credentials: @escaping CredentialsProvider
     ) {
         self.store = store
