@@ -82,6 +82,8 @@ package struct PushPipeline {
         .invalidJSON, .invalidRequest, .payloadTooLarge, ErrorCode("http_400"), ErrorCode("http_413"), ErrorCode("http_422"),
     ]
 
+    /// How a batch goes back after `failure`: what it says of the entries'
+    /// fate, and whether it counts against their retry budget.
     static func pushFailure(_ failure: SyncFailure) -> PushFailure {
         switch failure {
         case .offline: return .notSent("offline")

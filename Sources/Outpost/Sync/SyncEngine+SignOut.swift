@@ -47,7 +47,7 @@ extension SyncEngine {
             statusPublisher.send(.wiped)
             scopeTotals = [:]
             liveChannel.wiped()
-            lastReport = nil
+            waiters.forgetLastReport()
         }
         statusPublisher.send(.signInRequired(true))
         await publishStatus()

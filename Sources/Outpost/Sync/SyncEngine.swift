@@ -45,11 +45,10 @@ public actor SyncEngine {
     var wasStopped = false
     /// When the last cycle started (monotonic): the periodic sync is rarer while live.
     var lastCycleStartedAt: Duration?
-    var waiters: [(target: Int, id: UInt64, continuation: CheckedContinuation<SyncReport?, Never>)] = []
-    var nextWaiterID: UInt64 = 0
-    var lastReport: SyncReport?
+    /// Callers of ``sync(timeout:)`` waiting for a cycle, and the last cycle's report.
+    var waiters = CycleWaiters()
     /// What the last finished cycle did (the simulation's trace reads it).
-    package var lastCycleReport: SyncReport? { lastReport }
+    package var lastCycleReport: SyncReport? { waiters.lastReport }
     /// The only writer of the status; every other part sends it events.
     var statusPublisher: StatusPublisher
     /// Records in scope per collection, as the server last counted them (the status's coverage).
@@ -69,7 +68,7 @@ public actor SyncEngine {
     ///   - options: intervals, batch sizes, timeouts and the app's identity.
     ///   - clock: the monotonic clock its timers use (a manual one in tests).
     ///   - pathMonitor: the network path hints; by default the OS's own where it has a
-    ///     monitor (``SystemPathMonitor``), none elsewhere (send hints with ``receive(_:)``).
+    ///     monitor (`SystemPathMonitor`), none elsewhere (send hints with ``receive(_:)``).
     ///   - seed: seeds the jitter, so a test or simulation replays exactly.
     public init(
         store: LocalStore, transport: any SyncTransport, token: String?, options: SyncOptions = SyncOptions(),
@@ -272,15 +271,14 @@ public actor SyncEngine {
     }
 
     private func waitForCycle(_ target: Int, timeout: Duration) async throws -> SyncReport {
-        if schedule.completedCycles >= target, let lastReport { return lastReport }
+        if schedule.completedCycles >= target, let lastReport = waiters.lastReport { return lastReport }
         let clock = self.clock
         let timer = Task { [weak self] in
             try? await clock.sleep(for: timeout)
             await self?.expireWaiters(target)
         }
         defer { timer.cancel() }
-        nextWaiterID += 1
-        let id = nextWaiterID
+        let id = waiters.reserve()
         // A cancelled caller (a dismissed pull-to-refresh) stops waiting at
         // once; the cycle itself goes on in the background.
         let answer: SyncReport? = await withTaskCancellationHandler {
@@ -288,7 +286,7 @@ public actor SyncEngine {
                 if Task.isCancelled {
                     continuation.resume(returning: nil)
                 } else {
-                    waiters.append((target, id, continuation))
+                    waiters.wait(for: target, id: id) { continuation.resume(returning: $0) }
                 }
             }
         } onCancel: {
@@ -299,32 +297,16 @@ public actor SyncEngine {
         return report
     }
 
-    private func cancelWaiter(_ id: UInt64) {
-        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
-        waiters.remove(at: index).continuation.resume(returning: nil)
-    }
+    private func cancelWaiter(_ id: UInt64) { waiters.cancel(id) }
 
-    private func expireWaiters(_ target: Int) {
-        var timedOut = SyncReport(trigger: .manual)
-        timedOut.failure = .timedOut
-        waiters.removeAll { waiter in
-            guard waiter.target == target else { return false }
-            waiter.continuation.resume(returning: timedOut)
-            return true
-        }
-    }
+    private func expireWaiters(_ target: Int) { waiters.expire(target) }
 
     private func cycleFinished(_ cycle: SyncSchedule.Cycle, report: SyncReport) async {
         // The status is current before anyone waiting on this cycle resumes.
         await publishStatus()
         let next = schedule.finished(cycle)
         if schedule.running == nil { tasks.cycle = nil }
-        lastReport = report
-        waiters.removeAll { waiter in
-            guard waiter.target <= cycle.number else { return false }
-            waiter.continuation.resume(returning: report)
-            return true
-        }
+        waiters.finished(cycle.number, report: report)
         emit(.cycleCompleted(report))
         if !report.conflicts.isEmpty { emit(.conflicts(report.conflicts)) }
         if !report.rejected.isEmpty { emit(.rejected(report.rejected)) }
