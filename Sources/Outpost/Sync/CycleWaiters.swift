@@ -1,5 +1,3 @@
-import OutpostCore
-
 /// Callers of ``SyncEngine/sync(timeout:)`` waiting for a cycle to finish,
 /// and what the last finished cycle did. Each waiter is told exactly once:
 /// the report of the cycle it waits for (or a later one), a timeout, or

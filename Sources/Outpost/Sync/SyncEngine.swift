@@ -18,6 +18,13 @@ import OutpostCore
 /// for an older generation is ignored. Waits between retries use a
 /// monotonic clock; a manual sync skips them, never the in-flight exclusion.
 public actor SyncEngine {
+    // A coordinator of parts, each a value that owns its state and changes
+    // it only through its own events: SyncSchedule (when cycles run),
+    // PushPipeline, AttachmentUploads, LiveChannel, StatusPublisher (the only
+    // writer of the status), Credentials and CycleWaiters. The actor holds
+    // one of each, performs their I/O, and keeps the decisions that span
+    // them (whether the channel should run, what a cycle's failure means).
+
     /// The local store this engine syncs; the app reads and writes its data through it.
     public let store: LocalStore
     let transport: any SyncTransport
