@@ -97,7 +97,8 @@ struct StatusPublisherTests {
         #expect(publisher.status.connectivity == .online, "the network is the device's, not the person's")
         #expect(publisher.send(.figures(StoreFigures(conflicts: 7), epoch: readBefore, connectivity: .online, scopeTotals: [:])) == false)
         #expect(publisher.status.conflicts == 0)
-        #expect(publisher.send(.figures(StoreFigures(conflicts: 1), epoch: publisher.epoch, connectivity: .online, scopeTotals: [:])) == true)
+        let current = publisher.epoch
+        #expect(publisher.send(.figures(StoreFigures(conflicts: 1), epoch: current, connectivity: .online, scopeTotals: [:])) == true)
         #expect(publisher.status.conflicts == 1)
     }
 
@@ -116,7 +117,8 @@ struct StatusPublisherTests {
         #expect(catalogs?.onDevice == 3)
         #expect(catalogs?.inScope == nil)
         #expect(catalogs?.windowStart == nil)
-        #expect(publisher.send(.figures(figures, epoch: 0, connectivity: .online, scopeTotals: ["visits": 90])) == false, "the same figures send nothing")
+        let again = publisher.send(.figures(figures, epoch: 0, connectivity: .online, scopeTotals: ["visits": 90]))
+        #expect(!again, "the same figures send nothing")
     }
 
     @Test func aLiveEventKeepsTheLastEventsTimeUnlessItBringsOne() {
