@@ -83,8 +83,10 @@ import Network
 /// `NWPathMonitor` as a hint source.
 public final class SystemPathMonitor: PathMonitor, @unchecked Sendable {
     // @unchecked Sendable: NWPathMonitor delivers on its own serial queue; we only start it once per stream.
+    /// A monitor whose every stream watches the OS's network path.
     public init() {}
 
+    /// A stream of hints: the current path first, then one per change, until the stream ends.
     public func hints() -> AsyncStream<PathHint> {
         AsyncStream { continuation in
             let monitor = NWPathMonitor()
@@ -100,6 +102,20 @@ public final class SystemPathMonitor: PathMonitor, @unchecked Sendable {
     }
 }
 #endif
+
+extension SyncEngine {
+    /// The engine's path monitor unless the app gives one: the OS's where it
+    /// has a monitor (Network framework); none elsewhere, where the app or a
+    /// test sends hints itself.
+    @usableFromInline
+    package static func osPathMonitor() -> (any PathMonitor)? {
+        #if canImport(Network)
+        return SystemPathMonitor()
+        #else
+        return nil
+        #endif
+    }
+}
 
 /// Turns hints and request outcomes into a `ConnectivityState`.
 ///

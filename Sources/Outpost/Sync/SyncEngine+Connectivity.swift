@@ -56,7 +56,7 @@ extension SyncEngine {
         // snapshot this reconnection's sync takes.
         stopLive()
         // Another network may not have the proxy that held streams back.
-        streamsBufferedUntil = nil
+        liveChannel.networkChanged()
         if abandonCycle, schedule.abandonRunningCycle() {
             tasks.cycle?.cancel()
             tasks.cycle = nil

@@ -30,8 +30,7 @@ extension SyncEngine {
     /// follows a fresh snapshot.
     func ensureLive() {
         guard wantsLive, tasks.live == nil else { return }
-        liveGeneration += 1
-        let generation = liveGeneration
+        let generation = liveChannel.open()
         setLive(.connecting)
         tasks.live = Task { [weak self] in await self?.runLive(generation) }
     }
@@ -41,8 +40,7 @@ extension SyncEngine {
     /// straight to `shown`: a channel that closes only to reopen says
     /// "connecting", and a listener never sees "off" in between.
     func stopLive(showing shown: LiveChannelState = .off) {
-        liveGeneration += 1
-        liveSleepingUntil = nil
+        liveChannel.close()
         tasks.cancelLive()
         setLive(shown)
     }
@@ -58,47 +56,36 @@ extension SyncEngine {
     /// Shows the channel's state (and the last event's server time) at
     /// once, without reading the store.
     func setLive(_ state: LiveChannelState, eventAt: ServerTimestamp? = nil) {
-        var next = status
-        next.live = state
-        if let eventAt { next.lastLiveEventAt = eventAt }
-        guard next != status else { return }
-        status = next
-        statusListeners.yield(next)
-    }
-
-    /// Remembers the newest feed version this device stored.
-    func noteFeedPosition(_ page: RawPullPage) {
-        if let newest = page.changes.map(\.version).max() { feedHighWater = max(feedHighWater, newest) }
+        statusPublisher.send(.live(state, eventAt: eventAt))
     }
 
     /// Waits for a live page being stored, so a sync cycle's own pull
     /// never lands before an older page of the channel it replaced.
     func awaitLiveApply() async {
-        if let apply = liveApply { _ = await apply.result }
+        if let apply = liveChannel.applying { _ = await apply.result }
     }
 
     /// Sleeps on the engine's clock between the channel's attempts; the
     /// deadline is visible (``activity``) while this is the current channel.
     private func liveSleep(_ delay: Duration, _ generation: UInt64) async throws {
-        if liveGeneration == generation { liveSleepingUntil = clock.now() + delay }
-        defer { if liveGeneration == generation { liveSleepingUntil = nil } }
+        liveChannel.sleeps(until: clock.now() + delay, generation: generation)
+        defer { liveChannel.woke(generation: generation) }
         try await clock.sleep(for: delay)
     }
 
     private func runLive(_ generation: UInt64) async {
-        liveLoopsRunning += 1
-        defer { liveLoopsRunning -= 1 }
-        var attempt = 0
-        var silentStreams = 0
-        while !Task.isCancelled, liveGeneration == generation {
+        liveChannel.loopStarted()
+        defer { liveChannel.loopEnded() }
+        var reconnection = LiveChannel.Reconnection()
+        while !Task.isCancelled, liveChannel.isCurrent(generation) {
             do {
-                if let until = streamsBufferedUntil, clock.now() < until {
+                if liveChannel.transport(now: clock.now()) == .longPoll {
                     setLive(.polling)
                     try await pollOnce(generation)
                 } else {
                     do {
                         try await streamOnce(generation)
-                        silentStreams = 0
+                        reconnection.streamEnded()
                     } catch LiveEnd.silent {
                         // Held back by something between, or a server too
                         // busy to answer anyone (a reconnect storm after a
@@ -106,29 +93,27 @@ extension SyncEngine {
                         // would turn each later change into a thousand long
                         // polls). A plain pull tells which: answered promptly
                         // twice in a row, only streams are held back.
-                        if try await pullAnswersPromptly(generation) {
-                            silentStreams += 1
-                            if silentStreams >= 2 { throw LiveEnd.buffered }
-                        } else {
-                            silentStreams = 0
-                            throw SyncFailure.noAnswer
+                        switch reconnection.silentStream(pullAnswered: try await pullAnswersPromptly(generation)) {
+                        case .reconnect: break
+                        case .heldBack: throw LiveEnd.buffered
+                        case .noAnswer: throw SyncFailure.noAnswer
                         }
                     }
                     // The server ended the stream (its maximum duration):
                     // reconnect from the cursor, a moment later.
                     try await liveSleep(.milliseconds(Int64.random(in: 0...500, using: &random)), generation)
                 }
-                attempt = 0
+                reconnection.succeeded()
             } catch LiveEnd.buffered {
                 // Streams do not get through to this server: long polls for a
                 // while (or until the network changes), and the status says so.
-                streamsBufferedUntil = clock.now() + Self.bufferedStreamsRetry
+                liveChannel.streamsHeldBack(now: clock.now())
             } catch LiveEnd.needsSnapshot {
                 break
             } catch let failure as SyncFailure where failure.needsCycle {
                 // A refused token, a needed re-download, an update: the sync
                 // cycle handles those, then opens the channel again.
-                if liveGeneration == generation {
+                if liveChannel.isCurrent(generation) {
                     tasks.live = nil
                     setLive(.off)
                     trigger(.liveChannel)
@@ -139,7 +124,7 @@ extension SyncEngine {
             } catch LiveEnd.stale {
                 break
             } catch {
-                guard liveGeneration == generation, !Task.isCancelled else { break }
+                guard liveChannel.isCurrent(generation), !Task.isCancelled else { break }
                 let failure = (error as? SyncFailure) ?? .noAnswer
                 if failure == .offline {
                     // No network at all: the path monitor or the next request
@@ -152,16 +137,16 @@ extension SyncEngine {
                 await record(failure == .noAnswer ? .noAnswer : .serverStruggling)
                 setLive(.connecting)
                 let delay: Duration
+                let attempt = reconnection.failed()
                 if case .serverBusy(let retryAfter?) = failure {
                     delay = options.retry.delay(retryAfter: retryAfter, random: &random)
                 } else {
                     delay = options.retry.delay(afterAttempt: attempt, random: &random)
                 }
-                attempt += 1
                 do { try await liveSleep(delay, generation) } catch { break }
             }
         }
-        if liveGeneration == generation {
+        if liveChannel.isCurrent(generation) {
             tasks.live = nil
             setLive(.off)
         }
@@ -201,7 +186,7 @@ extension SyncEngine {
             if case .noAnswer = error { throw LiveEnd.silent }
             throw SyncFailure.noAnswer
         }
-        guard liveGeneration == generation else { throw LiveEnd.stale }
+        guard liveChannel.isCurrent(generation) else { throw LiveEnd.stale }
         if [404, 405, 501].contains(stream.status) {
             // A server (or a proxy) without streams: long polls instead.
             throw LiveEnd.buffered
@@ -233,7 +218,7 @@ extension SyncEngine {
                     }
                 }
             }
-            let watch = liveWatchdog
+            let watch = liveChannel.watchdog
             group.addTask {
                 // The watchdog: a socket can be open while nothing flows.
                 let step = min(heartbeat, firstEventLimit) / 4
@@ -259,7 +244,7 @@ extension SyncEngine {
 
     /// One event of the stream, on the engine: dropped when its channel is over.
     private func receiveLive(_ event: ServerEvent, generation: UInt64, collections: [String]) async throws {
-        guard liveGeneration == generation else { throw LiveEnd.stale }
+        guard liveChannel.isCurrent(generation) else { throw LiveEnd.stale }
         switch event.name {
         case "heartbeat":
             struct Beat: Decodable { var serverTime: ServerTimestamp
@@ -276,7 +261,7 @@ extension SyncEngine {
             // A page whose every change is one this device already holds (a
             // late duplicate across a reconnection) is dropped whole: storing
             // its cursor would move the feed position back.
-            if let newest = page.changes.map(\.version).max(), newest > 0, newest <= feedHighWater {
+            if liveChannel.isLateDuplicate(page) {
                 setLive(.live, eventAt: page.serverTime)
                 return
             }
@@ -294,35 +279,18 @@ extension SyncEngine {
     /// Stores a page and its cursor in one transaction, unless the channel
     /// was replaced meanwhile; local edits waiting are kept, as in a pull.
     private func storeLive(_ page: RawPullPage, generation: UInt64, collections: [String]) async throws {
-        guard liveGeneration == generation else { throw LiveEnd.stale }
+        guard liveChannel.isCurrent(generation) else { throw LiveEnd.stale }
         let store = self.store
         let apply = Task { try await store.applyPull(page, collections: collections) }
-        liveApply = apply
-        defer { if liveApply == apply { liveApply = nil } }
+        liveChannel.applyStarted(apply)
+        defer { liveChannel.applyEnded(apply) }
         let result = try await apply.value
-        noteFeedPosition(page)
+        liveChannel.stored(page)
         // Deletes the page queued (records this device deleted came back),
         // and changes it freed from behind a refused create, are pushed now.
         if result.redeleted + result.unblocked > 0 { trigger(.localChange) }
         if !eventListeners.isEmpty, !page.changes.isEmpty { emit(.received(ReceivedChange.all(in: page))) }
         refreshStatusSoon()
-    }
-
-    /// The status's store figures (counts, last sync) after live pages, at
-    /// most five times a second: a busy team's commits would otherwise
-    /// recount the device's tables after every one.
-    func refreshStatusSoon() {
-        guard !statusRefreshPending else { return }
-        statusRefreshPending = true
-        spawn { engine in
-            try? await Task.sleep(for: .milliseconds(200))
-            await engine.refreshStatusNow()
-        }
-    }
-
-    private func refreshStatusNow() async {
-        statusRefreshPending = false
-        await publishStatus()
     }
 
     /// Whether the server answers a plain pull within half the first-event
@@ -370,7 +338,7 @@ extension SyncEngine {
         } catch let failure as ServerClient.Failure {
             throw failure.failure
         }
-        guard liveGeneration == generation else { throw LiveEnd.stale }
+        guard liveChannel.isCurrent(generation) else { throw LiveEnd.stale }
         return (answer.body, position)
     }
 
@@ -379,9 +347,6 @@ extension SyncEngine {
         guard !page.changes.isEmpty || page.cursor != position.cursor else { return }
         try await storeLive(page, generation: generation, collections: position.collections)
     }
-
-    /// How long a server whose streams were held back is long-polled before streams are tried again.
-    static let bufferedStreamsRetry: Duration = .seconds(600)
 
     static func seconds(_ duration: Duration) -> TimeInterval {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18

@@ -40,20 +40,16 @@ extension SyncEngine {
         let unsent = summary.total + summary.held + summary.rejected
         if policy == .refuse && unsent > 0 { throw SignOutError.unsentChanges(unsent) }
         stop()
-        token = nil
+        credentials.forget()
         if policy != .keep {
             try await store.wipe()
-            statusEpoch += 1
             // What the status said about the last person's data is gone with it.
-            let connectivity = status.connectivity
-            status = SyncStatus()
-            status.connectivity = connectivity
+            statusPublisher.send(.wiped)
             scopeTotals = [:]
-            feedHighWater = 0
-            progress = nil
-            lastReport = nil
+            liveChannel.wiped()
+            waiters.forgetLastReport()
         }
-        status.signInRequired = true
+        statusPublisher.send(.signInRequired(true))
         await publishStatus()
     }
 }

@@ -18,6 +18,13 @@ import OutpostCore
 /// for an older generation is ignored. Waits between retries use a
 /// monotonic clock; a manual sync skips them, never the in-flight exclusion.
 public actor SyncEngine {
+    // A coordinator of parts, each a value that owns its state and changes
+    // it only through its own events: SyncSchedule (when cycles run),
+    // PushPipeline, AttachmentUploads, LiveChannel, StatusPublisher (the only
+    // writer of the status), Credentials and CycleWaiters. The actor holds
+    // one of each, performs their I/O, and keeps the decisions that span
+    // them (whether the channel should run, what a cycle's failure means).
+
     /// The local store this engine syncs; the app reads and writes its data through it.
     public let store: LocalStore
     let transport: any SyncTransport
@@ -28,9 +35,8 @@ public actor SyncEngine {
     let pathMonitor: (any PathMonitor)?
     var random: SeededRandom
 
-    var token: String?
-    /// The app's sign-in, asked for tokens (nil when a token is set by hand).
-    let credentials: CredentialsProvider?
+    /// The token, and the app's sign-in that gives new ones.
+    var credentials: Credentials
     var connectivity = ConnectivityModel()
     /// When cycles run: single flight, follow-ups, generations, backoff.
     var schedule = SyncSchedule()
@@ -40,49 +46,25 @@ public actor SyncEngine {
     var isStarted = false
     /// Until ``enteredBackground()``; ``enteredForeground()`` sets it again.
     var isInForeground = true
-    /// Bumped whenever the live channel closes: its late events are dropped.
-    var liveGeneration: UInt64 = 0
-    /// Until then (monotonic), streams do not reach this server (a buffering
-    /// proxy): long polls instead. A network change tries streams again.
-    var streamsBufferedUntil: Duration?
-    /// The newest feed version stored from a pull or the live channel: a
-    /// live page with nothing newer is a late duplicate.
-    var feedHighWater: Int64 = 0
-    /// A live page being stored (a cycle's pull waits for it).
-    var liveApply: Task<PullPageResult, any Error>?
-    /// Live channel loops running, the current one and any replaced one
-    /// still finishing a read (the simulation waits for them to settle).
-    var liveLoopsRunning = 0
-    /// When the current channel's loop sleeps (a backoff, a reconnection
-    /// pause): until when, on the engine's clock.
-    var liveSleepingUntil: Duration?
+    /// The live channel: which one is current, how it reaches the server, the feed's position.
+    var liveChannel = LiveChannel()
     /// Set by ``stop()``: an engine kept live without ``start()`` stays closed.
     var wasStopped = false
-    /// Until when the open stream's watchdog sleeps (it runs off the actor).
-    let liveWatchdog = Locked<(generation: UInt64, until: Duration)?>(nil)
-    /// A status refresh after live pages is on its way.
-    var statusRefreshPending = false
     /// When the last cycle started (monotonic): the periodic sync is rarer while live.
     var lastCycleStartedAt: Duration?
-    var waiters: [(target: Int, id: UInt64, continuation: CheckedContinuation<SyncReport?, Never>)] = []
-    var nextWaiterID: UInt64 = 0
-    var lastReport: SyncReport?
+    /// Callers of ``sync(timeout:)`` waiting for a cycle, and the last cycle's report.
+    var waiters = CycleWaiters()
     /// What the last finished cycle did (the simulation's trace reads it).
-    package var lastCycleReport: SyncReport? { lastReport }
-    var status = SyncStatus()
-    var progress: SyncProgress?
+    package var lastCycleReport: SyncReport? { waiters.lastReport }
+    /// The only writer of the status; every other part sends it events.
+    var statusPublisher: StatusPublisher
+    /// Records in scope per collection, as the server last counted them (the status's coverage).
     var scopeTotals: [String: Int64] = [:]
-    var statusListeners = Listeners<SyncStatus>()
     var eventListeners = Listeners<SyncEvent>()
     var telemetryListeners = Listeners<SyncTelemetryEvent>()
     var refreshHandlers: [String: @Sendable () async -> Void] = [:]
-    /// Bumped when the store is wiped: a status read from the store before
-    /// then is not published.
-    var statusEpoch = 0
-    /// Bytes per attachment upload request, adapted to the link.
-    var uploadPieceBytes = 4 << 20
-    /// Attachment bytes sent since the engine started (resent ones included).
-    var attachmentBytesSent: Int64 = 0
+    /// Piece sizes and bytes sent of attachment uploads.
+    var attachmentUploads = AttachmentUploads()
 
     /// An engine with a token set by hand (``updateToken(_:)`` replaces it).
     ///
@@ -92,22 +74,22 @@ public actor SyncEngine {
     ///   - token: the bearer token; nil until the person signs in (capture works regardless).
     ///   - options: intervals, batch sizes, timeouts and the app's identity.
     ///   - clock: the monotonic clock its timers use (a manual one in tests).
-    ///   - pathMonitor: the OS's network path hints, if any.
+    ///   - pathMonitor: the network path hints; by default the OS's own where it has a
+    ///     monitor (`SystemPathMonitor`), none elsewhere (send hints with ``receive(_:)``).
     ///   - seed: seeds the jitter, so a test or simulation replays exactly.
     public init(
         store: LocalStore, transport: any SyncTransport, token: String?, options: SyncOptions = SyncOptions(),
-        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = nil,
+        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = SyncEngine.osPathMonitor(),
         seed: UInt64 = UInt64.random(in: 0...UInt64.max)
     ) {
         self.store = store
         self.transport = transport
-        self.token = token
-        self.credentials = nil
+        self.credentials = Credentials(token: token)
+        self.statusPublisher = StatusPublisher(signInRequired: token == nil)
         self.options = options
         self.clock = clock
         self.pathMonitor = pathMonitor
         self.random = SeededRandom(seed: seed)
-        self.status.signInRequired = token == nil
         connectBlobSource()
     }
 
@@ -116,13 +98,13 @@ public actor SyncEngine {
     /// one it has (see ``CredentialsProvider``).
     public init(
         store: LocalStore, transport: any SyncTransport, options: SyncOptions = SyncOptions(),
-        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = nil,
+        clock: any MonotonicClock = SystemMonotonicClock(), pathMonitor: (any PathMonitor)? = SyncEngine.osPathMonitor(),
         seed: UInt64 = UInt64.random(in: 0...UInt64.max), credentials: @escaping CredentialsProvider
     ) {
         self.store = store
         self.transport = transport
-        self.token = nil
-        self.credentials = credentials
+        self.credentials = Credentials(token: nil, provider: credentials)
+        self.statusPublisher = StatusPublisher()
         self.options = options
         self.clock = clock
         self.pathMonitor = pathMonitor
@@ -141,7 +123,7 @@ public actor SyncEngine {
         guard !isStarted else { return }
         isStarted = true
         schedule.start()
-        if credentials != nil, token == nil { status.signInRequired = false }
+        if credentials.hasProvider, token == nil { statusPublisher.send(.signInRequired(false)) }
         await publishStatus()
         if let pathMonitor {
             let hints = pathMonitor.hints()
@@ -173,19 +155,18 @@ public actor SyncEngine {
         schedule.stop()
         // A cycle that was running is abandoned: its answers are dropped.
         _ = schedule.abandonRunningCycle()
-        liveGeneration += 1
+        liveChannel.abandon()
         tasks.cancelAll()
-        status.live = .off
-        statusListeners.finishAll()
+        statusPublisher.send(.stopped)
+        statusPublisher.finishListeners()
         eventListeners.finishAll()
         telemetryListeners.finishAll()
     }
 
     /// A new token after the person signed in again: server calls resume.
     public func updateToken(_ token: String) async {
-        self.token = token
-        status.signInRequired = false
-        if status.lastError == .signInRequired || status.lastError == .accessRevoked { status.lastError = nil }
+        credentials.replace(with: token)
+        statusPublisher.send(.tokenReplaced)
         await publishStatus()
         trigger(.manual)
     }
@@ -270,9 +251,8 @@ public actor SyncEngine {
 
     package var activity: ActivityProbe {
         ActivityProbe(
-            cycleRunning: tasks.cycle != nil, channelOpen: tasks.live != nil, liveLoops: liveLoopsRunning,
-            sleepingUntil: liveSleepingUntil,
-            watchdogUntil: liveWatchdog.current.flatMap { $0.generation == liveGeneration ? $0.until : nil },
+            cycleRunning: tasks.cycle != nil, channelOpen: tasks.live != nil, liveLoops: liveChannel.loopsRunning,
+            sleepingUntil: liveChannel.sleepingUntil, watchdogUntil: liveChannel.watchdogUntil,
             timers: Array(tasks.timers.values) + (tasks.retryDeadline.map { [$0] } ?? []))
     }
 
@@ -298,15 +278,14 @@ public actor SyncEngine {
     }
 
     private func waitForCycle(_ target: Int, timeout: Duration) async throws -> SyncReport {
-        if schedule.completedCycles >= target, let lastReport { return lastReport }
+        if schedule.completedCycles >= target, let lastReport = waiters.lastReport { return lastReport }
         let clock = self.clock
         let timer = Task { [weak self] in
             try? await clock.sleep(for: timeout)
             await self?.expireWaiters(target)
         }
         defer { timer.cancel() }
-        nextWaiterID += 1
-        let id = nextWaiterID
+        let id = waiters.reserve()
         // A cancelled caller (a dismissed pull-to-refresh) stops waiting at
         // once; the cycle itself goes on in the background.
         let answer: SyncReport? = await withTaskCancellationHandler {
@@ -314,7 +293,7 @@ public actor SyncEngine {
                 if Task.isCancelled {
                     continuation.resume(returning: nil)
                 } else {
-                    waiters.append((target, id, continuation))
+                    waiters.wait(for: target, id: id) { continuation.resume(returning: $0) }
                 }
             }
         } onCancel: {
@@ -325,32 +304,16 @@ public actor SyncEngine {
         return report
     }
 
-    private func cancelWaiter(_ id: UInt64) {
-        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
-        waiters.remove(at: index).continuation.resume(returning: nil)
-    }
+    private func cancelWaiter(_ id: UInt64) { waiters.cancel(id) }
 
-    private func expireWaiters(_ target: Int) {
-        var timedOut = SyncReport(trigger: .manual)
-        timedOut.failure = .timedOut
-        waiters.removeAll { waiter in
-            guard waiter.target == target else { return false }
-            waiter.continuation.resume(returning: timedOut)
-            return true
-        }
-    }
+    private func expireWaiters(_ target: Int) { waiters.expire(target) }
 
     private func cycleFinished(_ cycle: SyncSchedule.Cycle, report: SyncReport) async {
         // The status is current before anyone waiting on this cycle resumes.
         await publishStatus()
         let next = schedule.finished(cycle)
         if schedule.running == nil { tasks.cycle = nil }
-        lastReport = report
-        waiters.removeAll { waiter in
-            guard waiter.target <= cycle.number else { return false }
-            waiter.continuation.resume(returning: report)
-            return true
-        }
+        waiters.finished(cycle.number, report: report)
         emit(.cycleCompleted(report))
         if !report.conflicts.isEmpty { emit(.conflicts(report.conflicts)) }
         if !report.rejected.isEmpty { emit(.rejected(report.rejected)) }
@@ -422,7 +385,7 @@ public actor SyncEngine {
     }
 
     private func removeListener(_ id: UUID) {
-        statusListeners.remove(id)
+        statusPublisher.unsubscribe(id)
         eventListeners.remove(id)
         telemetryListeners.remove(id)
     }

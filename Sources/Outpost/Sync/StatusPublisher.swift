@@ -1,0 +1,232 @@
+package import Foundation
+import OutpostCore
+
+/// The one writer of the engine's ``SyncStatus``. Every other part sends
+/// it an event; it decides what the status becomes and whether listeners
+/// see it now or with the next publication.
+package struct StatusPublisher {
+    /// What listeners saw last, plus changes noted since.
+    package private(set) var status = SyncStatus()
+    /// The download's progress; the status shows it while a cycle runs.
+    package private(set) var progress: SyncProgress?
+    /// Bumped when the store is wiped: figures read before then are the last person's.
+    package private(set) var epoch = 0
+    /// A refresh after live pages is on its way (at most one at a time).
+    package private(set) var refreshPending = false
+    private var listeners = Listeners<SyncStatus>()
+
+    package init(signInRequired: Bool = false) {
+        status.signInRequired = signInRequired
+    }
+
+    /// What happened, as far as the status is concerned.
+    package enum Event {
+        // Shown at once.
+        /// A cycle began or ended (the store is not read: a cycle with
+        /// nothing to send or receive still shows itself).
+        case syncing(Bool, connectivity: ConnectivityState)
+        /// The download's progress moved; only it is shown.
+        case progressShown(connectivity: ConnectivityState)
+        /// The live channel's state, and the server time of its last event.
+        case live(LiveChannelState, eventAt: ServerTimestamp?)
+        /// The attachments' figures alone, after an upload.
+        case attachments(AttachmentSummary)
+        /// Figures read from the store at `epoch`, with the engine's own.
+        case figures(StoreFigures, epoch: Int, connectivity: ConnectivityState, scopeTotals: [String: Int64])
+
+        // Noted: listeners see them with the next publication.
+        case signInRequired(Bool)
+        /// The last failure (a failed sign-in, a local fault).
+        case failed(SyncFailure)
+        /// A cycle failed: the failure, and what it says about the session.
+        case cycleFailed(SyncFailure)
+        /// A cycle got through: no error, no update required.
+        case cycleSucceeded
+        /// A new token: the session's failures are over.
+        case tokenReplaced
+        case uploadingAttachments(Bool)
+        /// A first download starts with this many rows.
+        case downloadStarted(total: Int64)
+        /// Rows of the download were stored.
+        case downloaded(rows: Int64)
+        /// The download reached its end.
+        case downloadFinished
+        /// The cycle is over: no progress to show.
+        case downloadEnded
+        /// The engine stopped: no channel.
+        case stopped
+        /// The store was wiped: nothing said about the last person's data stays.
+        case wiped
+    }
+
+    /// Applies `event`; returns true when listeners were sent the new status.
+    @discardableResult
+    package mutating func send(_ event: Event) -> Bool {
+        var next = status
+        switch event {
+        case .syncing(let syncing, let connectivity):
+            guard status.isSyncing != syncing else { return false }
+            next.isSyncing = syncing
+            next.progress = syncing ? progress : nil
+            next.connectivity = connectivity
+        case .progressShown(let connectivity):
+            next.progress = status.isSyncing ? progress : nil
+            next.connectivity = connectivity
+        case .live(let state, let eventAt):
+            next.live = state
+            if let eventAt { next.lastLiveEventAt = eventAt }
+        case .attachments(let summary):
+            next.attachments = summary
+        case .figures(let figures, let readIn, let connectivity, let scopeTotals):
+            // Read before a wipe: the store's figures are the last person's.
+            guard readIn == epoch else { return false }
+            next.connectivity = connectivity
+            next.progress = status.isSyncing ? progress : nil
+            figures.apply(to: &next, scopeTotals: scopeTotals)
+        case .signInRequired, .failed, .cycleFailed, .cycleSucceeded, .tokenReplaced, .uploadingAttachments,
+            .downloadStarted, .downloaded, .downloadFinished, .downloadEnded, .stopped, .wiped:
+            note(event)
+            return false
+        }
+        guard next != status else { return false }
+        status = next
+        listeners.yield(next)
+        return true
+    }
+
+    private mutating func note(_ event: Event) {
+        switch event {
+        case .signInRequired(let required):
+            status.signInRequired = required
+        case .failed(let failure):
+            status.lastError = failure
+        case .cycleFailed(let failure):
+            status.lastError = failure
+            if failure == .signInRequired { status.signInRequired = true }
+            if failure == .updateRequired { status.updateRequired = true }
+        case .cycleSucceeded:
+            status.lastError = nil
+            status.updateRequired = false
+        case .tokenReplaced:
+            status.signInRequired = false
+            if status.lastError == .signInRequired || status.lastError == .accessRevoked { status.lastError = nil }
+        case .uploadingAttachments(let uploading):
+            status.isUploadingAttachments = uploading
+        case .downloadStarted(let total):
+            progress = SyncProgress(done: 0, total: total)
+        case .downloaded(let rows):
+            if var current = progress {
+                current.done = min(current.total, current.done + rows)
+                progress = current
+            }
+        case .downloadFinished:
+            if var current = progress {
+                current.done = current.total
+                progress = current
+            }
+        case .downloadEnded:
+            progress = nil
+        case .stopped:
+            status.live = .off
+        case .wiped:
+            epoch += 1
+            let connectivity = status.connectivity
+            status = SyncStatus()
+            status.connectivity = connectivity
+            progress = nil
+        case .syncing, .progressShown, .live, .attachments, .figures:
+            break
+        }
+    }
+
+    // MARK: Listeners
+
+    /// A stream that starts with the status now, then every publication,
+    /// with up to `newest` kept for a slow reader.
+    package mutating func subscribe(keeping newest: Int, ended: @escaping @Sendable (UUID) -> Void) -> AsyncStream<SyncStatus> {
+        let (stream, continuation) = listeners.add(newest: newest, ended: ended)
+        continuation.yield(status)
+        return stream
+    }
+
+    mutating func unsubscribe(_ id: UUID) { listeners.remove(id) }
+
+    /// Ends every stream (the engine stopped).
+    mutating func finishListeners() { listeners.finishAll() }
+
+    // MARK: Refreshes after live pages
+
+    /// Asks for a refresh of the store's figures; true when one must be
+    /// scheduled (none is on its way already).
+    package mutating func refreshWanted() -> Bool {
+        guard !refreshPending else { return false }
+        refreshPending = true
+        return true
+    }
+
+    /// The scheduled refresh runs now: a later page asks for another.
+    package mutating func refreshStarted() { refreshPending = false }
+}
+
+/// The status's figures that come from the store, read in one go.
+package struct StoreFigures: Sendable {
+    package var outbox: OutboxSummary?
+    package var conflicts: Int?
+    package var pullState: PullState?
+    package var counts: [String: Int]?
+    package var attachments: AttachmentSummary?
+    package var mode: ScopeMode?
+    package var windowStart: ServerTimestamp?
+
+    package init(
+        outbox: OutboxSummary? = nil, conflicts: Int? = nil, pullState: PullState? = nil, counts: [String: Int]? = nil,
+        attachments: AttachmentSummary? = nil, mode: ScopeMode? = nil, windowStart: ServerTimestamp? = nil
+    ) {
+        self.outbox = outbox
+        self.conflicts = conflicts
+        self.pullState = pullState
+        self.counts = counts
+        self.attachments = attachments
+        self.mode = mode
+        self.windowStart = windowStart
+    }
+
+    /// Reads every figure; one the store cannot give is left as it was.
+    static func read(from store: LocalStore) async -> StoreFigures {
+        StoreFigures(
+            outbox: try? await store.outboxSummary(),
+            conflicts: try? await store.conflicts().count,
+            pullState: try? await store.pullState(collections: store.syncedCollections),
+            counts: try? await store.localCounts(),
+            attachments: try? await store.attachmentSummary(),
+            mode: (try? await store.metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) },
+            windowStart: (try? await store.metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) })
+    }
+
+    /// Writes the figures read into `status`; catalogs are always kept whole.
+    func apply(to status: inout SyncStatus, scopeTotals: [String: Int64]) {
+        if let outbox {
+            status.pending = outbox.pending
+            status.sending = outbox.sending
+            status.awaitingConfirmation = outbox.awaitingConfirmation
+            status.rejected = outbox.rejected
+            status.held = outbox.held
+        }
+        if let conflicts { status.conflicts = conflicts }
+        if let attachments { status.attachments = attachments }
+        if let pullState {
+            status.lastSyncedAt = pullState.lastSyncedAt
+            status.hasSynced = !pullState.lastSyncedAt.isEmpty
+        }
+        if let counts {
+            var coverage: [String: CollectionCoverage] = [:]
+            for (collection, count) in counts {
+                let collectionMode: ScopeMode = collection == "catalogs" ? .full : (mode ?? .full)
+                coverage[collection] = CollectionCoverage(
+                    mode: collectionMode, onDevice: count, inScope: scopeTotals[collection],
+                    windowStart: collectionMode == .capped ? windowStart : nil)
+            }
+            status.coverage = coverage
+        }
+    }
+}
