@@ -121,6 +121,22 @@ struct RouteMiddlewareTests {
         #expect(live.server.handle(Self.request("POST", "/v1/health")).status == 405)
     }
 
+    @Test func aPercentEncodedPathParameterReachesItsHandlerDecodedOnce() async throws {
+        let live = try LiveServer(.sqlite)
+        let token = try live.token("ana")
+        let device = TestDevice()
+        let person = UUID()
+        _ = try await live.push(device.request(device.mutation(.create, uuid: person, data: ["name": "Ana Lima"])), token: token)
+        // The socket layer decodes the path before the router sees it.
+        let encoded = person.wireText.replacingOccurrences(of: "-", with: "%2D")
+        let overSocket = try await live.get("/v1/records/peop%6Ce/\(encoded)", token: token)
+        #expect(overSocket.status == 200, "\(overSocket.text)")
+        #expect(overSocket.text.contains(person.wireText))
+        let inProcess = live.server.handle(
+            HTTPRequest(method: "GET", path: "/v1/records/people/\(person.wireText)", headers: ["Authorization": "Bearer \(token)"]))
+        #expect(inProcess.status == 200)
+    }
+
     // MARK: Sightings over a real socket
 
     @Test(arguments: Backend.available)

@@ -8,9 +8,9 @@ protocol Middleware: Sendable {
     func prepare(_ request: inout RouteRequest, server: SyncServer) throws
     /// Runs on every answer of the group's routes, errors included.
     func finish(_ response: inout HTTPResponse, request: RouteRequest)
-    /// Whether it runs before the router's 405 too: a check that today's
-    /// clients rely on coming first (an old app learns it must update
-    /// before it learns a method is wrong).
+    /// Whether it runs before the router's 405 too: a check whose answer
+    /// comes first (an old app learns it must update, a console without a
+    /// session that it must sign in, before either learns a method is wrong).
     var screensRefusals: Bool { get }
 }
 

@@ -57,17 +57,7 @@ extension SyncServer {
             case .found(let route, let parameters):
                 middleware = route.middleware
                 request.parameters = parameters
-                if case .upload(let start) = route.action {
-                    // In process the body is whole already.
-                    answer = .now(uploadWhole(route, start, &request))
-                } else {
-                    for step in middleware { try step.prepare(&request, server: self) }
-                    switch route.action {
-                    case .respond(let respond): answer = .now(try respond(self)(request))
-                    case .live(let live): answer = try live(self)(request)
-                    case .upload: answer = .now(Self.errorResponse(APIError.unavailable, user: request.user))
-                    }
-                }
+                answer = try run(route, &request)
             }
         } catch {
             answer = .now(Self.errorAnswer(error, user: request.user))
@@ -78,6 +68,21 @@ extension SyncServer {
         // what it sends next (and knows to send plain when none is listed).
         if !Self.acceptEncoding.isEmpty { response.headers["Accept-Encoding"] = Self.acceptEncoding }
         return .now(response)
+    }
+
+    /// The route's middleware in order, then its handler.
+    private func run(_ route: Router.Route, _ request: inout RouteRequest) throws -> LiveAnswer {
+        switch route.action {
+        case .respond(let respond):
+            for step in route.middleware { try step.prepare(&request, server: self) }
+            return .now(try respond(self)(request))
+        case .live(let live):
+            for step in route.middleware { try step.prepare(&request, server: self) }
+            return try live(self)(request)
+        case .upload(let start):
+            // In process the body is whole already.
+            return .now(uploadWhole(route, start, &request))
+        }
     }
 
     /// 405, naming the methods the path answers.
