@@ -2,72 +2,64 @@ import Foundation
 import OutpostCore
 
 extension SyncServer {
-    /// `PUT`, `HEAD` and `GET /v1/blobs/{sha256}` (docs/protocol.md, "Attachments").
-    /// A socket's PUT streams through `BlobUpload` from the HTTP layer; one
-    /// handled here (in process) has its body whole already.
-    func blobAnswer(_ request: HTTPRequest, user: inout String?) throws -> HTTPResponse {
-        switch request.method {
-        case "PUT":
-            switch BlobUpload.start(request, server: self) {
-            case .refuse(let response, _):
-                return response
-            case .accept(let upload):
-                request.body.withUnsafeBytes { upload.write($0) }
-                return upload.finish()
-            }
-        case "HEAD", "GET":
-            let principal = try tokens.authenticate(Self.bearer(request))
-            user = principal.user
-            try limiter?.admit(principal.user)
-            guard let sha = BlobUpload.name(request.path) else {
-                throw APIError(
-                    .invalidRequest, "A blob is named by the SHA-256 of its bytes: 64 hexadecimal digits.",
-                    fields: ["sha256": "must be 64 hexadecimal digits"])
-            }
-            // Someone else's blob is "not found", as records outside the scope are.
-            guard let state = try blobs.state(sha), try canRead(sha, principal) else {
-                throw APIError(.notFound, "No such blob.")
-            }
-            guard state.complete else {
-                // "Not found", saying how much is held when anything is.
-                var response = Self.errorResponse(APIError(.notFound, "This blob is not complete yet."), user: user)
-                if state.received > 0 { response.headers["Upload-Offset"] = String(state.received) }
-                return response
-            }
-            var headers = ["Cache-Control": "private, max-age=31536000, immutable", "Accept-Ranges": "bytes"]
-            headers["Content-Type"] = state.contentType ?? "application/octet-stream"
-            if request.method == "HEAD" {
-                var response = HTTPResponse(status: 200, headers: headers, user: user)
-                response.declaredLength = state.size
-                return response
-            }
-            var first: Int64 = 0
-            var last = state.size - 1
-            var status = 200
-            if let range = request.headers["range"] {
-                guard let parsed = Self.byteRange(range, size: state.size) else {
-                    var response = Self.errorResponse(
-                        APIError(.invalidRequest, "The Range cannot be served from a blob of \(state.size) bytes."), user: user)
-                    response.status = 416
-                    response.headers["Content-Range"] = "bytes */\(state.size)"
-                    return response
-                }
-                (first, last, status) = (parsed.first, parsed.last, 206)
-                headers["Content-Range"] = "bytes \(first)-\(last)/\(state.size)"
-            }
-            if request.fromSocket, let reader = blobs.bodyReader(sha, first: first, length: last - first + 1) {
-                // On a socket the bytes go out as it takes them, never whole in memory.
-                var response = HTTPResponse(status: status, headers: headers, user: user)
-                response.bodyReader = reader
-                return response
-            }
-            var body: [UInt8] = []
-            body.reserveCapacity(Int(last - first + 1))
-            try blobs.read(sha, from: first, to: last + 1) { body.append(contentsOf: $0) }
-            return HTTPResponse(status: status, headers: headers, body: body, user: user)
-        default:
-            throw APIError(.methodNotAllowed, "This endpoint answers PUT, HEAD and GET.")
+    /// `PUT /v1/blobs/{sha256}` (docs/protocol.md, "Attachments"): checked
+    /// from its headers; on a socket its body then streams to storage.
+    func startBlobUpload(_ request: RouteRequest) throws -> BlobUpload.Start {
+        try BlobUpload.begin(request, server: self)
+    }
+
+    /// `HEAD` and `GET /v1/blobs/{sha256}`: a blob's bytes (or a range of
+    /// them) for whoever may read it.
+    func blob(_ route: RouteRequest) throws -> HTTPResponse {
+        let request = route.http
+        let principal = try route.caller()
+        let user = route.user
+        guard let sha = BlobUpload.name(route.parameter("sha256")) else {
+            throw APIError(
+                .invalidRequest, "A blob is named by the SHA-256 of its bytes: 64 hexadecimal digits.",
+                fields: ["sha256": "must be 64 hexadecimal digits"])
         }
+        // Someone else's blob is "not found", as records outside the scope are.
+        guard let state = try blobs.state(sha), try canRead(sha, principal) else {
+            throw APIError(.notFound, "No such blob.")
+        }
+        guard state.complete else {
+            // "Not found", saying how much is held when anything is.
+            var response = Self.errorResponse(APIError(.notFound, "This blob is not complete yet."), user: user)
+            if state.received > 0 { response.headers["Upload-Offset"] = String(state.received) }
+            return response
+        }
+        var headers = ["Cache-Control": "private, max-age=31536000, immutable", "Accept-Ranges": "bytes"]
+        headers["Content-Type"] = state.contentType ?? "application/octet-stream"
+        if request.method == "HEAD" {
+            var response = HTTPResponse(status: 200, headers: headers, user: user)
+            response.declaredLength = state.size
+            return response
+        }
+        var first: Int64 = 0
+        var last = state.size - 1
+        var status = 200
+        if let range = request.headers["range"] {
+            guard let parsed = Self.byteRange(range, size: state.size) else {
+                var response = Self.errorResponse(
+                    APIError(.invalidRequest, "The Range cannot be served from a blob of \(state.size) bytes."), user: user)
+                response.status = 416
+                response.headers["Content-Range"] = "bytes */\(state.size)"
+                return response
+            }
+            (first, last, status) = (parsed.first, parsed.last, 206)
+            headers["Content-Range"] = "bytes \(first)-\(last)/\(state.size)"
+        }
+        if request.fromSocket, let reader = blobs.bodyReader(sha, first: first, length: last - first + 1) {
+            // On a socket the bytes go out as it takes them, never whole in memory.
+            var response = HTTPResponse(status: status, headers: headers, user: user)
+            response.bodyReader = reader
+            return response
+        }
+        var body: [UInt8] = []
+        body.reserveCapacity(Int(last - first + 1))
+        try blobs.read(sha, from: first, to: last + 1) { body.append(contentsOf: $0) }
+        return HTTPResponse(status: status, headers: headers, body: body, user: user)
     }
 
     /// Whether `principal` may read the blob: they uploaded its bytes, or

@@ -4,143 +4,119 @@ import OutpostCore
 /// The administrator's console at `/admin`: its page, style and script,
 /// compiled into the server (no CDN, nothing fetched), and the JSON API
 /// under `/admin/api/` that the script calls with the session cookie.
-///
-/// Every answer carries a strict Content-Security-Policy (scripts and
-/// styles only from the server itself, no inline script, no framing), so
-/// a record whose data holds `<script>` can only ever be text.
+/// Routes and middleware (security headers, session, CSRF) are in
+/// `Routing/Routes.swift`.
 extension SyncServer {
-    static let consoleSecurityHeaders = [
-        "Content-Security-Policy":
-            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-            + "form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
-        "X-Content-Type-Options": "nosniff",
-        "X-Frame-Options": "DENY",
-        "Referrer-Policy": "no-referrer",
-        "Cross-Origin-Opener-Policy": "same-origin",
-        "Cross-Origin-Resource-Policy": "same-origin",
-    ]
-
     var consoleSessions: ConsoleSessions { ConsoleSessions(database: database, tokens: tokens, clock: clock) }
 
-    func consoleAnswer(_ request: HTTPRequest) -> HTTPResponse {
-        var user: String?
-        var response: HTTPResponse
-        do {
-            response = try consoleRoute(request, user: &user)
-        } catch {
-            response = Self.errorAnswer(error, user: user)
+    /// The console's page, style and script.
+    func consoleAsset(_ request: RouteRequest) throws -> HTTPResponse {
+        guard let asset = ConsoleAssets.asset(request.http.path) else {
+            throw APIError(.notFound, "There is no such console page.")
         }
-        for (name, value) in Self.consoleSecurityHeaders { response.headers[name] = value }
-        if response.headers["Cache-Control"] == nil { response.headers["Cache-Control"] = "no-store" }
+        return HTTPResponse(
+            status: 200, headers: ["Content-Type": asset.contentType, "Cache-Control": "no-cache"],
+            body: request.http.method == "HEAD" ? [] : asset.bytes)
+    }
+
+    /// Signing in makes a new session whatever cookie came along (no fixation).
+    func consoleSignIn(_ request: RouteRequest) throws -> HTTPResponse {
+        try ConsoleChangeCheck.sameOrigin(request.http)
+        struct SignIn: Decodable { var token: String }
+        let body = try consoleBody(SignIn.self, request.http)
+        let sessions = consoleSessions
+        if let cookie = ConsoleSessions.cookie(in: request.http.headers["cookie"]) { try? sessions.end(cookie: cookie) }
+        let (value, session) = try sessions.signIn(token: body.token)
+        var response = try Self.consoleJSON(try sessionAnswer(session), user: session.user)
+        response.headers["Set-Cookie"] = ConsoleSessions.cookieHeader(value, secure: request.http.overTLS)
         return response
     }
 
-    private func consoleRoute(_ request: HTTPRequest, user: inout String?) throws -> HTTPResponse {
-        let path = request.path
-        guard path.hasPrefix("/admin/api/") else {
-            guard request.method == "GET" || request.method == "HEAD" else {
-                throw APIError(.methodNotAllowed, "The console's pages only answer GET.")
-            }
-            guard let asset = ConsoleAssets.asset(path) else { throw APIError(.notFound, "There is no such console page.") }
-            return HTTPResponse(
-                status: 200, headers: ["Content-Type": asset.contentType, "Cache-Control": "no-cache"],
-                body: request.method == "HEAD" ? [] : asset.bytes)
-        }
-        let route = path.dropFirst("/admin/api/".count).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+    func consoleSession(_ request: RouteRequest) throws -> HTTPResponse {
+        let session = try consoleSessions.session(cookie: ConsoleSessions.cookie(in: request.http.headers["cookie"]))
+        return try Self.consoleJSON(try sessionAnswer(session), user: session.user)
+    }
+
+    func consoleSignOut(_ request: RouteRequest) throws -> HTTPResponse {
         let sessions = consoleSessions
-        let cookie = ConsoleSessions.cookie(in: request.headers["cookie"])
-        let secure = request.overTLS
-
-        if route == ["session"] {
-            switch request.method {
-            case "POST":
-                // Signing in makes a new session whatever cookie came along (no fixation).
-                try requireSameOrigin(request)
-                struct SignIn: Decodable { var token: String }
-                let body = try consoleBody(SignIn.self, request)
-                if let cookie { try? sessions.end(cookie: cookie) }
-                let (value, session) = try sessions.signIn(token: body.token)
-                user = session.user
-                var response = try Self.consoleJSON(try sessionAnswer(session), user: user)
-                response.headers["Set-Cookie"] = ConsoleSessions.cookieHeader(value, secure: secure)
-                return response
-            case "GET":
-                let session = try sessions.session(cookie: cookie)
-                user = session.user
-                return try Self.consoleJSON(try sessionAnswer(session), user: user)
-            case "DELETE":
-                let session = try sessions.session(cookie: cookie)
-                user = session.user
-                try requireCSRF(request, session)
-                if let cookie { try sessions.end(cookie: cookie) }
-                var response = try Self.consoleJSON(["signed_out": true], user: user)
-                response.headers["Set-Cookie"] = ConsoleSessions.cookieHeader(nil, secure: secure)
-                return response
-            default:
-                throw APIError(.methodNotAllowed, "The session answers GET, POST and DELETE.")
-            }
-        }
-
-        // Everything else needs a session, and a change needs its CSRF token too.
+        let cookie = ConsoleSessions.cookie(in: request.http.headers["cookie"])
         let session = try sessions.session(cookie: cookie)
-        user = session.user
-        let admin = Principal(user: session.user, role: .admin, team: "")
-        func require(_ method: String) throws {
-            guard request.method == method else { throw APIError(.methodNotAllowed, "This endpoint only answers \(method).") }
-            if method != "GET" {
-                try requireSameOrigin(request)
-                try requireCSRF(request, session)
-            }
+        guard let sent = request.http.headers["x-csrf-token"], ConsoleChangeCheck.constantTimeEqual(sent, session.csrf) else {
+            return Self.errorResponse(ConsoleChangeCheck.noCSRF, user: session.user)
         }
-        func json(_ value: JSONValue) throws -> HTTPResponse { try Self.consoleJSON(value, user: user) }
+        if let cookie { try sessions.end(cookie: cookie) }
+        var response = try Self.consoleJSON(["signed_out": true], user: session.user)
+        response.headers["Set-Cookie"] = ConsoleSessions.cookieHeader(nil, secure: request.http.overTLS)
+        return response
+    }
 
-        switch route {
-        case ["records"]:
-            try require("GET")
-            return try json(try ConsoleRecords(database: database, config: config).search(
-                ConsoleRecords.Filter(request.query, config: config)))
-        case let parts where parts.count == 3 && parts[0] == "records":
-            try require("GET")
-            return try json(try ConsoleRecords(database: database, config: config).record(parts[1], parts[2]))
-        case let parts where parts.count == 4 && parts[0] == "records" && parts[3] == "assign":
-            try require("POST")
-            let assignment = try consoleBody(AssignService.Assignment.self, request)
-            let record = try AssignService(database: database, config: config, clock: clock, hub: liveHub, via: "console")
-                .assign(parts[1], parts[2], assignment, as: admin)
-            return try json(["uuid": .string(record.uuid.wireText), "owner": .string(record.owner), "team": .string(record.team),
-                             "version": .int(record.version)])
-        case ["devices"]:
-            try require("GET")
-            try sightings.write(to: database)
-            return try json(try ConsoleDevices(database: database, config: config, connected: liveHub.connectedDevices, now: clock.now())
-                .list(request.query))
-        case ["problems"]:
-            try require("GET")
-            return try json(try ConsoleProblems.list(request.query, database: database))
-        case ["tokens"]:
-            let tokensPage = ConsoleTokens(tokens: tokens, database: database, clock: clock)
-            if request.method == "POST" {
-                try require("POST")
-                return try json(try tokensPage.issue(try consoleBody(ConsoleTokens.Issue.self, request)))
-            }
-            try require("GET")
-            return try json(try tokensPage.list(request.query))
-        case let parts where parts.count == 3 && parts[0] == "tokens" && parts[2] == "revoke":
-            try require("POST")
-            return try json(try ConsoleTokens(tokens: tokens, database: database, clock: clock).revoke(id: parts[1]))
-        case ["activity"]:
-            try require("GET")
-            // The activity log counts on the process's own clock, as the metrics do.
-            var report = metrics.activity.report(now: Date()).objectValue ?? [:]
-            let (longPolls, streams) = liveHub.counts
-            report["live"] = ["streams": .int(Int64(streams)), "long_polls": .int(Int64(longPolls))]
-            return try json(.object(report))
-        case let parts where parts.count == 2 && parts[0] == "blobs":
-            try require("GET")
-            return try consoleThumbnail(parts[1], request, user: user)
-        default:
-            throw APIError(.notFound, "There is no such console endpoint.")
-        }
+    func consoleRecords(_ request: RouteRequest) throws -> HTTPResponse {
+        try Self.consoleJSON(
+            try ConsoleRecords(database: database, config: config).search(
+                ConsoleRecords.Filter(request.http.query, config: config)),
+            user: request.user)
+    }
+
+    func consoleRecord(_ request: RouteRequest) throws -> HTTPResponse {
+        try Self.consoleJSON(
+            try ConsoleRecords(database: database, config: config).record(
+                request.parameter("collection"), request.parameter("id")),
+            user: request.user)
+    }
+
+    func consoleAssign(_ request: RouteRequest) throws -> HTTPResponse {
+        let session = try request.session()
+        let admin = Principal(user: session.user, role: .admin, team: "")
+        let assignment = try consoleBody(AssignService.Assignment.self, request.http)
+        let record = try AssignService(database: database, config: config, clock: clock, hub: liveHub, via: "console")
+            .assign(request.parameter("collection"), request.parameter("id"), assignment, as: admin)
+        return try Self.consoleJSON(
+            [
+                "uuid": .string(record.uuid.wireText), "owner": .string(record.owner), "team": .string(record.team),
+                "version": .int(record.version),
+            ], user: request.user)
+    }
+
+    func consoleDevices(_ request: RouteRequest) throws -> HTTPResponse {
+        try sightings.write(to: database)
+        return try Self.consoleJSON(
+            try ConsoleDevices(database: database, config: config, connected: liveHub.connectedDevices, now: clock.now())
+                .list(request.http.query),
+            user: request.user)
+    }
+
+    func consoleProblems(_ request: RouteRequest) throws -> HTTPResponse {
+        try Self.consoleJSON(try ConsoleProblems.list(request.http.query, database: database), user: request.user)
+    }
+
+    func consoleTokens(_ request: RouteRequest) throws -> HTTPResponse {
+        try Self.consoleJSON(
+            try ConsoleTokens(tokens: tokens, database: database, clock: clock).list(request.http.query), user: request.user)
+    }
+
+    func consoleIssueToken(_ request: RouteRequest) throws -> HTTPResponse {
+        let issue = try consoleBody(ConsoleTokens.Issue.self, request.http)
+        return try Self.consoleJSON(
+            try ConsoleTokens(tokens: tokens, database: database, clock: clock).issue(issue), user: request.user)
+    }
+
+    func consoleRevokeToken(_ request: RouteRequest) throws -> HTTPResponse {
+        try Self.consoleJSON(
+            try ConsoleTokens(tokens: tokens, database: database, clock: clock).revoke(id: request.parameter("id")),
+            user: request.user)
+    }
+
+    func consoleActivity(_ request: RouteRequest) throws -> HTTPResponse {
+        // The activity log counts on the process's own clock, as the metrics do.
+        var report = metrics.activity.report(now: Date()).objectValue ?? [:]
+        let (longPolls, streams) = liveHub.counts
+        report["live"] = ["streams": .int(Int64(streams)), "long_polls": .int(Int64(longPolls))]
+        return try Self.consoleJSON(.object(report), user: request.user)
+    }
+
+    /// The console API's answer for a path it does not know.
+    func noSuchConsoleEndpoint(_ request: RouteRequest) throws -> HTTPResponse {
+        throw APIError(.notFound, "There is no such console endpoint.")
     }
 
     /// Who is signed in, the CSRF token the script sends back, and what can be searched.
@@ -163,31 +139,6 @@ extension SyncServer {
         ]
     }
 
-    /// A browser's cross-site request is refused before anything else: the
-    /// cookie is `SameSite=Strict` already, and this holds for browsers
-    /// that send `Origin` or `Sec-Fetch-Site` but predate SameSite.
-    private func requireSameOrigin(_ request: HTTPRequest) throws {
-        let refused = APIError(.forbidden, "This request came from another site; the console only accepts its own pages' requests.")
-        if let site = request.headers["sec-fetch-site"], site == "cross-site" || site == "same-site" { throw refused }
-        guard let origin = request.headers["origin"] else { return }
-        guard let host = request.headers["host"], origin == "http://\(host)" || origin == "https://\(host)" else { throw refused }
-    }
-
-    private func requireCSRF(_ request: HTTPRequest, _ session: ConsoleSessions.Session) throws {
-        guard let sent = request.headers["x-csrf-token"], Self.constantTimeEqual(sent, session.csrf) else {
-            throw APIError(.forbidden, "This change carries no valid CSRF token. Reload the console and try again.")
-        }
-    }
-
-    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
-        let left = Array(a.utf8)
-        let right = Array(b.utf8)
-        guard left.count == right.count else { return false }
-        var difference: UInt8 = 0
-        for index in left.indices { difference |= left[index] ^ right[index] }
-        return difference == 0
-    }
-
     private func consoleBody<T: Decodable>(_ type: T.Type, _ request: HTTPRequest) throws -> T {
         // JSON only: a cross-site form cannot send it without the browser asking first.
         guard request.headers["content-type"]?.lowercased().hasPrefix("application/json") == true else {
@@ -201,7 +152,8 @@ extension SyncServer {
 
     /// An attached photo for the record page: raster images only (an SVG
     /// could carry script), never sniffed as anything else.
-    private func consoleThumbnail(_ sha: String, _ request: HTTPRequest, user: String?) throws -> HTTPResponse {
+    func consoleThumbnail(_ route: RouteRequest) throws -> HTTPResponse {
+        let (sha, request, user) = (route.parameter("sha256"), route.http, route.user)
         guard AttachedFile.isBlobName(sha) else {
             throw APIError(.invalidRequest, "A blob is named by 64 hexadecimal digits.", fields: ["sha256": "must be 64 hex digits"])
         }

@@ -2,18 +2,6 @@ import Foundation
 import OutpostCore
 
 extension SyncServer {
-    /// Answers a request over a real socket: like ``handle(_:)``, except
-    /// that a long poll (`GET /v1/pull?…&wait=N`) with nothing to send
-    /// waits, and `GET /v1/stream` becomes a stream of events.
-    public func answer(_ request: HTTPRequest) -> LiveAnswer {
-        guard request.method == "GET" else { return .now(handle(request)) }
-        switch request.path {
-        case "/v1/stream": return stream(request)
-        case "/v1/pull" where request.query["wait"] != nil: return longPoll(request)
-        default: return .now(handle(request))
-        }
-    }
-
     /// Ends every waiting connection with `unavailable` and a Retry-After
     /// (graceful shutdown), then waits up to `grace` for them to go.
     public func closeLiveConnections(grace: Duration = .seconds(2)) {
@@ -30,78 +18,63 @@ extension SyncServer {
     /// connections of the same scope and position.
     package var sharedLivePages: Int { liveHub.sharedPageHits }
 
-    private func longPoll(_ request: HTTPRequest) -> LiveAnswer {
-        guard let text = request.query["wait"], let seconds = Int(text), (0...Self.maxWait).contains(seconds) else {
-            return .now(Self.errorResponse(
-                APIError(.invalidRequest, "wait must be a number of seconds from 0 to \(Self.maxWait).",
-                         fields: ["wait": "must be 0 to \(Self.maxWait)"]), user: nil))
-        }
-        guard seconds > 0 else { return .now(handle(request)) }
-        return liveRequest(request) { principal, collections, pull in
-            // Registered before the first read: a commit after that read wakes it.
-            guard let connection = liveHub.open(
-                kind: .longPoll, interest: interest(principal, collections, request), token: Self.bearer(request),
-                wait: .seconds(seconds), changesPending: false)
-            else { throw APIError.unavailable }
-            let first: PullService.Page
-            do {
-                first = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal)
-            } catch {
-                liveHub.close(connection)
-                throw error
-            }
-            guard first.changes == 0 else {
-                liveHub.close(connection)
-                metrics.pulled(records: first.changes)
-                return .now(.json(200, first.body, user: principal.user))
-            }
-            if first.heldBack { liveHub.recheck(connection) }
-            return .wait(LongPoll(connection: connection, server: self, request: request))
-        }
-    }
-
-    private func stream(_ request: HTTPRequest) -> LiveAnswer {
-        liveRequest(request) { principal, collections, pull in
-            guard let connection = liveHub.open(
-                kind: .stream, interest: interest(principal, collections, request), token: Self.bearer(request), wait: .zero,
-                changesPending: false)
-            else { throw APIError.unavailable }
-            // The first page is read here, so a bad cursor or a needed
-            // resync is a plain error answer, not a stream that ends at once.
-            do {
-                let first = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal)
-                return .stream(LiveStream(connection: connection, server: self, pull: pull, first: first))
-            } catch {
-                liveHub.close(connection)
-                throw error
-            }
-        }
-    }
-
-    /// What a long poll and a stream check first, once (the schema, the
-    /// token, the rate limit, the collections and the pull's arguments),
-    /// and the same error answers a pull gives when a check fails.
-    private func liveRequest(
-        _ request: HTTPRequest, _ answer: (Principal, Set<String>, PullService.Request) throws -> LiveAnswer
-    ) -> LiveAnswer {
-        var user: String?
+    /// `GET /v1/pull?…&wait=N` on a socket (N > 0): answered at once when
+    /// there is something after the cursor, else parked until a commit or
+    /// the wait ends.
+    func longPoll(_ request: RouteRequest, seconds: Int) throws -> LiveAnswer {
+        let http = request.http
+        let principal = try request.caller()
+        let (collections, pull) = try livePull(http)
+        // Registered before the first read: a commit after that read wakes it.
+        guard let connection = liveHub.open(
+            kind: .longPoll, interest: interest(principal, collections, http), token: Authentication.bearer(http),
+            wait: .seconds(seconds), changesPending: false)
+        else { throw APIError.unavailable }
+        let first: PullService.Page
         do {
-            try checkSchema(request)
-            let principal = try tokens.authenticate(Self.bearer(request))
-            user = principal.user
-            try limiter?.admit(principal.user)
-            let collections = try liveCollections(request)
-            let pull = PullService.Request(
-                collections: Array(collections), cursor: request.query["cursor"], limit: try Self.limitArgument(request),
-                windowStart: request.query["window_start"])
-            return try answer(principal, collections, pull)
-        } catch let error as APIError {
-            return .now(Self.errorResponse(error, user: user))
-        } catch let failure as TokenStore.Failure {
-            return .now(Self.errorResponse(Self.authError(failure), user: user))
+            first = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal)
         } catch {
-            return .now(Self.errorResponse(APIError.unavailable, user: user, cause: String(describing: error)))
+            liveHub.close(connection)
+            throw error
         }
+        guard first.changes == 0 else {
+            liveHub.close(connection)
+            metrics.pulled(records: first.changes)
+            return .now(.json(200, first.body, user: principal.user))
+        }
+        if first.heldBack { liveHub.recheck(connection) }
+        return .wait(LongPoll(connection: connection, server: self, request: http))
+    }
+
+    /// `GET /v1/stream`: the changes after the cursor as server-sent events, on a socket.
+    func stream(_ request: RouteRequest) throws -> LiveAnswer {
+        // In process nothing can carry a stream.
+        guard request.canWait else { throw APIError(.notFound, "There is no such endpoint.") }
+        let http = request.http
+        let principal = try request.caller()
+        let (collections, pull) = try livePull(http)
+        guard let connection = liveHub.open(
+            kind: .stream, interest: interest(principal, collections, http), token: Authentication.bearer(http), wait: .zero,
+            changesPending: false)
+        else { throw APIError.unavailable }
+        // The first page is read here, so a bad cursor or a needed
+        // resync is a plain error answer, not a stream that ends at once.
+        do {
+            let first = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal)
+            return .stream(LiveStream(connection: connection, server: self, pull: pull, first: first))
+        } catch {
+            liveHub.close(connection)
+            throw error
+        }
+    }
+
+    /// The collections a live request follows and the pull that reads its pages.
+    private func livePull(_ request: HTTPRequest) throws -> (Set<String>, PullService.Request) {
+        let collections = try liveCollections(request)
+        let pull = PullService.Request(
+            collections: Array(collections), cursor: request.query["cursor"], limit: try Self.limitArgument(request),
+            windowStart: request.query["window_start"])
+        return (collections, pull)
     }
 
     static let maxWait = 60
@@ -123,11 +96,6 @@ extension SyncServer {
                 fields: ["collections": "names unknown collections: \(unknown.joined(separator: ", "))"])
         }
         return requested
-    }
-
-    static func bearer(_ request: HTTPRequest) -> String? {
-        guard let header = request.headers["authorization"], header.hasPrefix("Bearer ") else { return nil }
-        return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
     }
 }
 

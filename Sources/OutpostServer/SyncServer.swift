@@ -105,7 +105,7 @@ public final class SyncServer: Sendable {
 
     /// A pull's page: the one built ahead for it, if there is one; and when
     /// the page is full, the page after it is built ahead in turn.
-    private func pullPage(_ pull: PullService.Request, as principal: Principal) throws -> PullService.Page {
+    func pullPage(_ pull: PullService.Request, as principal: Principal) throws -> PullService.Page {
         // What the cursor's scope tag is a hash of: one caller's scope.
         let scope = "\(principal.role.rawValue)|\(principal.team)|\(principal.user)"
         func key(_ cursor: String?) -> PagesAhead.Key {
@@ -137,23 +137,6 @@ public final class SyncServer: Sendable {
     /// server's timer calls this every few seconds). A busy database keeps
     /// them for the next round.
     func writeSightings() { try? sightings.write(to: database) }
-
-    /// Answers one request. Never throws: every failure becomes the JSON error body.
-    public func handle(_ request: HTTPRequest) -> HTTPResponse {
-        var user: String?
-        var answer: HTTPResponse
-        do {
-            answer = try route(request, user: &user)
-        } catch {
-            answer = Self.errorAnswer(error, user: user)
-        }
-        // The request codings this server reads, so a client can compress
-        // what it sends next (and knows to send plain when none is listed).
-        if !Self.acceptEncoding.isEmpty { answer.headers["Accept-Encoding"] = Self.acceptEncoding }
-        return answer
-    }
-
-    static let acceptEncoding = BodyCompression.acceptedEncodings.joined(separator: ", ")
 
     /// The body as sent, or inflated when it came with a `Content-Encoding`
     /// this server reads: the size limit holds for what it inflates to, and
@@ -194,20 +177,6 @@ public final class SyncServer: Sendable {
         }
     }
 
-    /// An app whose data schema the server no longer accepts gets 426
-    /// before anything is read or applied: its outbox waits for the update.
-    func checkSchema(_ request: HTTPRequest) throws {
-        guard let minimum = config.minSchema else { return }
-        let declared = request.headers["outpost-schema"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-        guard let declared, declared >= minimum else {
-            let seen = declared.map { "schema \($0)" } ?? "no schema"
-            throw APIError(
-                .upgradeRequired,
-                "This version of the app (\(seen)) is too old for this server, which needs schema \(minimum) or newer. Update the app; your changes are kept on the device.")
-        }
-    }
-
-    /// `cause` is for the server's log only (the request log line of a 5xx), never the answer.
     /// The request's `limit` argument, if given; not a number is 400.
     static func limitArgument(_ request: HTTPRequest) throws -> Int? {
         guard let text = request.query["limit"] else { return nil }
@@ -250,6 +219,7 @@ public final class SyncServer: Sendable {
         }
     }
 
+    /// `cause` is for the server's log only (the request log line of a 5xx), never the answer.
     static func errorResponse(_ error: APIError, user: String?, cause: String? = nil) -> HTTPResponse {
         var response = HTTPResponse.json(error.status, Array((try? WireCoding.encode(error.body)) ?? Data()), user: user)
         if let retryAfter = error.retryAfter { response.headers["Retry-After"] = String(retryAfter) }
@@ -266,116 +236,11 @@ public final class SyncServer: Sendable {
         case .refused(let why): return APIError(.unauthenticated, "Sign in again: this token was refused (\(why)).")
         }
     }
-
-    private func route(_ request: HTTPRequest, user: inout String?) throws -> HTTPResponse {
-        if request.path == "/metrics" { return try metricsAnswer(request) }
-        if request.path == "/admin" || request.path.hasPrefix("/admin/") { return consoleAnswer(request) }
-        let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count >= 3, parts[0] == "", parts[1] == "v1" else {
-            throw APIError(.notFound, "There is no such endpoint.")
-        }
-        let route = Array(parts.dropFirst(2))
-        // Probes (health, readiness) come from load balancers, not apps.
-        if route != ["health"] && route != ["ready"] { try checkSchema(request) }
-
-        func require(_ method: String) throws {
-            guard request.method == method else {
-                throw APIError(.methodNotAllowed, "This endpoint only answers \(method).")
-            }
-        }
-        func authenticate() throws -> Principal {
-            let header = request.headers["authorization"]
-            var token: String?
-            if let header {
-                guard header.hasPrefix("Bearer ") else {
-                    throw APIError(.unauthenticated, "Sign in to continue: the Authorization header must be 'Bearer <token>'.")
-                }
-                token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-            }
-            let principal = try tokens.authenticate(token)
-            user = principal.user
-            sightings.note(request, user: principal.user, at: ServerTimestamp(clock.now()))
-            try limiter?.admit(principal.user)
-            return principal
-        }
-        func json<T: Encodable>(_ value: T) throws -> HTTPResponse {
-            .json(200, Array(try WireCoding.encode(value)), user: user)
-        }
-        func limitArgument() throws -> Int? { try Self.limitArgument(request) }
-        func decodeBody<T: Decodable>(_ type: T.Type, fast: (Data) -> T? = { _ in nil }) throws -> T {
-            if let contentType = request.headers["content-type"], !contentType.lowercased().hasPrefix("application/json") {
-                throw APIError(.invalidRequest, "Send the body as application/json.")
-            }
-            guard request.body.count <= config.maxBodyBytes else {
-                throw APIError(.payloadTooLarge, "The request body is larger than \(config.maxBodyBytes / 1_048_576) MiB.")
-            }
-            return try Self.decodeJSON(type, from: try Self.decodedBody(request, limit: config.maxBodyBytes), fast: fast)
-        }
-
-        switch route {
-        case ["health"]:
-            try require("GET")
-            return try json(HealthResponse(serverTime: ServerTimestamp(clock.now()), limits: limits))
-        case ["ready"]:
-            try require("GET")
-            return readiness()
-        case ["push"]:
-            try require("POST")
-            let principal = try authenticate()
-            let body = try decodeBody(PushRequest.self) { PushRequest.readWire([UInt8]($0)) }
-            let answer = try PushService(database: database, config: config, clock: clock, hooks: hooks, hub: liveHub)
-                .push(body, as: principal, caller: CallerVersion(request))
-            metrics.mutations(answer.statuses)
-            return .json(200, answer.body, user: user)
-        case ["pull"]:
-            try require("GET")
-            let principal = try authenticate()
-            let limit = try limitArgument()
-            let pull = PullService.Request(
-                collections: request.query["collections"].map { $0.split(separator: ",").map(String.init) },
-                cursor: request.query["cursor"], limit: limit, windowStart: request.query["window_start"],
-                own: try Self.ownWritesArgument(request))
-            let page = try pullPage(pull, as: principal)
-            metrics.pulled(records: page.changes)
-            return .json(200, page.body, user: user)
-        case ["scope"]:
-            try require("GET")
-            let principal = try authenticate()
-            return try json(try ReadService(database: database, config: config).scope(
-                    of: principal, windowStart: request.query["window_start"]))
-        case ["search"]:
-            try require("GET")
-            let principal = try authenticate()
-            let limit = try limitArgument()
-            return try json(
-                try ReadService(database: database, config: config).search(
-                    collection: request.query["collection"], query: request.query["q"], limit: limit, as: principal))
-        case let path where path.count == 2 && path[0] == "blobs":
-            return try blobAnswer(request, user: &user)
-        case let path where path.count == 2 && path[0] == "mutations":
-            try require("GET")
-            let principal = try authenticate()
-            return try json(try ReadService(database: database, config: config).mutation(path[1], as: principal))
-        case let path where path.count == 3 && path[0] == "records":
-            try require("GET")
-            let principal = try authenticate()
-            return try json(try ReadService(database: database, config: config).record(path[1], path[2], as: principal))
-        case let path where path.count == 4 && path[0] == "records" && path[3] == "assign":
-            try require("POST")
-            let principal = try authenticate()
-            let assignment = try decodeBody(AssignService.Assignment.self)
-            return try json(
-                try AssignService(database: database, config: config, clock: clock, hub: liveHub).assign(
-                    path[1], path[2], assignment, as: principal))
-        default:
-            throw APIError(.notFound, "There is no such endpoint.")
-        }
-    }
 }
 
 extension SyncServer {
     /// The newest version of the change feed the server has handed out:
-    /// a device's cursor past it stands past the end of the feed (I10).
+    /// a device's cursor past it stands past the end of the feed.
     package func newestFeedVersion() throws -> Int64 {
         try database.read { try FeedWatermark.read($0).end - 1 }
     }

@@ -69,107 +69,84 @@ final class BlobUpload: @unchecked Sendable {
         if case .verify(let context) = mode { EVP_MD_CTX_free(context) }
     }
 
-    /// The blob's name from a path `/v1/blobs/<sha256>` (hex in any letter case), or nil.
-    static func name(_ path: String) -> String? {
-        let prefix = "/v1/blobs/"
-        guard path.hasPrefix(prefix) else { return nil }
-        let name = String(path.dropFirst(prefix.count)).lowercased()
+    /// The blob's name from a path segment (hex in any letter case), or nil.
+    static func name(_ segment: String) -> String? {
+        let name = segment.lowercased()
         return BlobStore.isName(name) ? name : nil
     }
 
-    /// Checks the request's headers (the body has not been read yet); every
-    /// answer is counted in the server's metrics.
-    static func start(_ request: HTTPRequest, server: SyncServer) -> Start {
-        let start = begin(request, server: server)
-        switch start {
-        case .accept(let upload): upload.metrics = server.metrics
-        case .refuse(_, let code): server.metrics.blobUpload(code.rawValue)
+    /// Checks an authenticated request's headers (the body has not been
+    /// read yet); throws the refusal's error.
+    static func begin(_ route: RouteRequest, server: SyncServer) throws -> Start {
+        let request = route.http
+        let principal = try route.caller()
+        let user = principal.user
+        guard let sha = name(route.parameter("sha256")) else {
+            throw APIError(
+                .invalidRequest, "A blob is named by the SHA-256 of its bytes: 64 hexadecimal digits.",
+                fields: ["sha256": "must be 64 hexadecimal digits"])
         }
-        return start
-    }
-
-    private static func begin(_ request: HTTPRequest, server: SyncServer) -> Start {
-        var user: String?
-        do {
-            try server.checkSchema(request)
-            let principal = try server.tokens.authenticate(SyncServer.bearer(request))
-            user = principal.user
-            try server.limiter?.admit(principal.user)
-            guard let sha = name(request.path) else {
+        let length = request.headers["content-length"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
+        let range = try request.headers["content-range"].map(ContentRange.init)
+        let size: Int64
+        let first: Int64
+        let declared: Int64
+        if let range {
+            (size, first, declared) = (range.total, range.first, range.last - range.first + 1)
+            if let length, length != declared {
                 throw APIError(
-                    .invalidRequest, "A blob is named by the SHA-256 of its bytes: 64 hexadecimal digits.",
-                    fields: ["sha256": "must be 64 hexadecimal digits"])
+                    .invalidRequest, "Content-Length (\(length)) is not the length Content-Range gives (\(declared)).",
+                    fields: ["content-range": "does not match Content-Length"])
             }
-            let length = request.headers["content-length"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
-            let range = try request.headers["content-range"].map(ContentRange.init)
-            let size: Int64
-            let first: Int64
-            let declared: Int64
-            if let range {
-                (size, first, declared) = (range.total, range.first, range.last - range.first + 1)
-                if let length, length != declared {
-                    throw APIError(
-                        .invalidRequest, "Content-Length (\(length)) is not the length Content-Range gives (\(declared)).",
-                        fields: ["content-range": "does not match Content-Length"])
-                }
-            } else {
-                guard let length else {
-                    throw APIError(
-                        .invalidRequest, "Send Content-Length, or Content-Range for a part of the blob.",
-                        fields: ["content-length": "is required"])
-                }
-                (size, first, declared) = (length, 0, length)
-            }
-            let limit = Int64(server.config.maxBlobBytes)
-            guard size <= limit else {
-                throw APIError(.payloadTooLarge, "A blob may be at most \(limit / 1_048_576) MiB.")
-            }
-            let store = server.blobs
-            let now = ServerTimestamp(server.clock.now()).rawValue
-            let state = try store.begin(sha, size: size, contentType: request.headers["content-type"], uploader: principal.user, now: now)
-            guard state.size == size else {
+        } else {
+            guard let length else {
                 throw APIError(
-                    .invalidRequest, "This blob is \(state.size) bytes long, not \(size).",
-                    fields: ["content-range": "gives another total than the blob's size"])
+                    .invalidRequest, "Send Content-Length, or Content-Range for a part of the blob.",
+                    fields: ["content-length": "is required"])
             }
-            if state.complete {
-                if try store.isOwner(sha, principal.user) {
-                    return .accept(BlobUpload(
-                        store: store, sha: sha, user: principal.user, size: size, start: first, declared: declared,
-                        clock: server.clock, mode: .discard))
-                }
-                guard first == 0, declared == size, let context = EVP_MD_CTX_new(),
-                    EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1
-                else {
-                    throw APIError(
-                        .invalidRequest, "This blob is held already: send all of its bytes in one request.",
-                        fields: ["content-range": "must cover the whole blob"])
-                }
+            (size, first, declared) = (length, 0, length)
+        }
+        let limit = Int64(server.config.maxBlobBytes)
+        guard size <= limit else {
+            throw APIError(.payloadTooLarge, "A blob may be at most \(limit / 1_048_576) MiB.")
+        }
+        let store = server.blobs
+        let now = ServerTimestamp(server.clock.now()).rawValue
+        let state = try store.begin(sha, size: size, contentType: request.headers["content-type"], uploader: principal.user, now: now)
+        guard state.size == size else {
+            throw APIError(
+                .invalidRequest, "This blob is \(state.size) bytes long, not \(size).",
+                fields: ["content-range": "gives another total than the blob's size"])
+        }
+        if state.complete {
+            if try store.isOwner(sha, principal.user) {
                 return .accept(BlobUpload(
-                    store: store, sha: sha, user: principal.user, size: size, start: 0, declared: size, clock: server.clock,
-                    mode: .verify(context)))
+                    store: store, sha: sha, user: principal.user, size: size, start: first, declared: declared,
+                    clock: server.clock, mode: .discard))
             }
-            guard first == state.received else {
-                var refusal = SyncServer.errorResponse(
-                    APIError(
-                        .uploadOffsetMismatch,
-                        "The server holds the first \(state.received) bytes of this blob: send from there."),
-                    user: user)
-                refusal.headers["Upload-Offset"] = String(state.received)
-                return .refuse(refusal, code: .uploadOffsetMismatch)
+            guard first == 0, declared == size, let context = EVP_MD_CTX_new(),
+                EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1
+            else {
+                throw APIError(
+                    .invalidRequest, "This blob is held already: send all of its bytes in one request.",
+                    fields: ["content-range": "must cover the whole blob"])
             }
             return .accept(BlobUpload(
-                store: store, sha: sha, user: principal.user, size: size, start: first, declared: declared, clock: server.clock,
-                mode: .store))
-        } catch let error as APIError {
-            return .refuse(SyncServer.errorResponse(error, user: user), code: error.body.code)
-        } catch let failure as TokenStore.Failure {
-            let error = SyncServer.authError(failure)
-            return .refuse(SyncServer.errorResponse(error, user: user), code: error.body.code)
-        } catch {
-            return .refuse(
-                SyncServer.errorResponse(APIError.unavailable, user: user, cause: String(describing: error)), code: .unavailable)
+                store: store, sha: sha, user: principal.user, size: size, start: 0, declared: size, clock: server.clock,
+                mode: .verify(context)))
         }
+        guard first == state.received else {
+            var refusal = SyncServer.errorResponse(
+                APIError(
+                    .uploadOffsetMismatch,
+                    "The server holds the first \(state.received) bytes of this blob: send from there."),
+                user: user)
+            refusal.headers["Upload-Offset"] = String(state.received)
+            return .refuse(refusal, code: .uploadOffsetMismatch)
+        }
+        return .accept(BlobUpload(
+            store: store, sha: sha, user: principal.user, size: size, start: first, declared: declared, clock: server.clock,
+            mode: .store))
     }
 
     /// The next bytes of the body.

@@ -28,8 +28,10 @@ public final class HTTPServer: @unchecked Sendable {
     let log: Log?
     /// Where answered requests are counted (the sync server's `/metrics`).
     let metrics: ServerMetrics?
-    /// Starts a blob upload from its headers (the sync server's).
-    let uploads: (@Sendable (HTTPRequest) -> BlobUpload.Start)?
+    /// From a request's method, path and headers (built on demand): the
+    /// upload that takes its body as it arrives, or nil to read the body
+    /// whole (the sync server's route table decides).
+    let uploads: (@Sendable (_ method: String, _ path: String, _ head: () -> HTTPRequest) -> BlobUpload.Start?)?
     let maxBodyBytes: Int
     /// Seconds a connection may stay silent within a request (its headers
     /// and body arriving).
@@ -79,7 +81,7 @@ public final class HTTPServer: @unchecked Sendable {
         try self.init(
             host: host, port: port, threads: threads, maxBodyBytes: maxBodyBytes, connections: connections, log: log,
             tls: tls, trustedProxy: trustedProxy, drain: { server.closeLiveConnections() }, metrics: server.metrics,
-            uploads: { BlobUpload.start($0, server: server) }, live: { server.answer($0) })
+            uploads: { server.streamedUpload(method: $0, path: $1, head: $2) }, live: { server.answer($0) })
         // Device sightings are written every 5 seconds off every request's
         // path: a pull never waits on that write, even while another
         // transaction holds the lock it needs.
@@ -108,7 +110,7 @@ public final class HTTPServer: @unchecked Sendable {
     init(
         host: String, port: UInt16, threads: Int, maxBodyBytes: Int, connections: ConnectionLimits, log: Log?,
         tls: TLSFiles?, trustedProxy: String?, drain: (@Sendable () -> Void)?, metrics: ServerMetrics?,
-        uploads: (@Sendable (HTTPRequest) -> BlobUpload.Start)?, live: @escaping LiveHandler
+        uploads: (@Sendable (String, String, () -> HTTPRequest) -> BlobUpload.Start?)?, live: @escaping LiveHandler
     ) throws {
         self.uploads = uploads
         self.tls = tls
@@ -275,11 +277,11 @@ public final class HTTPServer: @unchecked Sendable {
             if server.log != nil { state.client = server.clientAddress(connection) }
             let methodName = method.map { String(cString: $0) } ?? "GET"
             let target = url.map { String(cString: $0) } ?? "/"
-            if methodName == "PUT", target.hasPrefix("/v1/blobs/"), let uploads = server.uploads {
+            if let start = server.uploads?(methodName, target, {
+                HTTPRequest(method: methodName, path: target, headers: HTTPServer.headers(connection, HTTPServer.requestHeaders))
+            }) {
                 // A blob's body streams to storage, whatever its size up to the blob limit.
-                let head = HTTPRequest(
-                    method: methodName, path: target, headers: HTTPServer.headers(connection, HTTPServer.requestHeaders))
-                switch uploads(head) {
+                switch start {
                 case .accept(let upload): state.upload = upload
                 case .refuse(let response, _): state.refusal = response
                 }
@@ -358,14 +360,9 @@ public final class HTTPServer: @unchecked Sendable {
         if response.status >= 400 { response.body = RequestID.stamped(response.body, requestID) }
         let queued = server.send(response, on: connection)
         let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
-        let route = ServerMetrics.route(method: methodText, path: path, query: longPoll ? ["wait": ""] : [:])
-        server.metrics?.request(route: route, status: response.status, seconds: millis / 1000)
-        if response.status >= 400 {
-            server.metrics?.activity.failed(
-                ActivityLog.ErrorEntry(
-                    at: Date(), status: response.status, method: methodText, route: route, user: response.user,
-                    requestID: requestID), body: response.body)
-        }
+        RequestMetrics.answered(
+            server.metrics, method: methodText, path: path, longPoll: longPoll, response: response, seconds: millis / 1000,
+            requestID: requestID)
         if let log = server.log {
             log(RequestLogLine(id: requestID, method: methodText, path: path, status: response.status,
                                milliseconds: millis, user: response.user, client: state.client,
@@ -428,7 +425,9 @@ public final class HTTPServer: @unchecked Sendable {
         for (name, value) in streamHeaders { _ = MHD_add_response_header(response, name, value) }
         _ = MHD_add_response_header(response, "X-Request-Id", requestID)
         let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
-        metrics?.request(route: "/v1/stream", status: 200, seconds: millis / 1000)
+        RequestMetrics.answered(
+            metrics, method: request.method, path: request.path, longPoll: false, response: HTTPResponse(status: 200),
+            seconds: millis / 1000, requestID: requestID)
         if let log {
             log(RequestLogLine(id: requestID, method: request.method, path: request.path, status: 200, milliseconds: millis,
                                user: stream.connection.interest.principal.user, client: state.client).text)
@@ -531,87 +530,6 @@ public final class HTTPServer: @unchecked Sendable {
         }
         return headers
     }
-}
-
-/// The id that ties a request's answer to its log line: the caller's
-/// `X-Request-Id` (a proxy's or an app's) when it is usable, so one id can be
-/// followed across systems.
-enum RequestID {
-    /// `given` when it is 1-128 characters of letters, digits and `-_.:/+=`;
-    /// nil otherwise (an id made here is used instead, never the raw header).
-    static func given(_ given: String?) -> String? {
-        guard let given, (1...128).contains(given.utf8.count),
-            given.utf8.allSatisfy({ byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || "-_.:/+=".utf8.contains(byte)
-            })
-        else { return nil }
-        return given
-    }
-
-    /// An error body with `"request_id"` in its `error` object, so whoever
-    /// reports the error can quote it. Other bodies are returned unchanged.
-    static func stamped(_ body: [UInt8], _ id: String) -> [UInt8] {
-        let prefix = Array(#"{"error":{"#.utf8)
-        guard body.starts(with: prefix) else { return body }
-        var stamped = prefix
-        stamped.append(contentsOf: #""request_id":"#.utf8)
-        JSONWriter.writeString(id, to: &stamped)
-        stamped.append(UInt8(ascii: ","))
-        stamped.append(contentsOf: body.dropFirst(prefix.count))
-        return stamped
-    }
-}
-
-/// Request ids: a per-process prefix and a counter.
-final class Counter: Sendable {
-    private let value = Locked<UInt64>(0)
-    private let prefix = String(UInt32.random(in: 0...UInt32.max), radix: 16)
-
-    func next() -> String {
-        let current = value.withLock { value -> UInt64 in
-            value += 1
-            return value
-        }
-        return "\(prefix)-\(current)"
-    }
-}
-
-/// One structured log line per request.
-struct RequestLogLine: Encodable {
-    var time = ServerTimestamp(Date()).rawValue
-    var id: String
-    var method: String
-    var path: String
-    var status: Int
-    var milliseconds: Double
-    var user: String?
-    /// The client's address (see `HTTPServer.clientAddress`).
-    var client: String?
-    /// Why a 5xx was answered; absent below 500.
-    var cause: String?
-
-    enum CodingKeys: String, CodingKey {
-        case time, method, path, status, user, client, cause
-        case id = "request_id"
-        case milliseconds = "duration_ms"
-    }
-
-    init(
-        id: String, method: String, path: String, status: Int, milliseconds: Double, user: String?, client: String? = nil,
-        cause: String? = nil
-    ) {
-        self.client = client
-        self.id = id
-        self.method = method
-        self.path = path
-        self.status = status
-        self.milliseconds = (milliseconds * 1000).rounded() / 1000
-        self.user = user
-        self.cause = cause
-    }
-
-    var text: String { String(decoding: (try? WireCoding.encode(self)) ?? Data(), as: UTF8.self) }
 }
 
 /// `outpost serve` could not start.
