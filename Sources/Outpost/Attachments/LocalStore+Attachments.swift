@@ -61,9 +61,7 @@ extension LocalStore {
         if isReadOnly { throw StoreError.readOnly }
         attachmentBudget = bytes
         try translatingStorageErrors {
-            _ = try connection.run(
-                "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [.text(Self.attachmentBudgetKey), .text(String(bytes))])
+            try keyValues.set(Self.attachmentBudgetKey, String(bytes))
             _ = try attachments.evict(toFit: bytes)
         }
     }

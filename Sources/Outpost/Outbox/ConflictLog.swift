@@ -7,6 +7,24 @@ struct ConflictLog {
     let connection: SQLiteConnection
     let payloads: PayloadCodec
 
+    /// Edits that lost to a newer server copy, kept so the app can offer
+    /// to re-apply them.
+    static func create(in connection: SQLiteConnection) throws {
+        try connection.execute(
+            """
+            CREATE TABLE conflicts (
+                id            INTEGER PRIMARY KEY AUTOINCREMENT,
+                collection    TEXT NOT NULL,
+                record_uuid   TEXT NOT NULL,
+                mutation_id   TEXT NOT NULL,
+                op            TEXT NOT NULL,
+                local_change  TEXT,
+                server_record TEXT,
+                detected_at   TEXT NOT NULL
+            );
+            """)
+    }
+
     func all() throws -> [ConflictReport] {
         try connection.query(
             """
@@ -30,5 +48,17 @@ struct ConflictLog {
 
     func remove(_ id: Int64) throws {
         try connection.run("DELETE FROM conflicts WHERE id = ?", [.integer(id)])
+    }
+
+    /// The columns holding payloads, sealed like every other.
+    static let payloadColumns = ["local_change", "server_record"]
+
+    /// Reports whose `column` is still in clear text.
+    func clearPayloads(_ column: String) throws -> [(key: SQLiteValue, text: String)] {
+        try connection.query("SELECT id, \(column) FROM conflicts WHERE typeof(\(column)) = 'text'") { ($0.value(0), $0.string(1)) }
+    }
+
+    func setPayload(_ column: String, _ key: SQLiteValue, _ value: SQLiteValue) throws {
+        try connection.run("UPDATE conflicts SET \(column) = ? WHERE id = ?", [value, key])
     }
 }

@@ -310,15 +310,9 @@ extension Outbox {
     }
 
     /// The store's `kv` table, as the queue keeps its own figures there.
-    func kv(_ key: String) throws -> String? {
-        try connection.first("SELECT value FROM kv WHERE key = ?", [.text(key)]) { $0.string(0) }
-    }
+    func kv(_ key: String) throws -> String? { try KeyValueTable(connection: connection).value(key) }
 
-    func setKV(_ key: String, _ value: String) throws {
-        try connection.run(
-            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [.text(key), .text(value)])
-    }
+    func setKV(_ key: String, _ value: String) throws { try KeyValueTable(connection: connection).set(key, value) }
 }
 
 /// Misuse of the outbox's batch API by a sync engine.

@@ -76,8 +76,8 @@ extension LocalStore {
     package func beginResync() throws {
         try checkOpen()
         try connection.transaction {
-            try connection.run("DELETE FROM kv WHERE key = ?", [.text(Self.cursorKey)])
-            try connection.run("DELETE FROM resync_seen")
+            try keyValues.remove(Self.cursorKey)
+            try ResyncSeenTable(connection: connection).removeAll()
             try setKV(Self.resyncKey, "1")
         }
     }
@@ -185,15 +185,12 @@ extension LocalStore {
 
     /// After a full re-download: synced rows the server did not send again go.
     private func finishResync() throws {
+        let seen = ResyncSeenTable(connection: connection)
         for descriptor in registry.all {
-            try connection.run(
-                """
-                DELETE FROM "\(descriptor.name)" WHERE sync_state = 'synced'
-                AND uuid NOT IN (SELECT uuid FROM resync_seen WHERE collection = ?)
-                """, [.text(descriptor.name)])
+            try RecordTable(descriptor.name, connection).removeSyncedNotSeen()
         }
-        try connection.run("DELETE FROM resync_seen")
-        try connection.run("DELETE FROM kv WHERE key = ?", [.text(Self.resyncKey)])
+        try seen.removeAll()
+        try keyValues.remove(Self.resyncKey)
     }
 
     /// Stores a catalog entry; false when the change removed one.
@@ -201,22 +198,12 @@ extension LocalStore {
         let uuid = page.string(change.uuid)
         guard !change.deleted, let span = change.data, case let text = page.string(span), let data = try? JSONObject.parseObject(text)
         else {
-            try connection.run("DELETE FROM catalogs WHERE uuid = ?", [.text(uuid)])
+            try CatalogTable(connection: connection).remove(uuid: uuid)
             return false
         }
-        try connection.run(
-            """
-            INSERT INTO catalogs (uuid, catalog, code, name, data, server_id, server_version, server_updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (uuid) DO UPDATE SET catalog = excluded.catalog, code = excluded.code, name = excluded.name,
-                data = excluded.data, server_id = excluded.server_id, server_version = excluded.server_version,
-                server_updated_at = excluded.server_updated_at
-            """,
-            [
-                .text(uuid), .text(data["catalog"]?.stringValue ?? ""), .text(data["code"]?.stringValue ?? ""),
-                .text(data["name"]?.stringValue ?? ""), .text(text), .integer(change.id), .integer(change.version),
-                .text(page.string(change.updatedAt)),
-            ])
+        try CatalogTable(connection: connection).upsert(
+            uuid: uuid, data: data, text: text, serverID: change.id, version: change.version,
+            updatedAt: page.string(change.updatedAt))
         return true
     }
 
@@ -233,27 +220,18 @@ extension LocalStore {
         if let value {
             try setKV("meta." + key, value)
         } else {
-            try connection.run("DELETE FROM kv WHERE key = ?", [.text("meta." + key)])
+            try keyValues.remove("meta." + key)
         }
     }
 
-    func kvValue(_ key: String) throws -> String? {
-        try connection.first("SELECT value FROM kv WHERE key = ?", [.text(key)]) { $0.string(0) }
-    }
+    /// The store's named values (`kv`).
+    var keyValues: KeyValueTable { KeyValueTable(connection: connection) }
 
-    func kvValues(prefix: String) throws -> [String: String] {
-        var values: [String: String] = [:]
-        try connection.forEach("SELECT key, value FROM kv WHERE key >= ? AND key < ?", [.text(prefix), .text(prefix + "\u{FFFF}")]) {
-            values[$0.string(0)] = $0.string(1)
-        }
-        return values
-    }
+    func kvValue(_ key: String) throws -> String? { try keyValues.value(key) }
 
-    func setKV(_ key: String, _ value: String) throws {
-        try connection.run(
-            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [.text(key), .text(value)])
-    }
+    func kvValues(prefix: String) throws -> [String: String] { try keyValues.values(prefix: prefix) }
+
+    func setKV(_ key: String, _ value: String) throws { try keyValues.set(key, value) }
 
     /// Counts of local records per collection (coverage in the status).
     public func localCounts() throws -> [String: Int] {
@@ -261,11 +239,11 @@ extension LocalStore {
         var counts: [String: Int] = [:]
         for descriptor in registry.all {
             counts[descriptor.name] = try liveCounts.value(descriptor.name) {
-                try connection.first("SELECT count(*) FROM \"\(descriptor.name)\" WHERE deleted = 0") { Int($0.int64(0)) } ?? 0
+                try RecordTable(descriptor.name, connection).countLive()
             }
         }
         counts["catalogs"] = try liveCounts.value("catalogs") {
-            try connection.first("SELECT count(*) FROM catalogs") { Int($0.int64(0)) } ?? 0
+            try CatalogTable(connection: connection).count()
         }
         return counts
     }
@@ -444,21 +422,6 @@ struct SyncedCopyWriter {
     }
 }
 
-/// Records seen during a full re-download (see `beginResync`).
-struct ResyncLedger {
-    private let insert: SQLitePreparedStatement
-
-    init(_ connection: SQLiteConnection) throws {
-        insert = try connection.prepared("INSERT OR IGNORE INTO resync_seen (collection, uuid) VALUES (?, ?)")
-    }
-
-    func mark(_ change: RawChange, _ text: UnsafeBufferPointer<UInt8>) throws {
-        try insert.bind(1, change.collection)
-        try insert.bind(2, text: text.span(change.uuid))
-        try insert.run()
-    }
-}
-
 extension UnsafeBufferPointer<UInt8> {
     /// The bytes of a span of a raw pull page's text.
     func span(_ span: TextSpan) -> UnsafeBufferPointer<UInt8> {
@@ -477,11 +440,7 @@ extension LocalStore {
         try checkOpen()
         guard let record, !record.deleted else {
             _ = try translatingStorageErrors {
-                try connection.run(
-                    """
-                    DELETE FROM "\(reference.collection)" WHERE uuid = ? AND sync_state = 'synced'
-                    AND NOT EXISTS (SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ?)
-                    """, [.text(reference.uuid.wireText), .text(reference.collection), .text(reference.uuid.wireText)])
+                try RecordTable(reference.collection, connection).removeSyncedWithNothingQueued(reference.uuid)
             }
             liveCounts.forget([reference.collection])
             notify([reference.collection])
