@@ -46,6 +46,29 @@ struct ConflictLog {
         }
     }
 
+    /// Keeps a report (`localChange`, `serverRecord`: JSON texts, sealed
+    /// here like every payload); returns its id.
+    func insert(
+        _ record: RecordReference, mutationID: UUID, op: MutationOp, localChange: String?, serverRecord: String?,
+        detectedAt: ServerTimestamp
+    ) throws -> Int64 {
+        try connection.run(
+            """
+            INSERT INTO conflicts (collection, record_uuid, mutation_id, op, local_change, server_record, detected_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(record.collection), .text(record.uuid.wireText), .text(mutationID.wireText), .text(op.rawValue),
+                try payloads.stored(localChange), try payloads.stored(serverRecord), .text(detectedAt.rawValue),
+            ])
+        return connection.lastInsertRowID
+    }
+
+    /// Every queued local change kept in a report (attachments they name are kept).
+    func forEachLocalChange(_ body: (SQLiteRow) throws -> Void) throws {
+        try connection.forEach("SELECT local_change FROM conflicts WHERE local_change IS NOT NULL", [], body)
+    }
+
     func remove(_ id: Int64) throws {
         try connection.run("DELETE FROM conflicts WHERE id = ?", [.integer(id)])
     }

@@ -1,9 +1,12 @@
 import Foundation
+import OutpostCore
 import OutpostSQLite
 
 /// The `doubtful_creates` table: creates whose fate on the server this
 /// database cannot know (see `DoubtfulCreates.swift` for what each row means).
-enum DoubtfulCreateTable {
+struct DoubtfulCreateTable {
+    let connection: SQLiteConnection
+
     static func create(in connection: SQLiteConnection) throws {
         try connection.execute(
             """
@@ -14,5 +17,81 @@ enum DoubtfulCreateTable {
                 PRIMARY KEY (collection, record_uuid)
             ) WITHOUT ROWID;
             """)
+    }
+
+    /// The record's create may be on the server (a cancelled mark becomes this one).
+    func markMayBeOnServer(_ record: RecordReference) throws {
+        try connection.run(
+            """
+            INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq) VALUES (?, ?, NULL)
+            ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = NULL
+            """, [.text(record.collection), .text(record.uuid.wireText)])
+    }
+
+    /// Removes the record's "may be on the server" mark; true when there was one.
+    func takeMayBeOnServer(_ record: RecordReference) throws -> Bool {
+        try connection.run(
+            "DELETE FROM doubtful_creates WHERE collection = ? AND record_uuid = ? AND cancelled_after_seq IS NULL",
+            [.text(record.collection), .text(record.uuid.wireText)]) > 0
+    }
+
+    /// The record's never-sent create was cancelled when `lastSeq` was the last seq handed out.
+    func markCancelled(_ record: RecordReference, after lastSeq: Int64) throws {
+        try connection.run(
+            """
+            INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq) VALUES (?, ?, ?)
+            ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = excluded.cancelled_after_seq
+            """, [.text(record.collection), .text(record.uuid.wireText), .integer(lastSeq)])
+    }
+
+    /// Forgets creates cancelled before `seq`.
+    func forgetCancelled(before seq: Int64) throws {
+        try connection.run(
+            "DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL AND cancelled_after_seq < ?", [.integer(seq)])
+    }
+
+    func isEmpty() throws -> Bool {
+        try connection.query("SELECT EXISTS (SELECT 1 FROM doubtful_creates)") { $0.int64(0) }.first != 1
+    }
+
+    func forget(_ record: RecordReference) throws {
+        try connection.run(
+            "DELETE FROM doubtful_creates WHERE collection = ? AND record_uuid = ?",
+            [.text(record.collection), .text(record.uuid.wireText)])
+    }
+
+    /// The cancelled creates, as stored (collection, uuid text).
+    func cancelled() throws -> [(collection: String, uuid: String)] {
+        try connection.query("SELECT collection, record_uuid FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL") {
+            (collection: $0.string(0), uuid: $0.string(1))
+        }
+    }
+
+    func forgetAllCancelled() throws {
+        try connection.run("DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL")
+    }
+
+    /// Every create queued and never sent may be on the server.
+    func markUnsentCreatesMayBeOnServer() throws {
+        try connection.run(
+            """
+            INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq)
+            \(OutboxTable.unsentCreates)
+            ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = NULL
+            """)
+    }
+
+    /// Cancelled creates of `collection` whose record is there and not deleted (uuid texts).
+    func cancelledAndPresent(in collection: String) throws -> [String] {
+        try connection.query(
+            """
+            SELECT d.record_uuid FROM doubtful_creates d JOIN "\(collection)" t ON t.uuid = d.record_uuid
+            WHERE d.collection = ? AND d.cancelled_after_seq IS NOT NULL AND t.deleted = 0
+            """, [.text(collection)]
+        ) { $0.string(0) }
+    }
+
+    func hasCancelled() throws -> Bool {
+        try connection.first("SELECT 1 FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL LIMIT 1") { _ in true } ?? false
     }
 }

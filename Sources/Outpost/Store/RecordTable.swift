@@ -83,7 +83,7 @@ struct RecordTable {
     /// Records with a queued change that were "sending": only one with an
     /// outbox entry can be, so the outbox is looked at rather than the whole table.
     private var sendingCondition: String {
-        "uuid IN (SELECT record_uuid FROM outbox WHERE collection = ?) AND sync_state = 'sending'"
+        "uuid IN (\(OutboxTable.queuedInCollection)) AND sync_state = 'sending'"
     }
 
     func hasSending() throws -> Bool {
@@ -129,7 +129,7 @@ struct RecordTable {
         try connection.run(
             """
             DELETE FROM "\(name)" WHERE uuid = ? AND sync_state = 'synced'
-            AND NOT EXISTS (SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ?)
+            AND \(OutboxTable.nothingQueued(collection: "?", uuid: "?"))
             """, [.text(uuid.wireText), .text(name), .text(uuid.wireText)])
     }
 
@@ -148,5 +148,29 @@ struct RecordTable {
 
     func setPayload(_ key: SQLiteValue, _ value: SQLiteValue) throws {
         try connection.run("UPDATE \"\(name)\" SET data = ? WHERE uuid = ?", [value, key])
+    }
+
+    /// The common confirmation, in one statement: the live row of a record
+    /// with nothing else queued becomes the server's copy (`data`: stored as
+    /// the payload codec wrote it). Returns false when nothing was written.
+    func adoptConfirmedCopy(_ uuid: UUID, _ record: WireRecord, data: SQLiteValue) throws -> Bool {
+        let written = try connection.run(
+            """
+            UPDATE "\(name)" SET on_server = 1, server_id = ?1, server_version = ?2, server_updated_at = ?3,
+                device_time = coalesce(?4, device_time), owner = ?5, team = ?6, data = ?7,
+                sync_state = 'synced', base_version = NULL, rejection_json = NULL
+            WHERE uuid = ?8 AND deleted = 0
+                AND \(OutboxTable.nothingQueued(collection: "?9", uuid: "?8"))
+            """,
+            [
+                .integer(record.id), .integer(record.version), .text(record.updatedAt.rawValue), .text(record.deviceTime?.rawValue),
+                .text(record.owner), .text(record.team), data, .text(uuid.wireText), .text(name),
+            ])
+        return written == 1
+    }
+
+    /// Hides a record again and leaves it waiting for its delete (`uuid`: as stored).
+    func hideAgain(_ uuid: String) throws {
+        try connection.run("UPDATE \"\(name)\" SET deleted = 1, sync_state = 'pending' WHERE uuid = ?", [.text(uuid)])
     }
 }
