@@ -19,6 +19,16 @@ struct DoubtfulCreateTable {
             """)
     }
 
+    /// A pull shows the server holds a record whose create is queued and
+    /// never sent (`?1` collection, `?2` uuid): that create may be on the
+    /// server already. Prepared once per page by `SyncedCopyWriter`.
+    static let markUnsentCreateMayBeOnServer = """
+        INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq)
+        SELECT collection, record_uuid, NULL FROM outbox
+        WHERE collection = ?1 AND record_uuid = ?2 AND op = 'create' AND seq IS NULL LIMIT 1
+        ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = NULL
+        """
+
     /// The record's create may be on the server (a cancelled mark becomes this one).
     func markMayBeOnServer(_ record: RecordReference) throws {
         try connection.run(

@@ -173,4 +173,73 @@ struct RecordTable {
     func hideAgain(_ uuid: String) throws {
         try connection.run("UPDATE \"\(name)\" SET deleted = 1, sync_state = 'pending' WHERE uuid = ?", [.text(uuid)])
     }
+
+    // MARK: Rows
+
+    /// The row with this uuid, read by `map` from the `RecordRow` columns.
+    func row<T>(_ uuid: UUID, _ map: (SQLiteRow) throws -> T) throws -> T? {
+        try connection.first("SELECT \(RecordRow.columns) FROM \"\(name)\" WHERE uuid = ?", [.text(uuid.wireText)], map)
+    }
+
+    /// Every live row (not deleted here), read by `map`.
+    func liveRows<T>(_ map: (SQLiteRow) throws -> T) throws -> [T] {
+        try connection.query("SELECT \(RecordRow.columns) FROM \"\(name)\" WHERE deleted = 0", [], map)
+    }
+
+    func contains(_ uuid: UUID) throws -> Bool {
+        try connection.first("SELECT 1 FROM \"\(name)\" WHERE uuid = ?", [.text(uuid.wireText)]) { _ in true } ?? false
+    }
+
+    /// A whole row, `values` in `ControlColumn` order.
+    func insert(_ values: [SQLiteValue]) throws {
+        try connection.run(
+            """
+            INSERT INTO "\(name)" (\(ControlColumn.selectList)) VALUES (\(ControlColumn.placeholders))
+            """,
+            values)
+    }
+
+    /// Every column of an existing row, `values` in `ControlColumn` order (the key first).
+    func update(_ values: [SQLiteValue]) throws {
+        try connection.run(
+            """
+            UPDATE "\(name)" SET \(ControlColumn.assignments) WHERE uuid = ?1
+            """,
+            values)
+    }
+
+    func remove(_ uuid: UUID) throws {
+        try connection.run("DELETE FROM \"\(name)\" WHERE uuid = ?", [.text(uuid.wireText)])
+    }
+
+    func setState(_ uuid: UUID, _ state: SyncState) throws {
+        try connection.run("UPDATE \"\(name)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
+    }
+
+    /// Sets the state of many records in one statement.
+    func setStates(_ uuids: [UUID], _ state: SyncState) throws {
+        let list = JSONWriter.text(.array(uuids.map { .string($0.wireText) }))
+        try connection.run(RecordStateQueries.setStates(in: name), [.text(state.rawValue), .text(list)])
+    }
+
+    /// Sets the state only where it is still `expected`.
+    func setState(_ uuid: UUID, _ state: SyncState, from expected: SyncState) throws {
+        try connection.run(
+            "UPDATE \"\(name)\" SET sync_state = ? WHERE uuid = ? AND sync_state = ?",
+            [.text(state.rawValue), .text(uuid.wireText), .text(expected.rawValue)])
+    }
+
+    /// Rows matching a compiled query (`RecordQuery.sql()`), read by `map`.
+    func rows<T>(_ sql: String, _ arguments: [SQLiteValue], _ map: (SQLiteRow) throws -> T) throws -> [T] {
+        try connection.query(sql, arguments, map)
+    }
+}
+
+/// Statements on many records at once whose plans must look each record
+/// up by its key (`StorePlanTests` reads them).
+package enum RecordStateQueries {
+    /// Sets `sync_state` (?1) of the records whose uuids ?2 lists as a JSON array.
+    package static func setStates(in collection: String) -> String {
+        "UPDATE \"\(collection)\" SET sync_state = ?1 WHERE uuid IN (SELECT value FROM json_each(?2))"
+    }
 }
