@@ -109,3 +109,21 @@ struct TableRebuildTests {
     #expect(throws: SQLiteError.self) { try connection.run("INSERT INTO queue (kind) VALUES ('z')") }
   }
 }
+
+/// A release before named steps wipes a store by emptying every table,
+/// the record of steps included: the store still opens afterwards.
+@Suite("A store whose record of steps was emptied", .timeLimit(.minutes(1)))
+struct EmptiedMigrationRecordTests {
+  @Test func itOpensWithItsStepsTakenFromItsVersion() async throws {
+    let directory = try TemporaryDirectory()
+    let path = directory.path("device.sqlite")
+    try await LocalStore(path: path, collections: StoreFixture.collections).close()
+    let raw = try SQLiteConnection(path: path)
+    try raw.run("DELETE FROM store_migrations")
+    raw.close()
+    let store = try LocalStore(path: path, collections: StoreFixture.collections)
+    try await store.create(Person(name: "Ada"))
+    #expect(try await store.outboxEntries().count == 1)
+    await store.close()
+  }
+}

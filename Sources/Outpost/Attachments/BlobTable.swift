@@ -1,6 +1,6 @@
 import Foundation
 import OutpostCore
-import OutpostSQLite
+package import OutpostSQLite
 
 /// The `blobs` table: one row per attachment this device knows, whose
 /// bytes are a file named by the hash (`BlobFolder`).
@@ -9,8 +9,10 @@ import OutpostSQLite
 /// this device's to send); `uploaded_bytes` is what the server was last
 /// known to hold; `held` says whether the file is here; `last_used` orders
 /// eviction (least recently used first).
-struct BlobTable {
+package struct BlobTable {
     let connection: SQLiteConnection
+
+    package init(connection: SQLiteConnection) { self.connection = connection }
 
     /// The upload state's constraint (`MembershipCheck`).
     static let uploadCheck = MembershipCheck(column: "upload", values: ["waiting", "uploading", "uploaded", "failed"])
@@ -31,13 +33,13 @@ struct BlobTable {
         ) WITHOUT ROWID;
         """
 
-    static func create(in connection: SQLiteConnection) throws {
+    package static func create(in connection: SQLiteConnection) throws {
         try connection.execute(definition)
     }
 
     /// Stores made before the quick check hold `upload IN (…)`: the table
     /// is made again from `definition` with every row.
-    static func rebuildLegacyChecks(in connection: SQLiteConnection) throws {
+    package static func rebuildLegacyChecks(in connection: SQLiteConnection) throws {
         guard try TableRebuild.definition(of: "blobs", contains: uploadCheck.legacyText, in: connection) else { return }
         try TableRebuild.rebuild("blobs", create: definition, indexes: [], in: connection)
     }
@@ -74,7 +76,7 @@ struct BlobTable {
     }
 
     /// Bytes just stored in the folder, this device's to upload (see `AttachmentQueue.attach`).
-    func attach(_ attachment: AttachedFile, use: Int64, now: String) throws {
+    package func attach(_ attachment: AttachedFile, use: Int64, now: String) throws {
         try connection.run(
             """
             INSERT INTO blobs (sha256, size, content_type, upload, held, last_used, attached_at)
@@ -102,7 +104,7 @@ struct BlobTable {
     }
 
     /// The file is no longer on the device.
-    func markNotHeld(_ sha: String) throws {
+    package func markNotHeld(_ sha: String) throws {
         try connection.run("UPDATE blobs SET held = 0 WHERE sha256 = ?", [.text(sha)])
     }
 
@@ -114,11 +116,11 @@ struct BlobTable {
         Set(try connection.query("SELECT sha256 FROM blobs") { $0.string(0) })
     }
 
-    func notUploaded() throws -> Set<String> {
+    package func notUploaded() throws -> Set<String> {
         Set(try connection.query("SELECT sha256 FROM blobs WHERE upload IN ('waiting', 'uploading', 'failed')") { $0.string(0) })
     }
 
-    func anyNotUploaded() throws -> Bool {
+    package func anyNotUploaded() throws -> Bool {
         try connection.first("SELECT 1 FROM blobs WHERE upload IN ('waiting', 'uploading', 'failed') LIMIT 1") { _ in true } ?? false
     }
 
@@ -132,19 +134,19 @@ struct BlobTable {
     }
 
     /// The server holds the first `bytes` of an upload still going.
-    func noteProgress(_ sha: String, bytes: Int64) throws {
+    package func noteProgress(_ sha: String, bytes: Int64) throws {
         try connection.run(
             "UPDATE blobs SET upload = 'uploading', uploaded_bytes = ? WHERE sha256 = ? AND upload IN ('waiting', 'uploading')",
             [.integer(bytes), .text(sha)])
     }
 
-    func markUploaded(_ sha: String) throws {
+    package func markUploaded(_ sha: String) throws {
         try connection.run(
             "UPDATE blobs SET upload = 'uploaded', uploaded_bytes = size, last_error = NULL WHERE sha256 = ?", [.text(sha)])
     }
 
     /// One more failure, and `failed` once `budget` failures are reached.
-    func countFailure(_ sha: String, reason: String, budget: Int) throws {
+    package func countFailure(_ sha: String, reason: String, budget: Int) throws {
         try connection.run(
             """
             UPDATE blobs SET failures = failures + 1, last_error = ?,
@@ -169,12 +171,12 @@ struct BlobTable {
     }
 
     /// Bytes of the files on the device.
-    func heldBytes() throws -> Int64 {
+    package func heldBytes() throws -> Int64 {
         try connection.first("SELECT coalesce(sum(size), 0) FROM blobs WHERE held = 1") { $0.int64(0) } ?? 0
     }
 
     /// Files the server holds (or that came from it), least recently used first.
-    func evictable() throws -> [(sha: String, size: Int64)] {
+    package func evictable() throws -> [(sha: String, size: Int64)] {
         try connection.query(
             "SELECT sha256, size FROM blobs WHERE held = 1 AND (upload IS NULL OR upload = 'uploaded') ORDER BY last_used"
         ) { (sha: $0.string(0), size: $0.int64(1)) }

@@ -1,13 +1,15 @@
 import Foundation
 import OutpostCore
-import OutpostSQLite
+package import OutpostSQLite
 
 /// The `doubtful_creates` table: creates whose fate on the server this
 /// database cannot know (see `DoubtfulCreates.swift` for what each row means).
-struct DoubtfulCreateTable {
+package struct DoubtfulCreateTable {
     let connection: SQLiteConnection
 
-    static func create(in connection: SQLiteConnection) throws {
+    package init(connection: SQLiteConnection) { self.connection = connection }
+
+    package static func create(in connection: SQLiteConnection) throws {
         try connection.execute(
             """
             CREATE TABLE doubtful_creates (
@@ -30,7 +32,7 @@ struct DoubtfulCreateTable {
         """
 
     /// The record's create may be on the server (a cancelled mark becomes this one).
-    func markMayBeOnServer(_ record: RecordReference) throws {
+    package func markMayBeOnServer(_ record: RecordReference) throws {
         try connection.run(
             """
             INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq) VALUES (?, ?, NULL)
@@ -39,14 +41,14 @@ struct DoubtfulCreateTable {
     }
 
     /// Removes the record's "may be on the server" mark; true when there was one.
-    func takeMayBeOnServer(_ record: RecordReference) throws -> Bool {
+    package func takeMayBeOnServer(_ record: RecordReference) throws -> Bool {
         try connection.run(
             "DELETE FROM doubtful_creates WHERE collection = ? AND record_uuid = ? AND cancelled_after_seq IS NULL",
             [.text(record.collection), .text(record.uuid.wireText)]) > 0
     }
 
     /// The record's never-sent create was cancelled when `lastSeq` was the last seq handed out.
-    func markCancelled(_ record: RecordReference, after lastSeq: Int64) throws {
+    package func markCancelled(_ record: RecordReference, after lastSeq: Int64) throws {
         try connection.run(
             """
             INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq) VALUES (?, ?, ?)
@@ -55,12 +57,12 @@ struct DoubtfulCreateTable {
     }
 
     /// Forgets creates cancelled before `seq`.
-    func forgetCancelled(before seq: Int64) throws {
+    package func forgetCancelled(before seq: Int64) throws {
         try connection.run(
             "DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL AND cancelled_after_seq < ?", [.integer(seq)])
     }
 
-    func isEmpty() throws -> Bool {
+    package func isEmpty() throws -> Bool {
         try connection.query("SELECT EXISTS (SELECT 1 FROM doubtful_creates)") { $0.int64(0) }.first != 1
     }
 
@@ -71,18 +73,18 @@ struct DoubtfulCreateTable {
     }
 
     /// The cancelled creates, as stored (collection, uuid text).
-    func cancelled() throws -> [(collection: String, uuid: String)] {
+    package func cancelled() throws -> [(collection: String, uuid: String)] {
         try connection.query("SELECT collection, record_uuid FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL") {
             (collection: $0.string(0), uuid: $0.string(1))
         }
     }
 
-    func forgetAllCancelled() throws {
+    package func forgetAllCancelled() throws {
         try connection.run("DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL")
     }
 
     /// Every create queued and never sent may be on the server.
-    func markUnsentCreatesMayBeOnServer() throws {
+    package func markUnsentCreatesMayBeOnServer() throws {
         try connection.run(
             """
             INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq)

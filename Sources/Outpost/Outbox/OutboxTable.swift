@@ -1,11 +1,13 @@
-import Foundation
-import OutpostCore
-import OutpostSQLite
+package import Foundation
+package import OutpostCore
+package import OutpostSQLite
 
 /// The `outbox` table: changes waiting for the server, in the order they
 /// were made (`Outbox` decides what goes in and out; the SQL is here).
-struct OutboxTable {
+package struct OutboxTable {
     let connection: SQLiteConnection
+
+    package init(connection: SQLiteConnection) { self.connection = connection }
 
     /// The operation's constraint (`MembershipCheck`: not `IN`, which
     /// SQLite evaluates slowly).
@@ -59,23 +61,23 @@ struct OutboxTable {
     /// was never refused writes nothing to it.
     static let failingIndex = "CREATE INDEX outbox_failing ON outbox (entry) WHERE failures > 0;"
 
-    static func create(in connection: SQLiteConnection) throws {
+    package static func create(in connection: SQLiteConnection) throws {
         try connection.execute(definition)
         for index in baseIndexes { try connection.execute(index) }
     }
 
-    static func createSummaryIndexes(in connection: SQLiteConnection) throws {
+    package static func createSummaryIndexes(in connection: SQLiteConnection) throws {
         for index in summaryIndexes { try connection.execute(index) }
     }
 
-    static func createFailingIndex(in connection: SQLiteConnection) throws {
+    package static func createFailingIndex(in connection: SQLiteConnection) throws {
         try connection.execute(failingIndex)
     }
 
     /// Stores made before the quick check hold `op IN (…)`: the table is
     /// made again from `definition`, every entry kept with its number. Runs
     /// before the later indexes are added, so only the base ones are made again.
-    static func rebuildLegacyChecks(in connection: SQLiteConnection) throws {
+    package static func rebuildLegacyChecks(in connection: SQLiteConnection) throws {
         guard try TableRebuild.definition(of: "outbox", contains: opCheck.legacyText, in: connection) else { return }
         try TableRebuild.rebuild("outbox", create: definition, indexes: baseIndexes, in: connection)
     }
@@ -116,7 +118,7 @@ extension OutboxTable {
     }
 
     /// Queues an entry after every other (`data`: stored as the payload codec wrote it).
-    func insert(
+    package func insert(
         mutationID: UUID, record: RecordReference, op: MutationOp, baseVersion: Int64?, data: SQLiteValue, parents: String,
         queuedAt: String
     ) throws {
@@ -132,7 +134,7 @@ extension OutboxTable {
     }
 
     /// Puts an entry back at its own place in the queue (its number), with no seq.
-    func insert(
+    package func insert(
         entry: Int64, mutationID: UUID, record: RecordReference, op: MutationOp, baseVersion: Int64?, data: SQLiteValue,
         parents: String, queuedAt: String
     ) throws {
@@ -148,7 +150,7 @@ extension OutboxTable {
     }
 
     /// Replaces a never-sent entry's content (a sent one is never rewritten).
-    func rewrite(
+    package func rewrite(
         _ entry: Int64, mutationID: UUID, op: MutationOp, baseVersion: Int64?, data: SQLiteValue, parents: String,
         queuedAt: String
     ) throws {
@@ -163,7 +165,7 @@ extension OutboxTable {
             ])
     }
 
-    func remove(_ entry: Int64) throws {
+    package func remove(_ entry: Int64) throws {
         try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry)])
     }
 
@@ -172,35 +174,35 @@ extension OutboxTable {
         try connection.run(OutboxSettleQueries.removing, [.text(JSONWriter.text(.array(entries.map { .int($0) })))])
     }
 
-    func removeAll(of record: RecordReference) throws {
+    package func removeAll(of record: RecordReference) throws {
         try connection.run(
             "DELETE FROM outbox WHERE collection = ? AND record_uuid = ?", [.text(record.collection), .text(record.uuid.wireText)])
     }
 
-    func removeUnsent(of record: RecordReference) throws {
+    package func removeUnsent(of record: RecordReference) throws {
         try connection.run(
             "DELETE FROM outbox WHERE collection = ? AND record_uuid = ? AND seq IS NULL",
             [.text(record.collection), .text(record.uuid.wireText)])
     }
 
     /// Whether a create of the record is queued (sent or not).
-    func hasCreate(of record: RecordReference) throws -> Bool {
+    package func hasCreate(of record: RecordReference) throws -> Bool {
         try connection.first(
             "SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ? AND op = 'create'",
             [.text(record.collection), .text(record.uuid.wireText)]
         ) { _ in true } ?? false
     }
 
-    func holds(seq: Int64) throws -> Bool {
+    package func holds(seq: Int64) throws -> Bool {
         try connection.first("SELECT 1 FROM outbox WHERE seq = ?", [.integer(seq)]) { _ in true } != nil
     }
 
     /// Numbers of the entries that were sent (have a seq).
-    func sentEntries() throws -> [Int64] {
+    package func sentEntries() throws -> [Int64] {
         try connection.query("SELECT entry FROM outbox WHERE seq IS NOT NULL", []) { $0.int64(0) }
     }
 
-    func count() throws -> Int {
+    package func count() throws -> Int {
         try connection.first("SELECT COUNT(*) FROM outbox") { Int($0.int64(0)) } ?? 0
     }
 
@@ -215,17 +217,17 @@ extension OutboxTable {
     }
 
     /// Gives never-sent entries (`entries`, in order) the seqs from `first` on, in one statement.
-    func number(_ entries: [Int64], from first: Int64) throws {
+    package func number(_ entries: [Int64], from first: Int64) throws {
         try connection.run(OutboxSeqQueries.numbering, [.integer(first), .text(JSONWriter.text(.array(entries.map { .int($0) })))])
     }
 
     /// Withdraws seqs no server saw.
-    func clearSeqs(_ seqs: ClosedRange<Int64>) throws {
+    package func clearSeqs(_ seqs: ClosedRange<Int64>) throws {
         try connection.run("UPDATE outbox SET seq = NULL WHERE seq BETWEEN ? AND ?", [.integer(seqs.lowerBound), .integer(seqs.upperBound)])
     }
 
     /// Gives a sent entry a new seq (the server had the old one from another timeline).
-    func renumber(_ entry: Int64, from old: Int64, to new: Int64) throws {
+    package func renumber(_ entry: Int64, from old: Int64, to new: Int64) throws {
         try connection.run(
             "UPDATE outbox SET seq = ?, unknown_outcome = 0 WHERE entry = ? AND seq = ?",
             [.integer(new), .integer(entry), .integer(old)])
@@ -239,7 +241,7 @@ extension OutboxTable {
 
     /// A push that failed whole: one more attempt, and a failure when it
     /// spends the retry budget; `outcomeUnknown` when the server may hold it.
-    func noteFailure(_ entry: Int64, consumesBudget: Bool, message: String, outcomeUnknown: Bool) throws {
+    package func noteFailure(_ entry: Int64, consumesBudget: Bool, message: String, outcomeUnknown: Bool) throws {
         try connection.run(
             """
             UPDATE outbox SET attempts = attempts + 1, failures = failures + ?, last_error = ?,
@@ -252,7 +254,7 @@ extension OutboxTable {
     /// Conditions the record's later never-sent edits on `version`. (`+seq`
     /// keeps SQLite on the record's index: the seq index would walk every
     /// never-sent entry of a long queue.)
-    func rebase(_ record: RecordReference, on version: Int64) throws {
+    package func rebase(_ record: RecordReference, on version: Int64) throws {
         try connection.run(
             """
             UPDATE outbox SET base_version = ?

@@ -1,13 +1,15 @@
 import Foundation
 import OutpostCore
-import OutpostSQLite
+package import OutpostSQLite
 
 /// The `catalogs` table: read-only reference data, every catalog in one
 /// table, written only by pulls.
-struct CatalogTable {
+package struct CatalogTable {
     let connection: SQLiteConnection
 
-    static func create(in connection: SQLiteConnection) throws {
+    package init(connection: SQLiteConnection) { self.connection = connection }
+
+    package static func create(in connection: SQLiteConnection) throws {
         try connection.execute(
             """
             -- Read-only reference data: every catalog in one table.
@@ -26,7 +28,7 @@ struct CatalogTable {
     }
 
     /// Entries of one catalog, by code.
-    func entries(_ catalog: String) throws -> [CatalogEntry] {
+    package func entries(_ catalog: String) throws -> [CatalogEntry] {
         try connection.query(
             "SELECT uuid, catalog, code, name, data FROM catalogs WHERE catalog = ? ORDER BY code", [.text(catalog)]
         ) { row in
@@ -37,7 +39,7 @@ struct CatalogTable {
     }
 
     /// Stores the server's copy of an entry (`text`: its data as sent).
-    func upsert(uuid: String, data: JSONObject, text: String, serverID: Int64, version: Int64, updatedAt: String) throws {
+    package func upsert(uuid: String, data: JSONObject, text: String, serverID: Int64, version: Int64, updatedAt: String) throws {
         try connection.run(
             """
             INSERT INTO catalogs (uuid, catalog, code, name, data, server_id, server_version, server_updated_at)
@@ -53,11 +55,11 @@ struct CatalogTable {
             ])
     }
 
-    func remove(uuid: String) throws {
+    package func remove(uuid: String) throws {
         try connection.run("DELETE FROM catalogs WHERE uuid = ?", [.text(uuid)])
     }
 
-    func count() throws -> Int {
+    package func count() throws -> Int {
         try connection.first("SELECT count(*) FROM catalogs") { Int($0.int64(0)) } ?? 0
     }
 }

@@ -1,12 +1,14 @@
 import Foundation
-import OutpostSQLite
+package import OutpostSQLite
 
 /// The `kv` table: the store's small named values (the client id, the pull
 /// cursor, the queue's counters, settings kept across launches).
-struct KeyValueTable {
+package struct KeyValueTable {
     let connection: SQLiteConnection
 
-    static func create(in connection: SQLiteConnection) throws {
+    package init(connection: SQLiteConnection) { self.connection = connection }
+
+    package static func create(in connection: SQLiteConnection) throws {
         try connection.execute(
             """
             CREATE TABLE kv (
@@ -16,16 +18,16 @@ struct KeyValueTable {
             """)
     }
 
-    func value(_ key: String) throws -> String? {
+    package func value(_ key: String) throws -> String? {
         try connection.first("SELECT value FROM kv WHERE key = ?", [.text(key)]) { $0.string(0) }
     }
 
-    func contains(_ key: String) throws -> Bool {
+    package func contains(_ key: String) throws -> Bool {
         try connection.first("SELECT 1 FROM kv WHERE key = ?", [.text(key)], { _ in true }) == true
     }
 
     /// Every value whose key starts with `prefix`, by key.
-    func values(prefix: String) throws -> [String: String] {
+    package func values(prefix: String) throws -> [String: String] {
         var values: [String: String] = [:]
         try connection.forEach("SELECT key, value FROM kv WHERE key >= ? AND key < ?", [.text(prefix), .text(prefix + "\u{FFFF}")]) {
             values[$0.string(0)] = $0.string(1)
@@ -34,23 +36,23 @@ struct KeyValueTable {
     }
 
     /// Sets a value, replacing any before.
-    func set(_ key: String, _ value: String) throws {
+    package func set(_ key: String, _ value: String) throws {
         try connection.run(
             "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             [.text(key), .text(value)])
     }
 
     /// Adds a value whose key is not there yet (throws when it is).
-    func insert(_ key: String, _ value: String) throws {
+    package func insert(_ key: String, _ value: String) throws {
         try connection.run("INSERT INTO kv (key, value) VALUES (?, ?)", [.text(key), .text(value)])
     }
 
-    func remove(_ key: String) throws {
+    package func remove(_ key: String) throws {
         try connection.run("DELETE FROM kv WHERE key = ?", [.text(key)])
     }
 
     /// Empties the table but for one key.
-    func removeAll(except key: String) throws {
+    package func removeAll(except key: String) throws {
         try connection.run("DELETE FROM kv WHERE key <> ?", [.text(key)])
     }
 }

@@ -62,7 +62,7 @@ public struct RecordQuery: Sendable, Equatable {
     /// alphabet because they go into JSON paths; values are always bound.
     func sql() throws -> (String, [SQLiteValue]) {
         var arguments: [SQLiteValue] = []
-        var sql = "SELECT \(RecordRow.columns) FROM \"\(collection)\" WHERE deleted = 0"
+        var sql = RecordTable.liveRowsQuery(collection)
         if let filter {
             sql += " AND " + (try Self.render(filter, &arguments))
         }

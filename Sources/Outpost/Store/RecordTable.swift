@@ -1,6 +1,6 @@
-import Foundation
+package import Foundation
 import OutpostCore
-import OutpostSQLite
+package import OutpostSQLite
 
 /// The table of one collection. `uuid` is made on the device and is the key
 /// everywhere; `on_server` records that the server is known to hold the
@@ -10,11 +10,11 @@ import OutpostSQLite
 ///
 /// Which collections exist is the app's choice at each opening, so these
 /// tables are made and brought up to date by `ensure`, not by a migration.
-struct RecordTable {
+package struct RecordTable {
     let name: String
     let connection: SQLiteConnection
 
-    init(_ name: String, _ connection: SQLiteConnection) {
+    package init(_ name: String, _ connection: SQLiteConnection) {
         self.name = name
         self.connection = connection
     }
@@ -58,7 +58,7 @@ struct RecordTable {
     /// made again with every row), the rejected index, and an index per
     /// indexed field (none while payloads are sealed: an index over JSON
     /// fields cannot read sealed data and would keep the fields in clear).
-    func ensure(indexedFields: [String], sealed: Bool) throws {
+    package func ensure(indexedFields: [String], sealed: Bool) throws {
         try connection.execute(definition)
         var columns = Set(try TableRebuild.columns(of: name, in: connection))
         for added in Self.addedColumns where !columns.contains(added.name) {
@@ -86,26 +86,26 @@ struct RecordTable {
         "uuid IN (\(OutboxTable.queuedInCollection)) AND sync_state = 'sending'"
     }
 
-    func hasSending() throws -> Bool {
+    package func hasSending() throws -> Bool {
         try connection.first(
             "SELECT 1 FROM \"\(name)\" WHERE \(sendingCondition) LIMIT 1", [.text(name)], { _ in true }) ?? false
     }
 
     /// Nothing is in flight in a process that just opened the store.
-    func resetSending() throws {
+    package func resetSending() throws {
         try connection.run("UPDATE \"\(name)\" SET sync_state = 'pending' WHERE \(sendingCondition)", [.text(name)])
     }
 
-    func countRejected() throws -> Int {
+    package func countRejected() throws -> Int {
         try connection.first("SELECT count(*) FROM \"\(name)\" WHERE sync_state = 'rejected'") { Int($0.int64(0)) } ?? 0
     }
 
-    func countLive() throws -> Int {
+    package func countLive() throws -> Int {
         try connection.first("SELECT count(*) FROM \"\(name)\" WHERE deleted = 0") { Int($0.int64(0)) } ?? 0
     }
 
     /// After a full re-download: synced rows the server did not send again go.
-    func removeSyncedNotSeen() throws {
+    package func removeSyncedNotSeen() throws {
         try connection.run(
             """
             DELETE FROM "\(name)" WHERE sync_state = 'synced'
@@ -116,7 +116,7 @@ struct RecordTable {
     /// Removes synced copies the server last changed before `cutoff`;
     /// returns how many. Server times are fixed-width RFC 3339 text in UTC:
     /// text order is time order.
-    func removeSynced(updatedBefore cutoff: String) throws -> Int {
+    package func removeSynced(updatedBefore cutoff: String) throws -> Int {
         try connection.run(
             """
             DELETE FROM "\(name)"
@@ -181,9 +181,14 @@ struct RecordTable {
         try connection.first("SELECT \(RecordRow.columns) FROM \"\(name)\" WHERE uuid = ?", [.text(uuid.wireText)], map)
     }
 
-    /// Every live row (not deleted here), read by `map`.
+    /// Every live row (not deleted here): what every query of records starts from.
+    static func liveRowsQuery(_ collection: String) -> String {
+        "SELECT \(RecordRow.columns) FROM \"\(collection)\" WHERE deleted = 0"
+    }
+
+    /// Every live row, read by `map`.
     func liveRows<T>(_ map: (SQLiteRow) throws -> T) throws -> [T] {
-        try connection.query("SELECT \(RecordRow.columns) FROM \"\(name)\" WHERE deleted = 0", [], map)
+        try connection.query(Self.liveRowsQuery(name), [], map)
     }
 
     func contains(_ uuid: UUID) throws -> Bool {
@@ -212,12 +217,12 @@ struct RecordTable {
         try connection.run("DELETE FROM \"\(name)\" WHERE uuid = ?", [.text(uuid.wireText)])
     }
 
-    func setState(_ uuid: UUID, _ state: SyncState) throws {
+    package func setState(_ uuid: UUID, _ state: SyncState) throws {
         try connection.run("UPDATE \"\(name)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
     }
 
     /// Sets the state of many records in one statement.
-    func setStates(_ uuids: [UUID], _ state: SyncState) throws {
+    package func setStates(_ uuids: [UUID], _ state: SyncState) throws {
         let list = JSONWriter.text(.array(uuids.map { .string($0.wireText) }))
         try connection.run(RecordStateQueries.setStates(in: name), [.text(state.rawValue), .text(list)])
     }

@@ -1,14 +1,16 @@
 import Foundation
 import OutpostCore
-import OutpostSQLite
+package import OutpostSQLite
 
 /// The `resync_seen` table: records seen during a full re-download (after
 /// 410). Synced rows not seen by its end are gone from the server or the
 /// scope (`RecordTable.removeSyncedNotSeen`).
-struct ResyncSeenTable {
+package struct ResyncSeenTable {
     let connection: SQLiteConnection
 
-    static func create(in connection: SQLiteConnection) throws {
+    package init(connection: SQLiteConnection) { self.connection = connection }
+
+    package static func create(in connection: SQLiteConnection) throws {
         try connection.execute(
             """
             -- Records seen during a full re-download (after 410): synced rows
@@ -21,7 +23,7 @@ struct ResyncSeenTable {
             """)
     }
 
-    func removeAll() throws {
+    package func removeAll() throws {
         try connection.run("DELETE FROM resync_seen")
     }
 

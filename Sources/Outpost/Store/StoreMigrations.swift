@@ -72,14 +72,17 @@ package enum StoreMigrations {
             ?? false
     }
 
-    /// The steps this store has had: those it recorded, or, for a store made
-    /// before steps were named, those its `user_version` stands for.
+    /// The steps this store has had: those it recorded, and those its
+    /// `user_version` stands for (all of a store made before steps were
+    /// named; still all of them if a release before named steps emptied
+    /// the record in a wipe).
     package static func applied(_ connection: SQLiteConnection) throws -> Set<String> {
-        if try isRecorded(connection) {
-            return Set(try connection.query("SELECT name FROM \(table)") { $0.string(0) })
-        }
         let version = try connection.first("PRAGMA user_version") { Int($0.int64(0)) } ?? 0
-        return Set(appliedByLegacyVersion(version))
+        var applied = Set(appliedByLegacyVersion(version))
+        if try isRecorded(connection) {
+            applied.formUnion(try connection.query("SELECT name FROM \(table)") { $0.string(0) })
+        }
+        return applied
     }
 
     /// The steps still to run, in order.
@@ -94,16 +97,15 @@ package enum StoreMigrations {
         let applied = try applied(connection)
         if try !isRecorded(connection) {
             try connection.execute("CREATE TABLE \(table) (name TEXT PRIMARY KEY) WITHOUT ROWID")
-            for name in names where applied.contains(name) { try record(name, in: connection) }
+        }
+        // The steps a numbered store had are written down once, as if run here.
+        for name in names where applied.contains(name) {
+            try connection.run("INSERT OR IGNORE INTO \(table) (name) VALUES (?)", [.text(name)])
         }
         for migration in all where !applied.contains(migration.name) {
             try migration.apply(connection)
-            try record(migration.name, in: connection)
+            try connection.run("INSERT INTO \(table) (name) VALUES (?)", [.text(migration.name)])
         }
         try connection.execute("PRAGMA user_version = \(legacyVersion)")
-    }
-
-    private static func record(_ name: String, in connection: SQLiteConnection) throws {
-        try connection.run("INSERT INTO \(table) (name) VALUES (?)", [.text(name)])
     }
 }
