@@ -110,6 +110,17 @@ extension OutboxTable {
     /// The record's entries, in order.
     static let ofRecord = "collection = ? AND record_uuid = ?"
 
+    /// Entries that were sent (ordered by `seqOrder`: the server must see
+    /// seqs in increasing order).
+    static let sent = "seq IS NOT NULL"
+    static let seqOrder = "seq"
+
+    /// Never-sent entries after the entry number bound as `?`.
+    static let unsentAfter = "seq IS NULL AND entry > ?"
+
+    /// Never-sent entries with a payload (changes an attachment may be named in).
+    static let unsentWithData = "seq IS NULL AND data IS NOT NULL"
+
     /// A damaged entry's columns as stored, for whoever investigates.
     func raw(_ entry: Int64) throws -> (collection: String, uuid: String, op: String, seq: Int64?, parents: String, data: String)? {
         try connection.first(

@@ -175,7 +175,7 @@ extension Outbox {
             // still out are all of them while a queue drains: they are
             // counted by their ids, not read and parsed only to be passed over.
             let sentElsewhere = try table.sentEntries().contains { !out.contains($0) }
-            for row in try sentElsewhere ? rows(where: "seq IS NOT NULL", order: "seq") : [] where !out.contains(row.entry) {
+            for row in try sentElsewhere ? rows(where: OutboxTable.sent, order: OutboxTable.seqOrder) : [] where !out.contains(row.entry) {
                 // An already-sent entry left for a later batch means this one
                 // is full, so no new (higher) seq can overtake it.
                 guard fits(row) else {
@@ -198,7 +198,7 @@ extension Outbox {
             func nextUnsent() throws -> OutboxRow? {
                 if unsent.isEmpty && !exhausted {
                     let chunk = min(1000, max(64, limit - chosen.count))
-                    unsent = try rows(where: "seq IS NULL AND entry > ?", [.integer(after)], limit: chunk)
+                    unsent = try rows(where: OutboxTable.unsentAfter, [.integer(after)], limit: chunk)
                     exhausted = unsent.count < chunk
                     unsent.reverse()
                 }

@@ -224,9 +224,6 @@ extension LocalStore {
         }
     }
 
-    /// The store's named values (`kv`).
-    var keyValues: KeyValueTable { KeyValueTable(connection: connection) }
-
     func kvValue(_ key: String) throws -> String? { try keyValues.value(key) }
 
     func kvValues(prefix: String) throws -> [String: String] { try keyValues.values(prefix: prefix) }

@@ -16,7 +16,12 @@ public import OutpostSQLite
 /// for try await people in await store.observe(Person.self) { render(people) }
 /// ```
 public actor LocalStore {
+    /// The one connection. Every statement on it is written by the owner of
+    /// its table (`OutboxTable`, `RecordTable`, `BlobTable`, `KeyValueTable`,
+    /// …); the store orders the work over them.
     let connection: SQLiteConnection
+    /// The store's named values (`kv`).
+    var keyValues: KeyValueTable { KeyValueTable(connection: connection) }
     /// The collection tables: the records as this device holds them.
     let tables: RecordTables
     /// The queue of local changes, settled against those tables.
