@@ -41,21 +41,13 @@ final class AttachmentQueue {
         var held: Bool
     }
 
-    private static let columns = "sha256, size, content_type, upload, uploaded_bytes, attempts, failures, last_error, held"
+    /// The table, where every statement on it lives.
+    var table: BlobTable { BlobTable(connection: connection) }
 
-    private func row(_ sql: SQLiteRow) -> Row? {
-        guard let attachment = AttachedFile(sha256: sql.string(0), size: sql.int64(1), contentType: sql.string(2)) else { return nil }
-        return Row(
-            attachment: attachment, upload: sql.optionalString(3), uploadedBytes: sql.int64(4), attempts: Int(sql.int64(5)),
-            failures: Int(sql.int64(6)), lastError: sql.optionalString(7), held: sql.int64(8) != 0)
-    }
-
-    func row(_ sha: String) throws -> Row? {
-        try connection.first("SELECT \(Self.columns) FROM blobs WHERE sha256 = ?", [.text(sha)]) { row($0) } ?? nil
-    }
+    func row(_ sha: String) throws -> Row? { try table.row(sha) }
 
     private func nextUse() throws -> Int64 {
-        let current = try useClock ?? connection.first("SELECT max(last_used) FROM blobs") { $0.int64(0) } ?? 0
+        let current = try useClock ?? table.lastUse()
         useClock = current + 1
         return current + 1
     }
@@ -68,39 +60,25 @@ final class AttachmentQueue {
     /// record, or failed, is this device's to upload now (the server lets a
     /// record name only a blob its writer uploaded).
     func attach(_ attachment: AttachedFile, now: String) throws {
-        try connection.run(
-            """
-            INSERT INTO blobs (sha256, size, content_type, upload, held, last_used, attached_at)
-            VALUES (?, ?, ?, 'waiting', 1, ?, ?)
-            ON CONFLICT (sha256) DO UPDATE SET
-                held = 1, last_used = excluded.last_used, attached_at = excluded.attached_at,
-                upload = CASE WHEN upload IN ('uploaded', 'uploading', 'waiting') THEN upload ELSE 'waiting' END,
-                failures = CASE WHEN upload = 'failed' THEN 0 ELSE failures END,
-                last_error = CASE WHEN upload = 'failed' THEN NULL ELSE last_error END
-            """,
-            [.text(attachment.sha256), .integer(attachment.size), .text(attachment.contentType), .integer(try nextUse()), .text(now)])
+        try table.attach(attachment, use: try nextUse(), now: now)
         attachedHere.insert(attachment.sha256)
     }
 
     /// Bytes downloaded for a record: held here, not this device's to upload.
     func cached(_ attachment: AttachedFile) throws {
-        try connection.run(
-            """
-            INSERT INTO blobs (sha256, size, content_type, upload, held, last_used) VALUES (?, ?, ?, NULL, 1, ?)
-            ON CONFLICT (sha256) DO UPDATE SET held = 1, last_used = excluded.last_used
-            """, [.text(attachment.sha256), .integer(attachment.size), .text(attachment.contentType), .integer(try nextUse())])
+        try table.cache(attachment, use: try nextUse())
     }
 
     /// A read of the bytes: the blob becomes the most recently used.
     func touch(_ sha: String) throws {
-        try connection.run("UPDATE blobs SET last_used = ? WHERE sha256 = ?", [.integer(try nextUse()), .text(sha)])
+        try table.setLastUse(sha, try nextUse())
     }
 
     /// The file is missing or does not match its hash: forgotten as held, so
     /// it is downloaded again (or, unsent, reported).
     func lostFile(_ sha: String) throws {
         folder.remove(sha)
-        try connection.run("UPDATE blobs SET held = 0 WHERE sha256 = ?", [.text(sha)])
+        try table.markNotHeld(sha)
     }
 
     // MARK: Uploading
@@ -108,12 +86,12 @@ final class AttachmentQueue {
     /// Blobs a record change waits for: the push leaves such a change (and
     /// later ones of its record) in the queue until the blob is uploaded.
     func notUploaded() throws -> Set<String> {
-        Set(try connection.query("SELECT sha256 FROM blobs WHERE upload IN ('waiting', 'uploading', 'failed')") { $0.string(0) })
+        try table.notUploaded()
     }
 
     /// Whether any blob is not uploaded yet (a quick check for every push).
     func anyNotUploaded() throws -> Bool {
-        try connection.first("SELECT 1 FROM blobs WHERE upload IN ('waiting', 'uploading', 'failed') LIMIT 1") { _ in true } ?? false
+        try table.anyNotUploaded()
     }
 
     /// The uploads to make now, smallest first (a huge file never holds the
@@ -125,10 +103,7 @@ final class AttachmentQueue {
         let named = try namedByQueuedChanges()
         var refused: Set<String>?
         var due: [Row] = []
-        let rows = try connection.query(
-            "SELECT \(Self.columns) FROM blobs WHERE upload IN ('waiting', 'uploading', 'failed') ORDER BY size, attached_at"
-        ) { row($0) }
-        for row in rows {
+        for row in try table.unfinished() {
             guard let row else { continue }
             let sha = row.attachment.sha256
             guard named.contains(sha) else {
@@ -136,15 +111,14 @@ final class AttachmentQueue {
                 if row.upload != "failed", !attachedHere.contains(sha), refused?.contains(sha) == false {
                     // Attached by a process that ended before writing the record
                     // that was to name it, or named by a change since undone.
-                    try connection.run("DELETE FROM blobs WHERE sha256 = ?", [.text(sha)])
+                    try table.remove(sha)
                     folder.remove(sha)
                 }
                 continue
             }
             if row.upload == "failed" {
                 // The changes it held back were refused; this one is new.
-                try connection.run(
-                    "UPDATE blobs SET upload = 'waiting', failures = 0, last_error = NULL WHERE sha256 = ?", [.text(sha)])
+                try table.retryFailed(sha)
                 var retried = row
                 retried.upload = "waiting"
                 retried.failures = 0
@@ -162,46 +136,36 @@ final class AttachmentQueue {
     private func removeLeftoverFiles() {
         let listing = folder.listing()
         for name in listing.leftovers { folder.removeLeftover(name) }
-        guard !listing.blobs.isEmpty, let known = try? Set(connection.query("SELECT sha256 FROM blobs") { $0.string(0) }) else {
+        guard !listing.blobs.isEmpty, let known = try? table.names() else {
             return
         }
         for name in listing.blobs where !known.contains(name) && !attachedHere.contains(name) { folder.remove(name) }
     }
 
     func noteAttempt(_ sha: String) throws {
-        try connection.run("UPDATE blobs SET attempts = attempts + 1 WHERE sha256 = ?", [.text(sha)])
+        try table.noteAttempt(sha)
     }
 
     /// The server holds the first `bytes`.
     func noteProgress(_ sha: String, bytes: Int64) throws {
-        try connection.run(
-            "UPDATE blobs SET upload = 'uploading', uploaded_bytes = ? WHERE sha256 = ? AND upload IN ('waiting', 'uploading')",
-            [.integer(bytes), .text(sha)])
+        try table.noteProgress(sha, bytes: bytes)
     }
 
     func markUploaded(_ sha: String) throws {
-        try connection.run(
-            "UPDATE blobs SET upload = 'uploaded', uploaded_bytes = size, last_error = NULL WHERE sha256 = ?", [.text(sha)])
+        try table.markUploaded(sha)
     }
 
     /// A refusal that may pass if tried again (a hash the server computed
     /// otherwise): counted, and `failed` once the budget is spent. Returns
     /// whether it failed for good.
     func countFailure(_ sha: String, reason: String, budget: Int) throws -> Bool {
-        try connection.run(
-            """
-            UPDATE blobs SET failures = failures + 1, last_error = ?,
-                upload = CASE WHEN failures + 1 >= ? THEN 'failed' ELSE upload END
-            WHERE sha256 = ?
-            """, [.text(reason), .integer(Int64(budget)), .text(sha)])
+        try table.countFailure(sha, reason: reason, budget: budget)
         return try row(sha)?.upload == "failed"
     }
 
     /// Refused for good (too large, not allowed, damaged on the device).
     func markFailed(_ sha: String, reason: String) throws {
-        try connection.run(
-            "UPDATE blobs SET upload = 'failed', failures = failures + 1, last_error = ? WHERE sha256 = ?",
-            [.text(reason), .text(sha)])
+        try table.markFailed(sha, reason: reason)
     }
 
     /// The server answered `missing_attachment` for a change naming this
@@ -210,11 +174,7 @@ final class AttachmentQueue {
     /// whether an upload is queued.
     func requeue(_ sha: String, budget: Int) throws -> Bool {
         guard let row = try row(sha), row.held, row.failures < budget, folder.holds(sha) else { return false }
-        try connection.run(
-            """
-            UPDATE blobs SET upload = 'waiting', uploaded_bytes = 0, failures = failures + 1,
-                last_error = 'the server did not hold it' WHERE sha256 = ?
-            """, [.text(sha)])
+        try table.requeue(sha)
         return true
     }
 
@@ -223,7 +183,7 @@ final class AttachmentQueue {
     /// Blobs named by changes in the outbox (never-sent ones included).
     func namedByQueuedChanges() throws -> Set<String> {
         var named: Set<String> = []
-        try connection.forEach("SELECT data FROM outbox WHERE data IS NOT NULL") { [payloads = tables.payloads] row in
+        try OutboxTable(connection: connection).forEachPayload { [payloads = tables.payloads] row in
             guard let text = try? payloads.text(row, 0), Self.mayName(text),
                 let object = try? JSONObject.parseObject(text)
             else { return }
@@ -242,7 +202,7 @@ final class AttachmentQueue {
                 for attachment in AttachedFile.all(in: record.value).values { named.insert(attachment.sha256) }
             }
         }
-        try connection.forEach("SELECT local_change FROM conflicts WHERE local_change IS NOT NULL") { [payloads = tables.payloads] row in
+        try ConflictLog(connection: connection, payloads: tables.payloads).forEachLocalChange { [payloads = tables.payloads] row in
             guard let text = try? payloads.text(row, 0), Self.mayName(text), let object = try? JSONObject.parseObject(text) else { return }
             for attachment in AttachedFile.all(in: object).values { named.insert(attachment.sha256) }
         }
@@ -255,7 +215,7 @@ final class AttachmentQueue {
     /// file, and a file whose bytes no longer hash to its name.
     func problems() throws -> [String] {
         var problems: [String] = []
-        let rows = try connection.query("SELECT \(Self.columns) FROM blobs") { row($0) }.compactMap { $0 }
+        let rows = try table.all()
         let byName = Dictionary(rows.map { ($0.attachment.sha256, $0) }, uniquingKeysWith: { first, _ in first })
         for row in rows where row.upload != nil && row.upload != "uploaded" {
             if !row.held || !folder.holds(row.attachment.sha256) {
@@ -279,7 +239,7 @@ final class AttachmentQueue {
 
     /// Bytes of attachment files on the device.
     func heldBytes() throws -> Int64 {
-        try connection.first("SELECT coalesce(sum(size), 0) FROM blobs WHERE held = 1") { $0.int64(0) } ?? 0
+        try table.heldBytes()
     }
 
     /// Removes files, least recently used first, until at most `budget`
@@ -291,13 +251,10 @@ final class AttachmentQueue {
         guard held > budget else { return [] }
         let kept = try namedByQueuedChanges().union(namedByRefusedRecords())
         var evicted: [String] = []
-        let synced = try connection.query(
-            "SELECT sha256, size FROM blobs WHERE held = 1 AND (upload IS NULL OR upload = 'uploaded') ORDER BY last_used"
-        ) { ($0.string(0), $0.int64(1)) }
-        for (sha, size) in synced {
+        for (sha, size) in try table.evictable() {
             guard held > budget else { break }
             guard !kept.contains(sha) else { continue }
-            try connection.run("UPDATE blobs SET held = 0 WHERE sha256 = ?", [.text(sha)])
+            try table.markNotHeld(sha)
             folder.remove(sha)
             held -= size
             evicted.append(sha)
@@ -309,16 +266,13 @@ final class AttachmentQueue {
 
     func summary() throws -> AttachmentSummary {
         var summary = AttachmentSummary()
-        try connection.forEach(
-            "SELECT upload, count(*), coalesce(sum(size), 0), coalesce(sum(uploaded_bytes), 0) FROM blobs WHERE upload IS NOT NULL GROUP BY upload"
-        ) { row in
-            let count = Int(row.int64(1))
-            switch row.string(0) {
+        try table.forEachUploadState { state, count, bytes, uploaded in
+            switch state {
             case "waiting", "uploading":
                 summary.waiting += count
-                summary.bytesWaiting += row.int64(2) - row.int64(3)
-                summary.bytesToUpload += row.int64(2)
-                summary.bytesUploaded += row.int64(3)
+                summary.bytesWaiting += bytes - uploaded
+                summary.bytesToUpload += bytes
+                summary.bytesUploaded += uploaded
             case "failed":
                 summary.failed += count
             default:

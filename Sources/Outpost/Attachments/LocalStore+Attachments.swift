@@ -61,9 +61,7 @@ extension LocalStore {
         if isReadOnly { throw StoreError.readOnly }
         attachmentBudget = bytes
         try translatingStorageErrors {
-            _ = try connection.run(
-                "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [.text(Self.attachmentBudgetKey), .text(String(bytes))])
+            try keyValues.set(Self.attachmentBudgetKey, String(bytes))
             _ = try attachments.evict(toFit: bytes)
         }
     }
@@ -194,7 +192,7 @@ extension LocalStore {
     package func failUpload(_ attachment: AttachedFile, reason: String) throws -> [RejectedChange] {
         try checkOpen()
         try translatingStorageErrors { try attachments.markFailed(attachment.sha256, reason: reason) }
-        let waiting = try outbox.rows(where: "seq IS NULL AND data IS NOT NULL").filter { row in
+        let waiting = try outbox.rows(where: OutboxTable.unsentWithData).filter { row in
             try AttachedFile.all(in: row.data()).values.contains { $0.sha256 == attachment.sha256 }
         }
         guard !waiting.isEmpty else { return [] }

@@ -7,6 +7,24 @@ struct ConflictLog {
     let connection: SQLiteConnection
     let payloads: PayloadCodec
 
+    /// Edits that lost to a newer server copy, kept so the app can offer
+    /// to re-apply them.
+    static func create(in connection: SQLiteConnection) throws {
+        try connection.execute(
+            """
+            CREATE TABLE conflicts (
+                id            INTEGER PRIMARY KEY AUTOINCREMENT,
+                collection    TEXT NOT NULL,
+                record_uuid   TEXT NOT NULL,
+                mutation_id   TEXT NOT NULL,
+                op            TEXT NOT NULL,
+                local_change  TEXT,
+                server_record TEXT,
+                detected_at   TEXT NOT NULL
+            );
+            """)
+    }
+
     func all() throws -> [ConflictReport] {
         try connection.query(
             """
@@ -28,7 +46,42 @@ struct ConflictLog {
         }
     }
 
+    /// Keeps a report (`localChange`, `serverRecord`: JSON texts, sealed
+    /// here like every payload); returns its id.
+    func insert(
+        _ record: RecordReference, mutationID: UUID, op: MutationOp, localChange: String?, serverRecord: String?,
+        detectedAt: ServerTimestamp
+    ) throws -> Int64 {
+        try connection.run(
+            """
+            INSERT INTO conflicts (collection, record_uuid, mutation_id, op, local_change, server_record, detected_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [
+                .text(record.collection), .text(record.uuid.wireText), .text(mutationID.wireText), .text(op.rawValue),
+                try payloads.stored(localChange), try payloads.stored(serverRecord), .text(detectedAt.rawValue),
+            ])
+        return connection.lastInsertRowID
+    }
+
+    /// Every queued local change kept in a report (attachments they name are kept).
+    func forEachLocalChange(_ body: (SQLiteRow) throws -> Void) throws {
+        try connection.forEach("SELECT local_change FROM conflicts WHERE local_change IS NOT NULL", [], body)
+    }
+
     func remove(_ id: Int64) throws {
         try connection.run("DELETE FROM conflicts WHERE id = ?", [.integer(id)])
+    }
+
+    /// The columns holding payloads, sealed like every other.
+    static let payloadColumns = ["local_change", "server_record"]
+
+    /// Reports whose `column` is still in clear text.
+    func clearPayloads(_ column: String) throws -> [(key: SQLiteValue, text: String)] {
+        try connection.query("SELECT id, \(column) FROM conflicts WHERE typeof(\(column)) = 'text'") { ($0.value(0), $0.string(1)) }
+    }
+
+    func setPayload(_ column: String, _ key: SQLiteValue, _ value: SQLiteValue) throws {
+        try connection.run("UPDATE conflicts SET \(column) = ? WHERE id = ?", [value, key])
     }
 }

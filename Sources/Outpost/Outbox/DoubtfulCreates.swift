@@ -19,30 +19,22 @@ import OutpostSQLite
 /// when the server processes a seq above that number as new: another
 /// timeline sending anything would have used those seqs first.
 extension Outbox {
+    var doubts: DoubtfulCreateTable { DoubtfulCreateTable(connection: connection) }
+
     /// The record's queued create may already be on the server.
     func markMayBeOnServer(_ record: RecordReference) throws {
-        try connection.run(
-            """
-            INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq) VALUES (?, ?, NULL)
-            ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = NULL
-            """, [.text(record.collection), .text(record.uuid.wireText)])
+        try doubts.markMayBeOnServer(record)
     }
 
     /// True when the record's queued create may already be on the server
     /// (the mark is consumed: the caller queues a delete instead).
     func takeMayBeOnServer(_ record: RecordReference) throws -> Bool {
-        try connection.run(
-            "DELETE FROM doubtful_creates WHERE collection = ? AND record_uuid = ? AND cancelled_after_seq IS NULL",
-            [.text(record.collection), .text(record.uuid.wireText)]) > 0
+        try doubts.takeMayBeOnServer(record)
     }
 
     /// A never-sent create was cancelled by a local delete.
     func noteCancelledCreate(_ record: RecordReference) throws {
-        try connection.run(
-            """
-            INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq) VALUES (?, ?, ?)
-            ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = excluded.cancelled_after_seq
-            """, [.text(record.collection), .text(record.uuid.wireText), .integer(try lastSeq())])
+        try doubts.markCancelled(record, after: try lastSeq())
     }
 
     /// The server processed these seqs as new (any answer but `duplicate`):
@@ -52,22 +44,18 @@ extension Outbox {
     /// nothing: a copy may have sent that very entry, and the create beside it.)
     func forgiveCancelledCreates(newSeqs: [Int64]) throws {
         guard let highest = newSeqs.max() else { return }
-        try connection.run(
-            "DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL AND cancelled_after_seq < ?",
-            [.integer(highest)])
+        try doubts.forgetCancelled(before: highest)
     }
 
     /// Whether any create is in doubt at all (almost never: a restored
     /// backup, a copied profile, a damaged entry queued again).
     func hasDoubtfulCreates() throws -> Bool {
-        try connection.query("SELECT EXISTS (SELECT 1 FROM doubtful_creates)") { $0.int64(0) }.first == 1
+        try !doubts.isEmpty()
     }
 
     /// The record's create reached the server: nothing about it is in doubt.
     func forgetDoubt(_ record: RecordReference) throws {
-        try connection.run(
-            "DELETE FROM doubtful_creates WHERE collection = ? AND record_uuid = ?",
-            [.text(record.collection), .text(record.uuid.wireText)])
+        try doubts.forget(record)
     }
 
     /// This database is a copy (`409 client_behind`): the other timeline
@@ -75,20 +63,12 @@ extension Outbox {
     /// the server applies or answers `not_found`; and any create still
     /// queued as never sent may be on the server already.
     func resolveDoubtsAfterClientBehind() throws {
-        let cancelled = try connection.query(
-            "SELECT collection, record_uuid FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL"
-        ) { (collection: $0.string(0), uuid: $0.string(1)) }
-        for doubt in cancelled {
+        for doubt in try doubts.cancelled() {
             guard let uuid = UUID.fromWire(doubt.uuid) else { continue }
             try insert(RecordReference(collection: doubt.collection, uuid: uuid), op: .delete, baseVersion: nil, dataText: nil, parents: [])
         }
-        try connection.run("DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL")
-        try connection.run(
-            """
-            INSERT INTO doubtful_creates (collection, record_uuid, cancelled_after_seq)
-            SELECT DISTINCT collection, record_uuid, NULL FROM outbox WHERE op = 'create' AND seq IS NULL
-            ON CONFLICT (collection, record_uuid) DO UPDATE SET cancelled_after_seq = NULL
-            """)
+        try doubts.forgetAllCancelled()
+        try doubts.markUnsentCreatesMayBeOnServer()
     }
 
     /// A pull brought back a record whose create this database cancelled:
@@ -96,17 +76,11 @@ extension Outbox {
     /// here), and the person deleted it. It is hidden again and its delete
     /// queued. Returns how many came back.
     func redeleteReturnedRecords(in collection: String) throws -> Int {
-        let returned = try connection.query(
-            """
-            SELECT d.record_uuid FROM doubtful_creates d JOIN "\(collection)" t ON t.uuid = d.record_uuid
-            WHERE d.collection = ? AND d.cancelled_after_seq IS NOT NULL AND t.deleted = 0
-            """, [.text(collection)]
-        ) { $0.string(0) }
+        let returned = try doubts.cancelledAndPresent(in: collection)
         for text in returned {
             guard let uuid = UUID.fromWire(text) else { continue }
             let record = RecordReference(collection: collection, uuid: uuid)
-            try connection.run(
-                "UPDATE \"\(collection)\" SET deleted = 1, sync_state = 'pending' WHERE uuid = ?", [.text(text)])
+            try RecordTable(collection, connection).hideAgain(text)
             try insert(record, op: .delete, baseVersion: nil, dataText: nil, parents: [])
             try forgetDoubt(record)
         }
@@ -116,6 +90,6 @@ extension Outbox {
     /// Whether any cancelled create is still in doubt (a pull then looks
     /// for such records coming back).
     func hasCancelledDoubts() throws -> Bool {
-        try connection.first("SELECT 1 FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL LIMIT 1") { _ in true } ?? false
+        try doubts.hasCancelled()
     }
 }

@@ -49,6 +49,9 @@ final class Outbox {
         self.clock = clock
     }
 
+    /// The queue's table, where every statement on it lives.
+    var table: OutboxTable { OutboxTable(connection: connection) }
+
     // MARK: Reading
 
     func rows(where condition: String = "1", _ values: [SQLiteValue] = [], order: String = "entry", limit: Int? = nil)
@@ -56,10 +59,7 @@ final class Outbox {
     {
         // A damaged entry is stepped over and logged (takeBatch then takes it
         // out of the queue): one bad row never stops the others.
-        try connection.query(
-            "SELECT \(OutboxRow.columns) FROM outbox WHERE \(condition) ORDER BY \(order)" + (limit.map { " LIMIT \($0)" } ?? ""),
-            values
-        ) { [payloads = tables.payloads, damage = tables.damage] row in
+        try table.select(where: condition, values, order: order, limit: limit) { [payloads = tables.payloads, damage = tables.damage] row in
             try damage.tolerating { try OutboxRow(row, payloads: payloads) }
         }.compactMap { $0 }
     }
@@ -73,27 +73,23 @@ final class Outbox {
     /// the store reports it (``LocalStore/damagedRows()``).
     func quarantineDamagedEntries() throws {
         for error in tables.damage.all {
-            guard case .damagedRow(let table, let key, let problem) = error, table == "outbox",
+            guard case .damagedRow(let damagedTable, let key, let problem) = error, damagedTable == "outbox",
                 let entry = Int64(key.dropFirst("entry ".count))
             else { continue }
-            let raw = try connection.first(
-                "SELECT collection, record_uuid, op, seq, parents, quote(data) FROM outbox WHERE entry = ?", [.integer(entry)]
-            ) { (collection: $0.string(0), uuid: $0.string(1), op: $0.string(2), seq: $0.optionalInt64(3), parents: $0.string(4), data: $0.string(5)) }
-            tables.damage.clear(table, key)
+            let raw = try table.raw(entry)
+            tables.damage.clear(damagedTable, key)
             guard let raw else { continue }
             try setKV(
                 "damaged.outbox.\(entry)",
                 "\(problem) | \(raw.collection) \(raw.uuid) \(raw.op) seq \(raw.seq.map(String.init) ?? "none") | \(raw.data.prefix(2000))")
-            try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry)])
+            try table.remove(entry)
             guard let uuid = UUID.fromWire(raw.uuid), (try? tables.exists(raw.collection, uuid)) == true,
                 let row = try? tables.load(raw.collection, uuid)
             else { continue }
             let record = RecordReference(collection: raw.collection, uuid: uuid)
             // Never-sent entries of the record are replaced by the one below;
             // sent ones stay (the server may hold them) and go first.
-            try connection.run(
-                "DELETE FROM outbox WHERE collection = ? AND record_uuid = ? AND seq IS NULL",
-                [.text(record.collection), .text(record.uuid.wireText)])
+            try table.removeUnsent(of: record)
             let remaining = try rows(for: record)
             let parents = Set(raw.parents.split(separator: " ").compactMap(RecordReference.init(text:)))
             // A sent create (this damaged one included: it had a seq) may be
@@ -123,8 +119,7 @@ final class Outbox {
     }
 
     func rows(for record: RecordReference) throws -> [OutboxRow] {
-        try rows(
-            where: "collection = ? AND record_uuid = ?", [.text(record.collection), .text(record.uuid.wireText)])
+        try rows(where: OutboxTable.ofRecord, [.text(record.collection), .text(record.uuid.wireText)])
     }
 
     /// The record's entries for a local write to build on. A damaged entry
@@ -194,7 +189,7 @@ final class Outbox {
                     try rewrite(tail, op: .delete, baseVersion: nil, data: nil, parents: [])
                     return true
                 }
-                try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(tail.entry)])
+                try table.remove(tail.entry)
                 try noteCancelledCreate(record)
                 return false
             case .update:
@@ -212,16 +207,9 @@ final class Outbox {
     func insert(
         _ record: RecordReference, op: MutationOp, baseVersion: Int64?, dataText: String?, parents: Set<RecordReference>
     ) throws {
-        try connection.run(
-            """
-            INSERT INTO outbox (mutation_id, collection, record_uuid, op, base_version, data, parents, queued_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .text(ids.next().wireText), .text(record.collection), .text(record.uuid.wireText), .text(op.rawValue),
-                .integer(baseVersion), try tables.payloads.stored(dataText), .text(OutboxRow.parentsText(parents)),
-                .text(ServerTimestamp(clock.now()).rawValue),
-            ])
+        try table.insert(
+            mutationID: ids.next(), record: record, op: op, baseVersion: baseVersion, data: try tables.payloads.stored(dataText),
+            parents: OutboxRow.parentsText(parents), queuedAt: ServerTimestamp(clock.now()).rawValue)
     }
 
     private func rewrite(
@@ -232,17 +220,11 @@ final class Outbox {
         // New content, new mutation id: a mutation id names one content. A
         // copy of this database (a backup put back, a copied profile) may
         // hold the entry as it was and send it; the server applies an id once.
-        try connection.run(
-            // queued_at follows: the change now holds the latest edit, made at this time.
-            """
-            UPDATE outbox SET mutation_id = ?, op = ?, base_version = ?, data = ?, parents = ?, queued_at = ?
-            WHERE entry = ? AND seq IS NULL
-            """,
-            [
-                .text(ids.next().wireText), .text(op.rawValue), .integer(baseVersion),
-                try tables.payloads.stored(try dataText ?? data?.jsonText()), .text(OutboxRow.parentsText(parents)),
-                .text(ServerTimestamp(clock.now()).rawValue), .integer(row.entry),
-            ])
+        // queued_at follows: the change now holds the latest edit, made at this time.
+        try table.rewrite(
+            row.entry, mutationID: ids.next(), op: op, baseVersion: baseVersion,
+            data: try tables.payloads.stored(try dataText ?? data?.jsonText()), parents: OutboxRow.parentsText(parents),
+            queuedAt: ServerTimestamp(clock.now()).rawValue)
     }
 
     /// The records a record's data points at through its reference fields.
@@ -268,9 +250,9 @@ final class Outbox {
         // still waiting (reading a 10,000-entry queue twice per push was a
         // tenth of a drain's device time).
         let inFlight = leases.flatMap { $0.entries.map { String($0.entry) } }.joined(separator: ",")
-        let total = try connection.first("SELECT COUNT(*) FROM outbox") { Int($0.int64(0)) } ?? 0
-        let sending = try connection.first("SELECT COUNT(*) FROM outbox WHERE entry IN (\(inFlight))") { Int($0.int64(0)) } ?? 0
-        let checking = try connection.first(OutboxStatusQueries.checkingCount(notIn: inFlight)) { Int($0.int64(0)) } ?? 0
+        let total = try table.count()
+        let sending = try table.count(in: inFlight)
+        let checking = try table.checkingCount(notIn: inFlight)
         // An entry whose last send surely did not arrive is pending, not "checking".
         return OutboxSummary(
             pending: total - sending - checking, sending: sending, awaitingConfirmation: checking, held: try heldEntries().count,
@@ -293,27 +275,6 @@ final class Outbox {
     func isRefused(_ parent: RecordReference) throws -> Bool {
         guard let row = try? tables.load(parent.collection, parent.uuid) else { return false }
         guard row.syncState == .rejected, !row.onServer else { return false }
-        return try connection.first(
-            "SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ? AND op = 'create'",
-            [.text(parent.collection), .text(parent.uuid.wireText)]
-        ) { _ in true } == nil
+        return try !table.hasCreate(of: parent)
     }
-}
-
-/// The queue status's look-ups that must each stay on an index of their
-/// own (`StorePlanTests` reads their plans).
-package enum OutboxStatusQueries {
-    /// Entries whose last send got no answer, but for `inFlight` (entry numbers, comma-separated).
-    package static func checkingCount(notIn inFlight: String) -> String {
-        "SELECT COUNT(*) FROM outbox WHERE unknown_outcome != 0 AND entry NOT IN (\(inFlight))"
-    }
-
-    /// Never-sent entries that name parents: the only ones a refused parent can hold.
-    package static let heldCandidates = "seq IS NULL AND parents != ''"
-
-    /// Entries refused at least `?` times (a budget of one or more): every
-    /// cycle asks, so it is answered from the partial index of entries that
-    /// failed at all, not by reading a long queue. (`failures > 0` lets
-    /// SQLite see that the index holds every match.)
-    package static let spentBudget = "failures > 0 AND failures >= ?"
 }

@@ -51,7 +51,7 @@ extension Outbox {
     }
 
     private func holdsSeq(_ seq: Int64) throws -> Bool {
-        try connection.first("SELECT 1 FROM outbox WHERE seq = ?", [.integer(seq)]) { _ in true } != nil
+        try table.holds(seq: seq)
     }
 
     private func kvInt(_ key: String) throws -> Int64 {

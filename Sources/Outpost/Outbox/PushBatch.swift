@@ -132,8 +132,7 @@ extension Outbox {
         defer { dropLease(batch) }
         try connection.transaction {
             if let fresh = batch.newSeqs, try lastSeq() == fresh.upperBound {
-                try connection.run(
-                    "UPDATE outbox SET seq = NULL WHERE seq BETWEEN ? AND ?", [.integer(fresh.lowerBound), .integer(fresh.upperBound)])
+                try table.clearSeqs(fresh)
                 try setLastSeq(fresh.lowerBound - 1)
             }
             try stopSending(batch)
@@ -175,9 +174,8 @@ extension Outbox {
             // the server must see seqs in increasing order. Those of the batch
             // still out are all of them while a queue drains: they are
             // counted by their ids, not read and parsed only to be passed over.
-            let sentElsewhere = try connection.query("SELECT entry FROM outbox WHERE seq IS NOT NULL", []) { $0.int64(0) }
-                .contains { !out.contains($0) }
-            for row in try sentElsewhere ? rows(where: "seq IS NOT NULL", order: "seq") : [] where !out.contains(row.entry) {
+            let sentElsewhere = try table.sentEntries().contains { !out.contains($0) }
+            for row in try sentElsewhere ? rows(where: OutboxTable.sent, order: OutboxTable.seqOrder) : [] where !out.contains(row.entry) {
                 // An already-sent entry left for a later batch means this one
                 // is full, so no new (higher) seq can overtake it.
                 guard fits(row) else {
@@ -200,7 +198,7 @@ extension Outbox {
             func nextUnsent() throws -> OutboxRow? {
                 if unsent.isEmpty && !exhausted {
                     let chunk = min(1000, max(64, limit - chosen.count))
-                    unsent = try rows(where: "seq IS NULL AND entry > ?", [.integer(after)], limit: chunk)
+                    unsent = try rows(where: OutboxTable.unsentAfter, [.integer(after)], limit: chunk)
                     exhausted = unsent.count < chunk
                     unsent.reverse()
                 }
@@ -242,8 +240,7 @@ extension Outbox {
             }
             if repairing && tables.damage.all.count > damageBefore { throw DamageFoundWhileChoosing() }
             if let first = newSeqs?.lowerBound {
-                try connection.run(
-                    OutboxSeqQueries.numbering, [.integer(first), .text(JSONWriter.text(.array(numbered.map { .int($0) })))])
+                try table.number(numbered, from: first)
             }
             try setLastSeq(lastSeq)
             try tables.setStates(chosen.map(\.record), .sending)
@@ -257,10 +254,7 @@ extension Outbox {
     }
 
     private func hasUnsettledCreate(_ record: RecordReference) throws -> Bool {
-        try connection.first(
-            "SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ? AND op = 'create'",
-            [.text(record.collection), .text(record.uuid.wireText)]
-        ) { _ in true } ?? false
+        try table.hasCreate(of: record)
     }
 
     /// Gives back a batch whose push produced no results. Entries keep their
@@ -272,16 +266,9 @@ extension Outbox {
         defer { dropLease(batch) }
         try connection.transaction {
             for entry in batch.entries {
-                try connection.run(
-                    """
-                    UPDATE outbox SET attempts = attempts + 1, failures = failures + ?, last_error = ?,
-                        unknown_outcome = CASE WHEN ? THEN 1 ELSE unknown_outcome END
-                    WHERE entry = ?
-                    """,
-                    [
-                        .integer(failure.consumesBudget ? 1 : 0), .text(failure.message),
-                        .integer(failure.outcomeUnknown ? 1 : 0), .integer(entry.entry),
-                    ])
+                try table.noteFailure(
+                    entry.entry, consumesBudget: failure.consumesBudget, message: failure.message,
+                    outcomeUnknown: failure.outcomeUnknown)
             }
             try stopSending(batch)
         }
@@ -310,15 +297,9 @@ extension Outbox {
     }
 
     /// The store's `kv` table, as the queue keeps its own figures there.
-    func kv(_ key: String) throws -> String? {
-        try connection.first("SELECT value FROM kv WHERE key = ?", [.text(key)]) { $0.string(0) }
-    }
+    func kv(_ key: String) throws -> String? { try KeyValueTable(connection: connection).value(key) }
 
-    func setKV(_ key: String, _ value: String) throws {
-        try connection.run(
-            "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [.text(key), .text(value)])
-    }
+    func setKV(_ key: String, _ value: String) throws { try KeyValueTable(connection: connection).set(key, value) }
 }
 
 /// Misuse of the outbox's batch API by a sync engine.
@@ -344,14 +325,4 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
             return "The server answered change \(seq) with record data that is not a JSON object; the answer was not applied."
         }
     }
-}
-
-/// Statements of the outbox that tests hold to their plans.
-package enum OutboxSeqQueries {
-    /// Gives never-sent entries their seqs in one statement: `?1` for the
-    /// first entry of the JSON array `?2`, then one more for each after it.
-    package static let numbering = """
-        UPDATE outbox SET seq = ?1 + numbered.key FROM json_each(?2) AS numbered
-        WHERE outbox.entry = numbered.value AND outbox.seq IS NULL
-        """
 }

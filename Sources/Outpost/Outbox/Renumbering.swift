@@ -22,9 +22,7 @@ extension Outbox {
             var next = max(try lastSeq(), serverLastSeq)
             for entry in entries {
                 next += 1
-                try connection.run(
-                    "UPDATE outbox SET seq = ?, unknown_outcome = 0 WHERE entry = ? AND seq = ?",
-                    [.integer(next), .integer(entry.entry), .integer(entry.seq!)])
+                try table.renumber(entry.entry, from: entry.seq!, to: next)
             }
             try setLastSeq(next)
             try resolveDoubtsAfterClientBehind()

@@ -33,13 +33,11 @@ extension Outbox {
             for entry in batch.entries {
                 guard let result = answer(to: entry) else {
                     settlement.unanswered.append(entry.entry)
-                    try connection.run(
-                        "UPDATE outbox SET attempts = attempts + 1, last_error = 'no result in the answer' WHERE entry = ?",
-                        [.integer(entry.entry)])
+                    try table.noteNoResult(entry.entry)
                     try refreshState(entry.record)
                     continue
                 }
-                if !oneEntryPerRecord { try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)]) }
+                if !oneEntryPerRecord { try table.remove(entry.entry) }
                 try settle(
                     entry, result, dataText: response.recordDataTexts[result.seq],
                     dataDeferred: response.deferredRecordData.contains(result.seq), forgettingDoubts: doubts, into: &settlement)
@@ -69,8 +67,7 @@ extension Outbox {
     /// Removes answered entries from the queue, in one statement.
     private func removeEntries(_ entries: [Int64]) throws {
         guard !entries.isEmpty else { return }
-        try connection.run(
-            OutboxSettleQueries.removing, [.text(JSONWriter.text(.array(entries.map { .int($0) })))])
+        try table.remove(entries)
     }
 
     /// `dataText`: the result's record data as the answer's bytes said it,
@@ -138,17 +135,10 @@ extension Outbox {
         for attachment in missing where try !attachments.requeue(attachment.sha256, budget: Self.reuploadBudget) {
             return false
         }
-        try connection.run(
-            """
-            INSERT INTO outbox (entry, mutation_id, collection, record_uuid, op, base_version, data, parents, queued_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .integer(entry.entry), .text(ids.next().wireText), .text(entry.record.collection), .text(entry.record.uuid.wireText),
-                .text(entry.op.rawValue), .integer(entry.baseVersion), try tables.payloads.stored(try entry.data?.jsonText()),
-                .text(OutboxRow.parentsText(Set(entry.parents))),
-                .text((entry.deviceTime ?? ServerTimestamp(clock.now())).rawValue),
-            ])
+        try table.insert(
+            entry: entry.entry, mutationID: ids.next(), record: entry.record, op: entry.op, baseVersion: entry.baseVersion,
+            data: try tables.payloads.stored(try entry.data?.jsonText()), parents: OutboxRow.parentsText(Set(entry.parents)),
+            queuedAt: (entry.deviceTime ?? ServerTimestamp(clock.now())).rawValue)
         try tables.setState(entry.record.collection, entry.record.uuid, .pending)
         return true
     }
@@ -197,9 +187,7 @@ extension Outbox {
         if entry.op == .delete || record?.deleted == true {
             // The delete reached the server; the local tombstone can go.
             if remaining.isEmpty || row.deleted {
-                try connection.run(
-                    "DELETE FROM outbox WHERE collection = ? AND record_uuid = ?",
-                    [.text(entry.record.collection), .text(entry.record.uuid.wireText)])
+                try table.removeAll(of: entry.record)
                 try tables.remove(entry.record.collection, entry.record.uuid)
             }
             return
@@ -216,16 +204,9 @@ extension Outbox {
             row.team = record.team
             // Later never-sent edits were made on top of this one: condition
             // them on the version this write produced, not the one before it.
-            // (`+seq` keeps SQLite on the record's index: the seq index would
-            // walk every never-sent entry of a long queue.) Most confirmed
-            // changes have none: the statement is skipped then.
+            // Most confirmed changes have none: the statement is skipped then.
             if remaining.contains(where: { $0.seq == nil && $0.op != .create }) {
-                try connection.run(
-                    """
-                    UPDATE outbox SET base_version = ?
-                    WHERE collection = ? AND record_uuid = ? AND +seq IS NULL AND op != 'create'
-                    """,
-                    [.integer(record.version), .text(entry.record.collection), .text(entry.record.uuid.wireText)])
+                try table.rebase(entry.record, on: record.version)
             }
         }
         if remaining.isEmpty {
@@ -250,22 +231,8 @@ extension Outbox {
     /// as it is (about a third of settling was writing the parsed data out again).
     private func adoptConfirmedCopy(_ entry: OutboxEntry, _ record: WireRecord?, dataText: String?) throws -> Bool {
         guard entry.op != .delete, let record, !record.deleted, let data = record.data else { return false }
-        let collection = entry.record.collection
-        let uuid = entry.record.uuid.wireText
-        let written = try connection.run(
-            """
-            UPDATE "\(collection)" SET on_server = 1, server_id = ?1, server_version = ?2, server_updated_at = ?3,
-                device_time = coalesce(?4, device_time), owner = ?5, team = ?6, data = ?7,
-                sync_state = 'synced', base_version = NULL, rejection_json = NULL
-            WHERE uuid = ?8 AND deleted = 0
-                AND NOT EXISTS (SELECT 1 FROM outbox WHERE collection = ?9 AND record_uuid = ?8)
-            """,
-            [
-                .integer(record.id), .integer(record.version), .text(record.updatedAt.rawValue), .text(record.deviceTime?.rawValue),
-                .text(record.owner), .text(record.team), try tables.payloads.stored(try dataText ?? data.jsonText()), .text(uuid),
-                .text(collection),
-            ])
-        return written == 1
+        return try RecordTable(entry.record.collection, connection).adoptConfirmedCopy(
+            entry.record.uuid, record, data: try tables.payloads.stored(try dataText ?? data.jsonText()))
     }
 
     /// The server copy prevails; the lost edit goes into a conflict report.
@@ -282,7 +249,7 @@ extension Outbox {
                 for (key, value) in patch { merged[key] = value }
                 localChange = merged
             }
-            try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(later.entry)])
+            try table.remove(later.entry)
         }
         let stillQueued = try !queuedRows(for: entry.record).isEmpty
         if let serverRecord, !serverRecord.deleted, let data = serverRecord.data {
@@ -304,19 +271,11 @@ extension Outbox {
             try tables.remove(entry.record.collection, entry.record.uuid)
         }
         let now = ServerTimestamp(clock.now())
-        try connection.run(
-            """
-            INSERT INTO conflicts (collection, record_uuid, mutation_id, op, local_change, server_record, detected_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
-            """,
-            [
-                .text(entry.record.collection), .text(entry.record.uuid.wireText), .text(entry.mutationID.wireText),
-                .text(op.rawValue), try tables.payloads.stored(try localChange?.jsonText()),
-                try tables.payloads.stored(try serverRecord.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }),
-                .text(now.rawValue),
-            ])
+        let id = try ConflictLog(connection: connection, payloads: tables.payloads).insert(
+            entry.record, mutationID: entry.mutationID, op: op, localChange: try localChange?.jsonText(),
+            serverRecord: try serverRecord.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }, detectedAt: now)
         return ConflictReport(
-            id: connection.lastInsertRowID, record: entry.record, mutationID: entry.mutationID, op: op,
+            id: id, record: entry.record, mutationID: entry.mutationID, op: op,
             localChange: localChange, serverRecord: serverRecord, detectedAt: now.date)
     }
 
@@ -330,7 +289,7 @@ extension Outbox {
         var rejected: [RejectedChange] = []
         try connection.transaction {
             for entry in entries {
-                try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(entry.entry)])
+                try table.remove(entry.entry)
                 let rejection = Rejection(code: code, errors: [:], op: entry.op, message: message)
                 try reject(entry, rejection)
                 rejected.append(RejectedChange(record: entry.record, mutationID: entry.mutationID, rejection: rejection))
@@ -346,13 +305,11 @@ extension Outbox {
         if later.contains(where: { $0.op == .delete }) {
             // The person deleted the record since: honour that.
             if !row.onServer {
-                try connection.run(
-                    "DELETE FROM outbox WHERE collection = ? AND record_uuid = ?",
-                    [.text(entry.record.collection), .text(entry.record.uuid.wireText)])
+                try table.removeAll(of: entry.record)
                 try tables.remove(entry.record.collection, entry.record.uuid)
             } else {
                 for other in later where other.op != .delete {
-                    try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(other.entry)])
+                    try table.remove(other.entry)
                 }
             }
             return
@@ -360,7 +317,7 @@ extension Outbox {
         // Later edits are already in the row's data; the next edit of the
         // rejected record sends the whole of it again.
         for other in later {
-            try connection.run("DELETE FROM outbox WHERE entry = ?", [.integer(other.entry)])
+            try table.remove(other.entry)
         }
         row.syncState = try queuedRows(for: entry.record).isEmpty ? .rejected : .pending
         row.rejection = rejection
@@ -378,10 +335,4 @@ extension Outbox {
             try tables.save(row)
         }
     }
-}
-
-/// Statements of settlement that tests hold to their plans.
-package enum OutboxSettleQueries {
-    /// Deletes the entries whose ids the JSON array ?1 lists, each by its key.
-    package static let removing = "DELETE FROM outbox WHERE entry IN (SELECT value FROM json_each(?1))"
 }

@@ -8,7 +8,7 @@ struct CollectionRegistry: Sendable {
 
     init(_ list: [CollectionDescriptor]) throws {
         for descriptor in list {
-            guard CollectionSchemaName.isValid(descriptor.name), !StoreSchema.reservedNames.contains(descriptor.name)
+            guard CollectionSchemaName.isValid(descriptor.name), !StoreMigrations.fixedTables.contains(descriptor.name)
             else { throw StoreError.invalidName(descriptor.name) }
             for field in descriptor.indexedFields + Array(descriptor.references.keys)
             where !CollectionSchemaName.isValid(field) {

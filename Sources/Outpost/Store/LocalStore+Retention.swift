@@ -23,12 +23,7 @@ extension LocalStore {
         for descriptor in limited {
             guard let retention = descriptor.retention else { continue }
             let cutoff = ServerTimestamp(serverNow - retention).rawValue
-            // Server times are fixed-width RFC 3339 text in UTC: text order is time order.
-            let removed = try connection.run(
-                """
-                DELETE FROM "\(descriptor.name)"
-                WHERE sync_state = 'synced' AND server_updated_at IS NOT NULL AND server_updated_at < ?
-                """, [.text(cutoff)])
+            let removed = try RecordTable(descriptor.name, connection).removeSynced(updatedBefore: cutoff)
             if removed > 0 { purged.insert(descriptor.name) }
         }
         try setKV(Self.retentionKey, now.rawValue)

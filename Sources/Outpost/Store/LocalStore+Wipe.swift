@@ -27,16 +27,16 @@ extension LocalStore {
                 let tables = try connection.query(
                     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
                 ) { $0.string(0) }
-                for table in tables {
+                // Which schema steps ran is a property of the file, like its tables.
+                for table in tables where table != StoreMigrations.table {
                     if table == "kv" {
                         // Whether payloads are sealed is a property of the file, not of the person.
-                        try connection.run("DELETE FROM kv WHERE key <> ?", [.text(StoreMigrator.sealedKey)])
+                        try keyValues.removeAll(except: StoreMigrator.sealedKey)
                     } else {
                         try connection.execute("DELETE FROM \"\(table)\"")
                     }
                 }
-                try connection.run(
-                    "INSERT INTO kv (key, value) VALUES (?, ?)", [.text(StoreMigrator.clientIDKey), .text(newID.wireText)])
+                try keyValues.insert(StoreMigrator.clientIDKey, newID.wireText)
             }
             // Rebuild the file and empty the WAL: nothing of the old data
             // stays in free pages or in the log.

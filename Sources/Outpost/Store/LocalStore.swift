@@ -16,7 +16,12 @@ public import OutpostSQLite
 /// for try await people in await store.observe(Person.self) { render(people) }
 /// ```
 public actor LocalStore {
+    /// The one connection. Every statement on it is written by the owner of
+    /// its table (`OutboxTable`, `RecordTable`, `BlobTable`, `KeyValueTable`,
+    /// …); the store orders the work over them.
     let connection: SQLiteConnection
+    /// The store's named values (`kv`).
+    var keyValues: KeyValueTable { KeyValueTable(connection: connection) }
     /// The collection tables: the records as this device holds them.
     let tables: RecordTables
     /// The queue of local changes, settled against those tables.
@@ -113,7 +118,7 @@ public actor LocalStore {
         }
         if let lockWait { connection.setBusyTimeout(milliseconds: Int32(lockWait / .milliseconds(1))) }
         let clientID: UUID = try translatingStorageErrors {
-            if try StoreMigrator.needsWrite(connection, collections: registry.all, payloads: payloads) {
+            if try StoreMigrator.needsWrite(connection, collections: registry.all, payloads: payloads, readOnly: readOnly) {
                 if readOnly { throw StoreError.readOnly }
                 try StoreMigrator.migrate(connection, collections: registry.all, payloads: payloads)
             }
@@ -125,7 +130,7 @@ public actor LocalStore {
             // the database file in the pauses, not inside one of the writes.
             connection.checkpointWhenIdle()
         }
-        let limitsText = try? connection.first("SELECT value FROM kv WHERE key = ?", [.text(Self.limitsKey)]) { $0.string(0) }
+        let limitsText = try? KeyValueTable(connection: connection).value(Self.limitsKey)
         self.captureLimits = (limitsText ?? nil).flatMap { try? WireCoding.decode(HealthResponse.Limits.self, from: Data($0.utf8)) }
             .map(CaptureLimits.init(limits:))
         self.isReadOnly = readOnly
@@ -135,7 +140,7 @@ public actor LocalStore {
             connection: connection, folder: BlobFolder(databasePath: path, cipher: cipher), tables: tables,
             collections: registry.all.map(\.name))
         self.outbox = Outbox(connection: connection, tables: tables, attachments: attachments, ids: ids, clock: clock)
-        let budgetText = try? connection.first("SELECT value FROM kv WHERE key = ?", [.text(Self.attachmentBudgetKey)]) { $0.string(0) }
+        let budgetText = try? KeyValueTable(connection: connection).value(Self.attachmentBudgetKey)
         if let budget = (budgetText ?? nil).flatMap({ Int64($0) }) { self.attachmentBudget = budget }
         self.registry = registry
         self.clock = clock
@@ -256,13 +261,7 @@ public actor LocalStore {
     /// Entries of a read-only catalog, by code.
     public func catalog(_ name: String) throws -> [CatalogEntry] {
         try checkOpen()
-        return try connection.query(
-            "SELECT uuid, catalog, code, name, data FROM catalogs WHERE catalog = ? ORDER BY code", [.text(name)]
-        ) { row in
-            CatalogEntry(
-                uuid: UUID.fromWire(row.string(0)) ?? UUID(), catalog: row.string(1), code: row.string(2),
-                name: row.string(3), data: (try? JSONObject.parseObject(row.string(4))) ?? [:])
-        }
+        return try CatalogTable(connection: connection).entries(name)
     }
 
     // MARK: Outbox, for the sync engine
@@ -361,10 +360,8 @@ public actor LocalStore {
         captureLimits = CaptureLimits(limits: limits)
         guard !isReadOnly else { return }
         let text = String(decoding: try WireCoding.encode(limits), as: UTF8.self)
-        _ = try translatingStorageErrors {
-            try connection.run(
-                "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [.text(Self.limitsKey), .text(text)])
+        try translatingStorageErrors {
+            try keyValues.set(Self.limitsKey, text)
         }
     }
 
@@ -403,8 +400,7 @@ public actor LocalStore {
         try checkOpen()
         var summary = try outbox.summary()
         for descriptor in registry.all {
-            summary.rejected += try connection.first(
-                "SELECT count(*) FROM \"\(descriptor.name)\" WHERE sync_state = 'rejected'") { Int($0.int64(0)) } ?? 0
+            summary.rejected += try RecordTable(descriptor.name, connection).countRejected()
         }
         return summary
     }

@@ -20,49 +20,9 @@ struct MembershipCheck: CustomStringConvertible {
     "CHECK (" + values.map { "\(column) = '\($0)'" }.joined(separator: " OR ") + ")"
   }
 
-  /// The form stores made before this one hold in their schema.
+  /// The form stores made by earlier releases hold in their schema
+  /// (`TableRebuild` makes such a table again from its current definition).
   var legacyText: String {
     "CHECK (\(column) IN (" + values.map { "'\($0)'" }.joined(separator: ", ") + "))"
-  }
-
-  /// Rebuilds `table` when its definition still holds the legacy form of
-  /// one of `checks`: the same definition with each legacy check replaced,
-  /// every row copied, the table's indexes made again.
-  /// SQLite cannot alter a constraint in place; this is its documented
-  /// way of changing a table's definition. Runs inside the caller's
-  /// transaction, so a failure leaves the old table as it was.
-  static func upgrade(_ table: String, checks: [MembershipCheck], in connection: SQLiteConnection)
-    throws
-  {
-    guard
-      let definition = try connection.first(
-        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", [.text(table)],
-        { $0.string(0) })
-    else { return }
-    var upgraded = definition
-    for check in checks {
-      upgraded = upgraded.replacingOccurrences(of: check.legacyText, with: check.description)
-    }
-    guard upgraded != definition else { return }
-    let indexes = try connection.query(
-      "SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
-      [.text(table)]
-    ) { $0.string(0) }
-    let scratch = "\(table)__upgrade"
-    // The stored text starts `CREATE TABLE <name>` with the name as it
-    // was written (quoted or not): only that first name is replaced.
-    guard let open = upgraded.firstIndex(of: "(") else { return }
-    let body = upgraded[open...]
-    let columns = try connection.query("PRAGMA table_info(\"\(table)\")") { "\"\($0.string(1))\"" }
-      .joined(separator: ", ")
-    try connection.execute("DROP TABLE IF EXISTS \"\(scratch)\"")
-    try connection.execute("CREATE TABLE \"\(scratch)\" " + body)
-    // Every table upgraded here is keyed by its own columns (the outbox's
-    // `entry` is its rowid), so copying the columns keeps every key.
-    try connection.execute(
-      "INSERT INTO \"\(scratch)\" (\(columns)) SELECT \(columns) FROM \"\(table)\"")
-    try connection.execute("DROP TABLE \"\(table)\"")
-    try connection.execute("ALTER TABLE \"\(scratch)\" RENAME TO \"\(table)\"")
-    for index in indexes { try connection.execute(index) }
   }
 }

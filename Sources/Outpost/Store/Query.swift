@@ -62,7 +62,7 @@ public struct RecordQuery: Sendable, Equatable {
     /// alphabet because they go into JSON paths; values are always bound.
     func sql() throws -> (String, [SQLiteValue]) {
         var arguments: [SQLiteValue] = []
-        var sql = "SELECT \(RecordRow.columns) FROM \"\(collection)\" WHERE deleted = 0"
+        var sql = RecordTable.liveRowsQuery(collection)
         if let filter {
             sql += " AND " + (try Self.render(filter, &arguments))
         }
@@ -165,14 +165,12 @@ extension RecordTables {
     func query(_ query: RecordQuery) throws -> [JSONRecord] {
         if payloads.seals {
             // SQLite cannot read sealed fields: open the records and query them here.
-            let rows = try connection.query(
-                "SELECT \(RecordRow.columns) FROM \"\(query.collection)\" WHERE deleted = 0"
-            ) { row in try damage.tolerating { try RecordRow(collection: query.collection, row: row, payloads: payloads) } }
+            let rows = try table(query.collection).liveRows { row in try damage.tolerating { try RecordRow(collection: query.collection, row: row, payloads: payloads) } }
             return try query.apply(to: rows.compactMap { $0 }).map { $0.localRecord($0.data) }
         }
         // A damaged row is stepped over (and reported), never the whole list lost.
         let (sql, arguments) = try query.sql()
-        return try connection.query(sql, arguments) { row in
+        return try table(query.collection).rows(sql, arguments) { row in
             try damage.tolerating {
                 let record = try RecordRow(collection: query.collection, row: row, payloads: payloads)
                 return record.localRecord(record.data)

@@ -67,21 +67,23 @@ extension RecordRow {
     }
 }
 
-/// The SQL of the collection tables, shared by store writes, the outbox and settlement.
+/// The collection tables as store writes, the outbox and settlement use
+/// them: rows in and out through each collection's `RecordTable`, payloads
+/// sealed and opened on the way, damaged rows noted.
 struct RecordTables {
     let connection: SQLiteConnection
     let payloads: PayloadCodec
     /// Rows readers stepped over because they could not be read.
     var damage = DamageLog()
 
+    func table(_ collection: String) -> RecordTable { RecordTable(collection, connection) }
+
     func load(_ collection: String, _ uuid: UUID) throws -> RecordRow? {
-        try connection.first(
-            "SELECT \(RecordRow.columns) FROM \"\(collection)\" WHERE uuid = ?", [.text(uuid.wireText)]
-        ) { try RecordRow(collection: collection, row: $0, payloads: payloads) }
+        try table(collection).row(uuid) { try RecordRow(collection: collection, row: $0, payloads: payloads) }
     }
 
     func exists(_ collection: String, _ uuid: UUID) throws -> Bool {
-        try connection.first("SELECT 1 FROM \"\(collection)\" WHERE uuid = ?", [.text(uuid.wireText)]) { _ in true } ?? false
+        try table(collection).contains(uuid)
     }
 
     /// Inserts a new row (`dataText`: its data's JSON, when the caller
@@ -89,11 +91,7 @@ struct RecordTables {
     /// `StoreError.recordExists`: the primary key decides, no lookup first.
     func insert(_ row: RecordRow, dataText: String? = nil) throws {
         do {
-            try connection.run(
-                """
-                INSERT INTO "\(row.collection)" (\(ControlColumn.selectList)) VALUES (\(ControlColumn.placeholders))
-                """,
-                try values(row, dataText: dataText))
+            try table(row.collection).insert(try values(row, dataText: dataText))
         } catch let error as SQLiteError where error.extendedCode == Self.primaryKeyConflict {
             throw StoreError.recordExists(collection: row.collection, uuid: row.uuid)
         }
@@ -105,20 +103,15 @@ struct RecordTables {
     /// Writes every column of an existing row (`dataText`: the data's
     /// JSON, when the caller already wrote it).
     func save(_ row: RecordRow, dataText: String? = nil) throws {
-        try connection.run(
-            """
-            UPDATE "\(row.collection)" SET \(ControlColumn.assignments) WHERE uuid = ?1
-            """,
-            try values(row, dataText: dataText))
+        try table(row.collection).update(try values(row, dataText: dataText))
     }
 
     func remove(_ collection: String, _ uuid: UUID) throws {
-        try connection.run("DELETE FROM \"\(collection)\" WHERE uuid = ?", [.text(uuid.wireText)])
+        try table(collection).remove(uuid)
     }
 
     func setState(_ collection: String, _ uuid: UUID, _ state: SyncState) throws {
-        try connection.run(
-            "UPDATE \"\(collection)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
+        try table(collection).setState(uuid, state)
     }
 
     /// Sets the state of many records, one statement per collection: a
@@ -126,16 +119,13 @@ struct RecordTables {
     /// cost, on the device's path between two pushes.
     func setStates(_ records: [RecordReference], _ state: SyncState) throws {
         for (collection, members) in Dictionary(grouping: records, by: \.collection) {
-            let uuids = JSONWriter.text(.array(members.map { .string($0.uuid.wireText) }))
-            try connection.run(RecordStateQueries.setStates(in: collection), [.text(state.rawValue), .text(uuids)])
+            try table(collection).setStates(members.map(\.uuid), state)
         }
     }
 
     /// Sets the state only where it is still `expected`.
     func setState(_ collection: String, _ uuid: UUID, _ state: SyncState, from expected: SyncState) throws {
-        try connection.run(
-            "UPDATE \"\(collection)\" SET sync_state = ? WHERE uuid = ? AND sync_state = ?",
-            [.text(state.rawValue), .text(uuid.wireText), .text(expected.rawValue)])
+        try table(collection).setState(uuid, state, from: expected)
     }
 
     /// Every column's value, in `ControlColumn` order.
@@ -151,11 +141,3 @@ struct RecordTables {
     }
 }
 
-/// Statements on many records at once whose plans must look each record
-/// up by its key (`StorePlanTests` reads them).
-package enum RecordStateQueries {
-    /// Sets `sync_state` (?1) of the records whose uuids ?2 lists as a JSON array.
-    package static func setStates(in collection: String) -> String {
-        "UPDATE \"\(collection)\" SET sync_state = ?1 WHERE uuid IN (SELECT value FROM json_each(?2))"
-    }
-}

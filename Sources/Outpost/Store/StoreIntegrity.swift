@@ -44,12 +44,10 @@ extension LocalStore {
             }
         }
         for descriptor in registry.all {
-            try connection.forEach(
-                "SELECT uuid, sync_state, deleted FROM \"\(descriptor.name)\" WHERE sync_state IN ('pending', 'sending') OR deleted = 1"
-            ) { row in
-                let record = RecordReference(collection: descriptor.name, uuid: UUID.fromWire(row.string(0)) ?? UUID())
+            try RecordTable(descriptor.name, connection).forEachUnsettled { uuid, state, deleted in
+                let record = RecordReference(collection: descriptor.name, uuid: UUID.fromWire(uuid) ?? UUID())
                 if queued[record] == nil {
-                    problems.append("record \(record) is \(row.string(1))\(row.int64(2) != 0 ? " (deleted)" : "") but nothing is queued")
+                    problems.append("record \(record) is \(state)\(deleted ? " (deleted)" : "") but nothing is queued")
                 }
             }
         }

@@ -85,31 +85,33 @@ func translatingStorageErrors<T>(_ body: () throws -> T) throws -> T {
 }
 
 extension StoreMigrator {
-    /// Whether opening must write: a new or older schema, a missing table
-    /// or index, a first cipher, or records left "sending" by a process
-    /// that died. When nothing needs changing the store opens without a
-    /// single write, so a full disk or a read-only filesystem can still
-    /// show everything the device holds.
-    static func needsWrite(_ connection: SQLiteConnection, collections: [CollectionDescriptor], payloads: PayloadCodec) throws -> Bool {
-        let version = try connection.first("PRAGMA user_version") { Int($0.int64(0)) } ?? 0
-        guard version == StoreSchema.migrations.count else { return true }
-        let marked = try connection.first("SELECT value FROM kv WHERE key = ?", [.text(sealedKey)]) { $0.string(0) } == "1"
+    /// Whether opening must write: a pending or unrecorded schema step, a
+    /// missing table or index, a first cipher, or records left "sending" by
+    /// a process that died. When nothing needs changing the store opens
+    /// without a single write, so a full disk or a read-only filesystem can
+    /// still show everything the device holds.
+    ///
+    /// `readOnly`: a store of the release before named steps, whose steps
+    /// have all run, opens on a filesystem that cannot be written; it
+    /// records them the next time it can.
+    static func needsWrite(
+        _ connection: SQLiteConnection, collections: [CollectionDescriptor], payloads: PayloadCodec, readOnly: Bool = false
+    ) throws -> Bool {
+        guard try StoreMigrations.pending(connection).isEmpty else { return true }
+        if try !readOnly && !StoreMigrations.isRecorded(connection) { return true }
+        let keyValues = KeyValueTable(connection: connection)
+        let marked = try keyValues.value(sealedKey) == "1"
         if marked && !payloads.seals { throw StoreError.encrypted }
         if payloads.seals && !marked { return true }
-        guard try connection.first("SELECT 1 FROM kv WHERE key = ?", [.text(clientIDKey)], { _ in true }) == true else { return true }
+        guard try keyValues.contains(clientIDKey) else { return true }
         let objects = Set(try connection.query("SELECT name FROM sqlite_master") { $0.string(0) })
         for descriptor in collections {
             guard objects.contains(descriptor.name) else { return true }
             for field in descriptor.indexedFields {
-                let present = objects.contains(StoreSchema.fieldIndexName(collection: descriptor.name, field: field))
+                let present = objects.contains(RecordTable.fieldIndexName(collection: descriptor.name, field: field))
                 if present == payloads.seals { return true }
             }
-            let sending = try connection.first(
-                """
-                SELECT 1 FROM "\(descriptor.name)"
-                WHERE uuid IN (SELECT record_uuid FROM outbox WHERE collection = ?) AND sync_state = 'sending' LIMIT 1
-                """, [.text(descriptor.name)], { _ in true }) ?? false
-            if sending { return true }
+            if try RecordTable(descriptor.name, connection).hasSending() { return true }
         }
         return false
     }
