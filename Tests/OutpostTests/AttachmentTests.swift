@@ -79,7 +79,7 @@ struct AttachmentTests {
         let seen = try #require(try await coordinator.store.get(PhotoVisit.self, visit)?.value.photo)
         #expect(seen == photo)
         #expect(try await coordinator.store.attachmentState(seen) == .notDownloaded)
-        let download = await coordinator.engine.attachmentData(seen)
+        let download = coordinator.engine.attachmentData(seen)
         var steps: [AttachmentProgress] = []
         for try await step in download { steps.append(step) }
         #expect(try await download.data == bytes)
@@ -223,8 +223,8 @@ struct AttachmentTests {
         let orphan = try await field.store.attach(photoBytes(60_000, seed: 20), contentType: "image/jpeg")
         // Leftovers an interrupted copy would leave: a temporary file and a file with no row.
         let folder = field.store.path + ".blobs"
-        FileManager.default.createFile(atPath: folder + "/.incoming-crashed", contents: Data([1, 2, 3]))
-        FileManager.default.createFile(atPath: folder + "/" + String(repeating: "ab", count: 32), contents: Data([4]))
+        #expect(FileManager.default.createFile(atPath: folder + "/.incoming-crashed", contents: Data([1, 2, 3])))
+        #expect(FileManager.default.createFile(atPath: folder + "/" + String(repeating: "ab", count: 32), contents: Data([4])))
         await field.store.close()
 
         // The app is launched again: the store opens the same database.
