@@ -82,11 +82,20 @@ public struct HealthResponse: Sendable, Equatable, Codable {
             self.maxDepth = maxDepth
         }
 
-        enum CodingKeys: String, CodingKey {
-            case maxBodyBytes = "max_body_bytes"
-            case maxMutations = "max_mutations"
-            case maxFieldBytes = "max_field_bytes"
-            case maxDepth = "max_depth"
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: WireKey.self)
+            maxBodyBytes = try container.decode(Int.self, forKey: .maxBodyBytes)
+            maxMutations = try container.decode(Int.self, forKey: .maxMutations)
+            maxFieldBytes = try container.decode(Int.self, forKey: .maxFieldBytes)
+            maxDepth = try container.decode(Int.self, forKey: .maxDepth)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: WireKey.self)
+            try container.encode(maxBodyBytes, forKey: .maxBodyBytes)
+            try container.encode(maxMutations, forKey: .maxMutations)
+            try container.encode(maxFieldBytes, forKey: .maxFieldBytes)
+            try container.encode(maxDepth, forKey: .maxDepth)
         }
     }
 
@@ -96,19 +105,20 @@ public struct HealthResponse: Sendable, Equatable, Codable {
         self.limits = limits
     }
 
-    enum CodingKeys: String, CodingKey {
-        case status
-        case serverTime = "server_time"
-        case limits
-    }
-
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: WireKey.self)
         status = try container.decode(String.self, forKey: .status)
         serverTime = try container.decode(ServerTimestamp.self, forKey: .serverTime)
         // Health is the connectivity probe: limits it cannot read must not
         // make a reachable server look unreachable.
         limits = try? container.decodeIfPresent(Limits.self, forKey: .limits)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(status, forKey: .status)
+        try container.encode(serverTime, forKey: .serverTime)
+        try container.encodeIfPresent(limits, forKey: .limits)
     }
 }
 
