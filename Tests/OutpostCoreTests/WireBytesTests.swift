@@ -214,6 +214,27 @@ struct WireBytesTests {
         #expect(String(decoding: try WireCoding.encode(bare), as: UTF8.self) == #"{"server_time":"2026-11-29T10:00:00.123456Z","status":"ok"}"#)
     }
 
+    @Test func aScopeAnswerIsTheSameBytes() throws {
+        let scope = ScopeResponse(
+            user: "u-17", role: .coordinator, team: "t-3",
+            collections: [
+                "people": CollectionScope(count: 235_613, windowField: "created_at", readOnly: false),
+                "catalogs": CollectionScope(count: 312, windowField: nil, readOnly: true),
+            ])
+        let expected =
+            #"{"collections":{"catalogs":{"count":312,"read_only":true},"#
+            + #""people":{"count":235613,"read_only":false,"window_field":"created_at"}},"role":"coordinator","team":"t-3","user":"u-17"}"#
+        #expect(String(decoding: try WireCoding.encode(scope), as: UTF8.self) == expected)
+        #expect(try WireCoding.decode(ScopeResponse.self, from: Data(expected.utf8)) == scope)
+    }
+
+    @Test func aSearchAnswerIsTheSameBytes() throws {
+        let found = SearchResponse(records: [Self.stored, Self.tombstone])
+        let expected = #"{"records":[\#(Self.storedCodable),\#(Self.tombstoneCodable)]}"#
+        #expect(String(decoding: try WireCoding.encode(found), as: UTF8.self) == expected)
+        #expect(try WireCoding.decode(SearchResponse.self, from: Data(expected.utf8)) == found)
+    }
+
     @Test func anAttachmentIsTheSameBytesAsCodableAndAsAValue() throws {
         let sha = String(repeating: "ab", count: 32)
         let file = try #require(AttachedFile(sha256: sha, size: 1234, contentType: "image/jpeg"))

@@ -13,10 +13,14 @@ package enum WireKey: Int, CaseIterable, Sendable {
     case changes, cursor, hasMore, serverTime
     // A record, and a removal from the caller's scope.
     case collection, uuid, id, version, updatedAt, deleted, removed, owner, team, data, deviceTime
+    // A search's answer (`GET /v1/search`).
+    case records
     // A push (`POST /v1/push`) and its answer.
     case clientID, mutations, seq, op, baseVersion, results, status, record, originalStatus, code, errors, lastSeq
     // An error body.
     case error, message, fields, requestID, seqs
+    // The caller's scope (`GET /v1/scope`).
+    case user, role, collections, count, windowField, readOnly
     // The health answer's limits.
     case limits, maxBodyBytes, maxMutations, maxFieldBytes, maxDepth
     // An attachment field's value.
@@ -40,6 +44,7 @@ package enum WireKey: Int, CaseIterable, Sendable {
         case .team: "team"
         case .data: "data"
         case .deviceTime: "device_time"
+        case .records: "records"
         case .clientID: "client_id"
         case .mutations: "mutations"
         case .seq: "seq"
@@ -58,6 +63,12 @@ package enum WireKey: Int, CaseIterable, Sendable {
         case .requestID: "request_id"
         case .seqs: "seqs"
         case .limits: "limits"
+        case .user: "user"
+        case .role: "role"
+        case .collections: "collections"
+        case .count: "count"
+        case .windowField: "window_field"
+        case .readOnly: "read_only"
         case .maxBodyBytes: "max_body_bytes"
         case .maxMutations: "max_mutations"
         case .maxFieldBytes: "max_field_bytes"
