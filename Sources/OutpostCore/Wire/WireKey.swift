@@ -132,8 +132,8 @@ extension WireKey: CodingKey {
     package init?(intValue: Int) { nil }
 }
 
-/// The names of the live stream's events (`event:` lines of
-/// `GET /v1/live`), shared by the server that writes them and the client
+/// The names of the live stream's events (the `event:` lines of
+/// `GET /v1/stream`), shared by the server that writes them and the client
 /// that reads them.
 package enum LiveEventName: String, CaseIterable, Sendable {
     case changes, heartbeat, error
