@@ -246,12 +246,12 @@ extension SyncEngine {
     private func receiveLive(_ event: ServerEvent, generation: UInt64, collections: [String]) async throws {
         guard liveChannel.isCurrent(generation) else { throw LiveEnd.stale }
         switch event.name {
-        case "heartbeat":
+        case LiveEventName.heartbeat.rawValue:
             struct Beat: Decodable { var serverTime: ServerTimestamp
-                enum CodingKeys: String, CodingKey { case serverTime = "server_time" } }
+                init(from decoder: any Decoder) throws { serverTime = try decoder.container(keyedBy: WireKey.self).decode(ServerTimestamp.self, forKey: .serverTime) } }
             let time = try? WireCoding.decode(Beat.self, from: event.data).serverTime
             setLive(.live, eventAt: time)
-        case "changes":
+        case LiveEventName.changes.rawValue:
             let page: RawPullPage
             do {
                 page = try RawPullPage.parse(event.data)
@@ -267,7 +267,7 @@ extension SyncEngine {
             }
             try await storeLive(page, generation: generation, collections: collections)
             setLive(.live, eventAt: page.serverTime)
-        case "error":
+        case LiveEventName.error.rawValue:
             let body = (try? WireCoding.decode(ErrorBody.self, from: event.data))
                 ?? ErrorBody(code: .unavailable, message: "The live channel ended with an error.")
             throw Self.failure(forLiveError: body)

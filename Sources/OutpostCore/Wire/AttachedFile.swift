@@ -12,11 +12,6 @@ public struct AttachedFile: Sendable, Hashable, Codable, CustomStringConvertible
     /// The media type, e.g. `image/jpeg`.
     public var contentType: String
 
-    enum CodingKeys: String, CodingKey {
-        case sha256, size
-        case contentType = "content_type"
-    }
-
     /// An attachment naming a blob already hashed; nil unless `sha256` is 64
     /// hexadecimal digits, `size` is not negative and `contentType` is 1-255 bytes.
     public init?(sha256: String, size: Int64, contentType: String) {
@@ -29,14 +24,14 @@ public struct AttachedFile: Sendable, Hashable, Codable, CustomStringConvertible
 
     /// The attachment a JSON value holds, or nil when it is not exactly one.
     public init?(_ value: JSONValue) {
-        guard let object = value.objectValue, object.count == 3, let sha = object["sha256"]?.stringValue,
-            case .int(let size)? = object["size"], let contentType = object["content_type"]?.stringValue
+        guard let object = value.objectValue, object.count == 3, let sha = object[WireKey.sha256.name]?.stringValue,
+            case .int(let size)? = object[WireKey.size.name], let contentType = object[WireKey.contentType.name]?.stringValue
         else { return nil }
         self.init(sha256: sha, size: size, contentType: contentType)
     }
 
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: WireKey.self)
         let sha = try container.decode(String.self, forKey: .sha256)
         let size = try container.decode(Int64.self, forKey: .size)
         let contentType = try container.decode(String.self, forKey: .contentType)
@@ -48,9 +43,16 @@ public struct AttachedFile: Sendable, Hashable, Codable, CustomStringConvertible
         self = made
     }
 
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(sha256, forKey: .sha256)
+        try container.encode(size, forKey: .size)
+        try container.encode(contentType, forKey: .contentType)
+    }
+
     /// The value a record's field holds.
     public var jsonValue: JSONValue {
-        .object(["sha256": .string(sha256), "size": .int(size), "content_type": .string(contentType)])
+        .object([WireKey.sha256.name: .string(sha256), WireKey.size.name: .int(size), WireKey.contentType.name: .string(contentType)])
     }
 
     public var description: String { "\(contentType), \(size) bytes, \(sha256.prefix(12))…" }
@@ -65,7 +67,7 @@ public struct AttachedFile: Sendable, Hashable, Codable, CustomStringConvertible
         guard let data else { return [:] }
         var found: [String: AttachedFile] = [:]
         for (field, value) in data {
-            guard case .object(let object) = value, object["sha256"] != nil, let attachment = AttachedFile(value) else { continue }
+            guard case .object(let object) = value, object[WireKey.sha256.name] != nil, let attachment = AttachedFile(value) else { continue }
             found[field] = attachment
         }
         return found

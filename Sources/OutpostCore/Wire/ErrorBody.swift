@@ -116,19 +116,9 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
         self.seqs = seqs
     }
 
-    enum OuterKeys: String, CodingKey {
-        case error
-        case lastSeq = "last_seq"
-        case seqs
-    }
-    enum CodingKeys: String, CodingKey {
-        case code, message, fields
-        case requestID = "request_id"
-    }
-
     public init(from decoder: any Decoder) throws {
-        let outer = try decoder.container(keyedBy: OuterKeys.self)
-        let container = try outer.nestedContainer(keyedBy: CodingKeys.self, forKey: .error)
+        let outer = try decoder.container(keyedBy: WireKey.self)
+        let container = try outer.nestedContainer(keyedBy: WireKey.self, forKey: .error)
         code = try container.decode(ErrorCode.self, forKey: .code)
         message = try container.decode(String.self, forKey: .message)
         fields = try container.decodeIfPresent([String: String].self, forKey: .fields)
@@ -138,8 +128,8 @@ public struct ErrorBody: Sendable, Equatable, Codable, Error {
     }
 
     public func encode(to encoder: any Encoder) throws {
-        var outer = encoder.container(keyedBy: OuterKeys.self)
-        var container = outer.nestedContainer(keyedBy: CodingKeys.self, forKey: .error)
+        var outer = encoder.container(keyedBy: WireKey.self)
+        var container = outer.nestedContainer(keyedBy: WireKey.self, forKey: .error)
         try container.encode(code, forKey: .code)
         try container.encode(message, forKey: .message)
         try container.encodeIfPresent(fields, forKey: .fields)

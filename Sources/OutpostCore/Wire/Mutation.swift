@@ -48,14 +48,8 @@ public struct Mutation: Sendable, Equatable, Codable {
         self.data = data
     }
 
-    enum CodingKeys: String, CodingKey {
-        case seq, id, op, collection, uuid, data
-        case baseVersion = "base_version"
-        case deviceTime = "device_time"
-    }
-
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: WireKey.self)
         seq = try container.decode(Int64.self, forKey: .seq)
         guard seq > 0 else {
             throw DecodingError.dataCorruptedError(forKey: .seq, in: container, debugDescription: "must be positive")
@@ -71,7 +65,7 @@ public struct Mutation: Sendable, Equatable, Codable {
         case .create, .update:
             if data == nil {
                 throw DecodingError.keyNotFound(
-                    CodingKeys.data,
+                    WireKey.data,
                     .init(codingPath: container.codingPath, debugDescription: "a \(op.rawValue) needs data"))
             }
         case .delete:
@@ -87,7 +81,7 @@ public struct Mutation: Sendable, Equatable, Codable {
     }
 
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
+        var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(seq, forKey: .seq)
         try container.encodeUUID(id, forKey: .id)
         try container.encode(op, forKey: .op)

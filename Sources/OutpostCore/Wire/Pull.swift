@@ -39,12 +39,8 @@ public enum PullChange: Sendable, Equatable, Codable {
         }
     }
 
-    enum CodingKeys: String, CodingKey {
-        case collection, uuid, deleted, removed
-    }
-
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: WireKey.self)
         if try container.decodeIfPresent(Bool.self, forKey: .removed) == true {
             self = .removed(
                 collection: try container.decodeNonEmpty(.collection), uuid: try container.decodeUUID(forKey: .uuid))
@@ -58,7 +54,7 @@ public enum PullChange: Sendable, Equatable, Codable {
         case .record(let record):
             try record.encode(to: encoder)
         case .removed(let collection, let uuid):
-            var container = encoder.container(keyedBy: CodingKeys.self)
+            var container = encoder.container(keyedBy: WireKey.self)
             try container.encode(collection, forKey: .collection)
             try container.encodeUUID(uuid, forKey: .uuid)
             try container.encode(true, forKey: .deleted)
@@ -81,9 +77,19 @@ public struct PullResponse: Sendable, Equatable, Codable {
         self.serverTime = serverTime
     }
 
-    enum CodingKeys: String, CodingKey {
-        case changes, cursor
-        case hasMore = "has_more"
-        case serverTime = "server_time"
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: WireKey.self)
+        changes = try container.decode([PullChange].self, forKey: .changes)
+        cursor = try container.decode(PullCursor.self, forKey: .cursor)
+        hasMore = try container.decode(Bool.self, forKey: .hasMore)
+        serverTime = try container.decode(ServerTimestamp.self, forKey: .serverTime)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(changes, forKey: .changes)
+        try container.encode(cursor, forKey: .cursor)
+        try container.encode(hasMore, forKey: .hasMore)
+        try container.encode(serverTime, forKey: .serverTime)
     }
 }

@@ -13,13 +13,8 @@ public struct PushRequest: Sendable, Equatable, Codable {
         self.mutations = mutations
     }
 
-    enum CodingKeys: String, CodingKey {
-        case clientID = "client_id"
-        case mutations
-    }
-
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: WireKey.self)
         clientID = try container.decodeUUID(forKey: .clientID)
         mutations = try container.decode([Mutation].self, forKey: .mutations)
         var previous: Int64 = 0
@@ -33,7 +28,7 @@ public struct PushRequest: Sendable, Equatable, Codable {
     }
 
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
+        var container = encoder.container(keyedBy: WireKey.self)
         try container.encodeUUID(clientID, forKey: .clientID)
         try container.encode(mutations, forKey: .mutations)
     }
@@ -98,13 +93,8 @@ public struct MutationResult: Sendable, Equatable, Codable {
         self.errors = errors
     }
 
-    enum CodingKeys: String, CodingKey {
-        case seq, id, status, record, code, errors
-        case originalStatus = "original_status"
-    }
-
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: WireKey.self)
         seq = try container.decode(Int64.self, forKey: .seq)
         id = try container.decodeUUID(forKey: .id)
         status = try container.decode(MutationStatus.self, forKey: .status)
@@ -114,12 +104,12 @@ public struct MutationResult: Sendable, Equatable, Codable {
         errors = try container.decodeIfPresent([String: String].self, forKey: .errors)
         if status == .applied && record == nil {
             throw DecodingError.keyNotFound(
-                CodingKeys.record, .init(codingPath: container.codingPath, debugDescription: "applied needs record"))
+                WireKey.record, .init(codingPath: container.codingPath, debugDescription: "applied needs record"))
         }
     }
 
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
+        var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(seq, forKey: .seq)
         try container.encodeUUID(id, forKey: .id)
         try container.encode(status, forKey: .status)
@@ -152,10 +142,18 @@ public struct PushResponse: Sendable, Equatable, Codable {
         self.serverTime = serverTime
     }
 
-    enum CodingKeys: String, CodingKey {
-        case results
-        case lastSeq = "last_seq"
-        case serverTime = "server_time"
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: WireKey.self)
+        results = try container.decode([MutationResult].self, forKey: .results)
+        lastSeq = try container.decode(Int64.self, forKey: .lastSeq)
+        serverTime = try container.decode(ServerTimestamp.self, forKey: .serverTime)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(results, forKey: .results)
+        try container.encode(lastSeq, forKey: .lastSeq)
+        try container.encode(serverTime, forKey: .serverTime)
     }
 
     public static func == (lhs: PushResponse, rhs: PushResponse) -> Bool {
@@ -175,5 +173,21 @@ public struct MutationLookup: Sendable, Equatable, Codable {
         self.record = record
         self.code = code
         self.errors = errors
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: WireKey.self)
+        status = try container.decode(MutationStatus.self, forKey: .status)
+        record = try container.decodeIfPresent(WireRecord.self, forKey: .record)
+        code = try container.decodeIfPresent(String.self, forKey: .code)
+        errors = try container.decodeIfPresent([String: String].self, forKey: .errors)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(status, forKey: .status)
+        try container.encodeIfPresent(record, forKey: .record)
+        try container.encodeIfPresent(code, forKey: .code)
+        try container.encodeIfPresent(errors, forKey: .errors)
     }
 }

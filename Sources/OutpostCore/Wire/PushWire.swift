@@ -22,9 +22,12 @@ extension PushRequest {
     package static func wireBytes<Item>(clientID: UUID, _ items: [Item], _ write: (Item, inout [UInt8]) -> Void) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64 + items.count * 420)
-        out.append(contentsOf: #"{"client_id":""#.utf8)
+        out.append(contentsOf: WireKey.clientID.opening)
+        out.append(UInt8(ascii: "\""))
         out.append(contentsOf: clientID.wireText.utf8)
-        out.append(contentsOf: #"","mutations":["#.utf8)
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: WireKey.mutations.member)
+        out.append(UInt8(ascii: "["))
         for (offset, item) in items.enumerated() {
             if offset > 0 { out.append(UInt8(ascii: ",")) }
             write(item, &out)
@@ -44,10 +47,10 @@ extension PushRequest {
         do {
             let whole = try scanner.readMembers { scanner, key in
                 switch key {
-                case "client_id":
+                case WireKey.clientID.name:
                     clientID = try scanner.readStringValue().flatMap(UUID.fromWire)
                     return clientID != nil
-                case "mutations":
+                case WireKey.mutations.name:
                     mutations = try scanner.readElements(Mutation.readWire)
                     guard let mutations else { return false }
                     // In strictly increasing seq order, as the decoder requires.
@@ -128,7 +131,7 @@ extension Mutation {
     func appendWire(to out: inout [UInt8]) {
         Self.appendEnvelope(seq: seq, id: id, op: op, collection: collection, uuid: uuid, baseVersion: baseVersion, to: &out)
         if let data {
-            out.append(contentsOf: #","data":"#.utf8)
+            out.append(contentsOf: WireKey.data.member)
             JSONWriter.write(.object(data), to: &out)
         }
         Self.appendEnd(deviceTime: deviceTime, to: &out)
@@ -143,7 +146,7 @@ extension Mutation {
     ) {
         appendEnvelope(seq: seq, id: id, op: op, collection: collection, uuid: uuid, baseVersion: baseVersion, to: &out)
         if let dataText {
-            out.append(contentsOf: #","data":"#.utf8)
+            out.append(contentsOf: WireKey.data.member)
             out.append(contentsOf: dataText.utf8)
         }
         appendEnd(deviceTime: deviceTime, to: &out)
@@ -153,19 +156,24 @@ extension Mutation {
     private static func appendEnvelope(
         seq: Int64, id: UUID, op: MutationOp, collection: String, uuid: UUID, baseVersion: Int64?, to out: inout [UInt8]
     ) {
-        out.append(contentsOf: #"{"seq":"#.utf8)
+        out.append(contentsOf: WireKey.seq.opening)
         JSONWriter.writeInteger(seq, to: &out)
-        out.append(contentsOf: #","id":""#.utf8)
+        out.append(contentsOf: WireKey.id.member)
+        out.append(UInt8(ascii: "\""))
         out.append(contentsOf: id.wireText.utf8)
-        out.append(contentsOf: #"","op":""#.utf8)
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: WireKey.op.member)
+        out.append(UInt8(ascii: "\""))
         out.append(contentsOf: op.rawValue.utf8)
-        out.append(contentsOf: #"","collection":"#.utf8)
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: WireKey.collection.member)
         JSONWriter.writeString(collection, to: &out)
-        out.append(contentsOf: #","uuid":""#.utf8)
+        out.append(contentsOf: WireKey.uuid.member)
+        out.append(UInt8(ascii: "\""))
         out.append(contentsOf: uuid.wireText.utf8)
         out.append(UInt8(ascii: "\""))
         if let baseVersion {
-            out.append(contentsOf: #","base_version":"#.utf8)
+            out.append(contentsOf: WireKey.baseVersion.member)
             JSONWriter.writeInteger(baseVersion, to: &out)
         }
     }
@@ -173,7 +181,7 @@ extension Mutation {
     /// The members after `data`, and the object's close.
     private static func appendEnd(deviceTime: ServerTimestamp?, to out: inout [UInt8]) {
         if let deviceTime {
-            out.append(contentsOf: #","device_time":"#.utf8)
+            out.append(contentsOf: WireKey.deviceTime.member)
             JSONWriter.writeString(deviceTime.rawValue, to: &out)
         }
         out.append(UInt8(ascii: "}"))
@@ -191,19 +199,19 @@ extension Mutation {
         var deviceTime: ServerTimestamp?
         let whole = try scanner.readMembers { scanner, key in
             switch key {
-            case "seq": seq = try scanner.readValue().wholeNumber
-            case "id": id = try scanner.readStringValue().flatMap(UUID.fromWire)
-            case "op": op = try scanner.readStringValue().flatMap(MutationOp.init(rawValue:))
-            case "collection": collection = try scanner.readStringValue()
-            case "uuid": uuid = try scanner.readStringValue().flatMap(UUID.fromWire)
-            case "base_version":
+            case WireKey.seq.name: seq = try scanner.readValue().wholeNumber
+            case WireKey.id.name: id = try scanner.readStringValue().flatMap(UUID.fromWire)
+            case WireKey.op.name: op = try scanner.readStringValue().flatMap(MutationOp.init(rawValue:))
+            case WireKey.collection.name: collection = try scanner.readStringValue()
+            case WireKey.uuid.name: uuid = try scanner.readStringValue().flatMap(UUID.fromWire)
+            case WireKey.baseVersion.name:
                 let value = try scanner.readValue()
                 baseVersion = value.wholeNumber
                 return value.isNull || baseVersion != nil
-            case "data":
+            case WireKey.data.name:
                 guard case .some(let object) = try scanner.readObjectOrNull() else { return false }
                 data = object
-            case "device_time":
+            case WireKey.deviceTime.name:
                 guard case .some(let time) = try scanner.readTimestampOrNull() else { return false }
                 deviceTime = time
             default: _ = try scanner.skipValue()
@@ -228,28 +236,32 @@ extension MutationResult {
         seq: Int64, id: UUID, status: MutationStatus, originalStatus: MutationStatus? = nil, code: String? = nil,
         errors: [String: String]? = nil, record: ((inout [UInt8]) -> Void)?, to out: inout [UInt8]
     ) {
-        out.append(contentsOf: #"{"seq":"#.utf8)
+        out.append(contentsOf: WireKey.seq.opening)
         JSONWriter.writeInteger(seq, to: &out)
-        out.append(contentsOf: #","id":""#.utf8)
+        out.append(contentsOf: WireKey.id.member)
+        out.append(UInt8(ascii: "\""))
         out.append(contentsOf: id.wireText.utf8)
-        out.append(contentsOf: #"","status":""#.utf8)
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: WireKey.status.member)
+        out.append(UInt8(ascii: "\""))
         out.append(contentsOf: status.rawValue.utf8)
         out.append(UInt8(ascii: "\""))
         if let record {
-            out.append(contentsOf: #","record":"#.utf8)
+            out.append(contentsOf: WireKey.record.member)
             record(&out)
         }
         if let originalStatus {
-            out.append(contentsOf: #","original_status":""#.utf8)
+            out.append(contentsOf: WireKey.originalStatus.member)
+            out.append(UInt8(ascii: "\""))
             out.append(contentsOf: originalStatus.rawValue.utf8)
             out.append(UInt8(ascii: "\""))
         }
         if let code {
-            out.append(contentsOf: #","code":"#.utf8)
+            out.append(contentsOf: WireKey.code.member)
             JSONWriter.writeString(code, to: &out)
         }
         if let errors {
-            out.append(contentsOf: #","errors":"#.utf8)
+            out.append(contentsOf: WireKey.errors.member)
             JSONWriter.write(.object(errors.mapValues(JSONValue.string)), to: &out)
         }
         out.append(UInt8(ascii: "}"))
@@ -273,23 +285,23 @@ extension MutationResult {
         var errors: [String: String]?
         let whole = try scanner.readMembers { scanner, key in
             switch key {
-            case "seq": seq = try scanner.readValue().wholeNumber
-            case "id": id = try scanner.readStringValue().flatMap(UUID.fromWire)
-            case "status": status = try scanner.readStringValue().flatMap(MutationStatus.init(rawValue:))
-            case "record":
+            case WireKey.seq.name: seq = try scanner.readValue().wholeNumber
+            case WireKey.id.name: id = try scanner.readStringValue().flatMap(UUID.fromWire)
+            case WireKey.status.name: status = try scanner.readStringValue().flatMap(MutationStatus.init(rawValue:))
+            case WireKey.record.name:
                 if try scanner.peek() == UInt8(ascii: "n") { return try scanner.readValue().isNull }
                 record = try WireRecord.readWire(
                     &scanner, dataText: &recordDataText, deferringData: deferringAppliedData, deferred: &deferred)
                 return record != nil
-            case "original_status":
+            case WireKey.originalStatus.name:
                 let value = try scanner.readValue()
                 originalStatus = value.stringValue.flatMap(MutationStatus.init(rawValue:))
                 return value.isNull || originalStatus != nil
-            case "code":
+            case WireKey.code.name:
                 let value = try scanner.readValue()
                 code = value.stringValue
                 return value.isNull || code != nil
-            case "errors":
+            case WireKey.errors.name:
                 switch try scanner.readValue() {
                 case .null: errors = nil
                 case .object(let object):
@@ -336,17 +348,17 @@ extension WireRecord {
         var deviceTime: ServerTimestamp?
         let whole = try scanner.readMembers { scanner, key in
             switch key {
-            case "collection": collection = try scanner.readStringValue()
-            case "uuid": uuid = try scanner.readStringValue().flatMap(UUID.fromWire)
-            case "id": id = try scanner.readValue().wholeNumber
-            case "version": version = try scanner.readValue().wholeNumber
-            case "updated_at":
+            case WireKey.collection.name: collection = try scanner.readStringValue()
+            case WireKey.uuid.name: uuid = try scanner.readStringValue().flatMap(UUID.fromWire)
+            case WireKey.id.name: id = try scanner.readValue().wholeNumber
+            case WireKey.version.name: version = try scanner.readValue().wholeNumber
+            case WireKey.updatedAt.name:
                 guard case .some(.some(let time)) = try scanner.readTimestampOrNull() else { return false }
                 updatedAt = time
-            case "deleted": deleted = try scanner.readValue().boolValue
-            case "owner": owner = try scanner.readStringValue()
-            case "team": team = try scanner.readStringValue()
-            case "data":
+            case WireKey.deleted.name: deleted = try scanner.readValue().boolValue
+            case WireKey.owner.name: owner = try scanner.readStringValue()
+            case WireKey.team.name: team = try scanner.readStringValue()
+            case WireKey.data.name:
                 scanner.skipWhitespace()
                 let start = scanner.index
                 if deferringData, try scanner.peek() == UInt8(ascii: "{") {
@@ -359,7 +371,7 @@ extension WireRecord {
                 guard case .some(let object) = try scanner.readObjectOrNull() else { return false }
                 data = object
                 dataText = object == nil ? nil : String(decoding: scanner.bytes[start..<scanner.index], as: UTF8.self)
-            case "device_time":
+            case WireKey.deviceTime.name:
                 guard case .some(let time) = try scanner.readTimestampOrNull() else { return false }
                 deviceTime = time
             default: _ = try scanner.skipValue()
@@ -391,14 +403,16 @@ extension PushResponse {
     public static func wireBytes(results: [[UInt8]], lastSeq: Int64, serverTime: ServerTimestamp) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(80 + results.reduce(0) { $0 + $1.count + 1 })
-        out.append(contentsOf: #"{"results":["#.utf8)
+        out.append(contentsOf: WireKey.results.opening)
+        out.append(UInt8(ascii: "["))
         for (offset, result) in results.enumerated() {
             if offset > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: result)
         }
-        out.append(contentsOf: #"],"last_seq":"#.utf8)
+        out.append(UInt8(ascii: "]"))
+        out.append(contentsOf: WireKey.lastSeq.member)
         JSONWriter.writeInteger(lastSeq, to: &out)
-        out.append(contentsOf: #","server_time":"#.utf8)
+        out.append(contentsOf: WireKey.serverTime.member)
         JSONWriter.writeString(serverTime.rawValue, to: &out)
         out.append(UInt8(ascii: "}"))
         return out
@@ -421,7 +435,7 @@ extension PushResponse {
         do {
             let whole = try scanner.readMembers { scanner, key in
                 switch key {
-                case "results":
+                case WireKey.results.name:
                     results = try scanner.readElements { scanner in
                         var text: String?
                         var deferred = false
@@ -435,8 +449,8 @@ extension PushResponse {
                         return result
                     }
                     return results != nil
-                case "last_seq": lastSeq = try scanner.readValue().wholeNumber
-                case "server_time":
+                case WireKey.lastSeq.name: lastSeq = try scanner.readValue().wholeNumber
+                case WireKey.serverTime.name:
                     guard case .some(.some(let time)) = try scanner.readTimestampOrNull() else { return false }
                     serverTime = time
                 default: _ = try scanner.skipValue()

@@ -68,26 +68,26 @@ public struct RawPullPage: Sendable {
                     let key = try reader.scanner.readString()
                     try reader.scanner.expect(UInt8(ascii: ":"))
                     switch key {
-                    case "changes":
+                    case WireKey.changes.name:
                         try reader.scanner.expect(UInt8(ascii: "["))
                         if !(try reader.scanner.consume(UInt8(ascii: "]"))) {
                             repeat { changes.append(try reader.change(index: changes.count)) } while try reader.scanner.consume(
                                 UInt8(ascii: ","))
                             try reader.scanner.expect(UInt8(ascii: "]"))
                         }
-                    case "cursor": cursor = try reader.scanner.readValue().stringValue
-                    case "has_more": hasMore = try reader.scanner.readValue().boolValue
-                    case "server_time": serverTime = try reader.scanner.readValue().stringValue
+                    case WireKey.cursor.name: cursor = try reader.scanner.readValue().stringValue
+                    case WireKey.hasMore.name: hasMore = try reader.scanner.readValue().boolValue
+                    case WireKey.serverTime.name: serverTime = try reader.scanner.readValue().stringValue
                     default: _ = try reader.scanner.skipValue()
                     }
                 } while try reader.scanner.consume(UInt8(ascii: ","))
                 try reader.scanner.expect(UInt8(ascii: "}"))
             }
             guard reader.scanner.atEnd() else { throw WireError(path: "", problem: "is not valid JSON") }
-            guard let cursor else { throw WireError(path: "cursor", problem: "is missing") }
-            guard let hasMore else { throw WireError(path: "has_more", problem: "is missing") }
+            guard let cursor else { throw WireError(path: WireKey.cursor.name, problem: "is missing") }
+            guard let hasMore else { throw WireError(path: WireKey.hasMore.name, problem: "is missing") }
             guard let serverTime, ServerTimestamp(rawValue: serverTime).date != nil else {
-                throw WireError(path: "server_time", problem: "must be an RFC 3339 time")
+                throw WireError(path: WireKey.serverTime.name, problem: "must be an RFC 3339 time")
             }
             return RawPullPage(
                 text: reader.extra.isEmpty ? body : body + reader.extra, changes: changes, cursor: PullCursor(rawValue: cursor),
@@ -108,11 +108,12 @@ public struct RawPullPage: Sendable {
         var names: [(bytes: [UInt8], name: String)] = []
 
         /// The keys of a change, as bytes, in the order `change` switches on them.
-        static let keys: [[UInt8]] = ["collection", "uuid", "removed", "deleted", "id", "version", "updated_at", "owner", "team", "data", "device_time"]
-            .map { Array($0.utf8) }
+        /// A change's keys, in the order `change` tells them apart.
+        static let keys: [WireKey] = [.collection, .uuid, .removed, .deleted, .id, .version, .updatedAt, .owner, .team, .data, .deviceTime]
+        static let keyBytes = keys.map(\.utf8)
 
         mutating func change(index: Int) throws -> RawChange {
-            let path = "changes[\(index)]"
+            let path = "\(WireKey.changes.name)[\(index)]"
             var change = RawChange()
             var collection: String?
             var uuid: TextSpan?
@@ -125,34 +126,34 @@ public struct RawPullPage: Sendable {
             try scanner.expect(UInt8(ascii: "{"))
             if !(try scanner.consume(UInt8(ascii: "}"))) {
                 repeat {
-                    let key = try scanner.readKey(Self.keys)
+                    let key = try scanner.readKey(Self.keyBytes).map { Self.keys[$0] }
                     try scanner.expect(UInt8(ascii: ":"))
                     switch key {
-                    case 0: collection = try name()
-                    case 1: uuid = try uuidSpan(path)
-                    case 2: change.removed = try scanner.readBoolValue()
-                    case 3: deleted = try scanner.readBoolValue()
-                    case 4: id = try scanner.readIntegerValue()
-                    case 5: version = try scanner.readIntegerValue()
-                    case 6: updatedAt = try span()
-                    case 7: owner = try span()
-                    case 8: team = try span()
-                    case 10: change.deviceTime = try span()
-                    case 9:
+                    case .collection: collection = try name()
+                    case .uuid: uuid = try uuidSpan(path)
+                    case .removed: change.removed = try scanner.readBoolValue()
+                    case .deleted: deleted = try scanner.readBoolValue()
+                    case .id: id = try scanner.readIntegerValue()
+                    case .version: version = try scanner.readIntegerValue()
+                    case .updatedAt: updatedAt = try span()
+                    case .owner: owner = try span()
+                    case .team: team = try span()
+                    case .deviceTime: change.deviceTime = try span()
+                    case .data:
                         switch try scanner.peek() {
                         case UInt8(ascii: "n"): _ = try scanner.readValue()
                         case UInt8(ascii: "{"):
                             let range = try scanner.skipContainer()
                             change.data = TextSpan(start: range.lowerBound, count: range.count)
-                        default: throw WireError(path: "\(path).data", problem: "must be an object")
+                        default: throw WireError(path: Self.field(path, .data), problem: "must be an object")
                         }
                     default: _ = try scanner.skipValue()
                     }
                 } while try scanner.consume(UInt8(ascii: ","))
                 try scanner.expect(UInt8(ascii: "}"))
             }
-            guard let collection, !collection.isEmpty else { throw WireError(path: "\(path).collection", problem: "is missing") }
-            guard let uuid else { throw WireError(path: "\(path).uuid", problem: "is missing") }
+            guard let collection, !collection.isEmpty else { throw WireError(path: Self.field(path, .collection), problem: "is missing") }
+            guard let uuid else { throw WireError(path: Self.field(path, .uuid), problem: "is missing") }
             change.collection = collection
             change.uuid = uuid
             if change.removed {
@@ -160,13 +161,13 @@ public struct RawPullPage: Sendable {
                 change.data = nil
                 return change
             }
-            guard let deleted else { throw WireError(path: "\(path).deleted", problem: "is missing") }
-            guard let id else { throw WireError(path: "\(path).id", problem: "is missing") }
-            guard let version else { throw WireError(path: "\(path).version", problem: "is missing") }
-            guard let updatedAt else { throw WireError(path: "\(path).updated_at", problem: "is missing") }
-            guard let owner, let team else { throw WireError(path: "\(path).owner", problem: "is missing") }
+            guard let deleted else { throw WireError(path: Self.field(path, .deleted), problem: "is missing") }
+            guard let id else { throw WireError(path: Self.field(path, .id), problem: "is missing") }
+            guard let version else { throw WireError(path: Self.field(path, .version), problem: "is missing") }
+            guard let updatedAt else { throw WireError(path: Self.field(path, .updatedAt), problem: "is missing") }
+            guard let owner, let team else { throw WireError(path: Self.field(path, .owner), problem: "is missing") }
             if !deleted && change.data == nil {
-                throw WireError(path: "\(path).data", problem: "must be an object for a record that is not deleted")
+                throw WireError(path: Self.field(path, .data), problem: "must be an object for a record that is not deleted")
             }
             change.deleted = deleted
             change.id = id
@@ -193,12 +194,15 @@ public struct RawPullPage: Sendable {
 
         /// A uuid in the protocol's spelling stays in place; another spelling
         /// of a valid UUID (uppercase, escapes) is respelled into `extra`.
+        /// A change's field as an error names it: `changes[3].uuid`.
+        private static func field(_ change: String, _ key: WireKey) -> String { change + "." + key.name }
+
         private mutating func uuidSpan(_ path: String) throws -> TextSpan {
-            guard let span = try span() else { throw WireError(path: "\(path).uuid", problem: "must be a UUID") }
+            guard let span = try span() else { throw WireError(path: Self.field(path, .uuid), problem: "must be a UUID") }
             let inPlace = span.start < base
             if inPlace, scanner.withBytes(span.range, { UUID.isWireSpelling($0) }) { return span }
             let text = inPlace ? scanner.withBytes(span.range) { [UInt8]($0) } : [UInt8](extra[(span.start - base)...])
-            guard let uuid = UUID.fromWire(text) else { throw WireError(path: "\(path).uuid", problem: "must be a UUID") }
+            guard let uuid = UUID.fromWire(text) else { throw WireError(path: Self.field(path, .uuid), problem: "must be a UUID") }
             let start = base + extra.count
             extra.append(contentsOf: uuid.wireText.utf8)
             return TextSpan(start: start, count: 36)

@@ -34,10 +34,18 @@ public struct CollectionScope: Sendable, Equatable, Codable {
         self.readOnly = readOnly
     }
 
-    enum CodingKeys: String, CodingKey {
-        case count
-        case windowField = "window_field"
-        case readOnly = "read_only"
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: WireKey.self)
+        count = try container.decode(Int64.self, forKey: .count)
+        windowField = try container.decodeIfPresent(String.self, forKey: .windowField)
+        readOnly = try container.decode(Bool.self, forKey: .readOnly)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(count, forKey: .count)
+        try container.encodeIfPresent(windowField, forKey: .windowField)
+        try container.encode(readOnly, forKey: .readOnly)
     }
 }
 
@@ -53,6 +61,22 @@ public struct ScopeResponse: Sendable, Equatable, Codable {
         self.role = role
         self.team = team
         self.collections = collections
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: WireKey.self)
+        user = try container.decode(String.self, forKey: .user)
+        role = try container.decode(Role.self, forKey: .role)
+        team = try container.decode(String.self, forKey: .team)
+        collections = try container.decode([String: CollectionScope].self, forKey: .collections)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(user, forKey: .user)
+        try container.encode(role, forKey: .role)
+        try container.encode(team, forKey: .team)
+        try container.encode(collections, forKey: .collections)
     }
 }
 
@@ -82,11 +106,20 @@ public struct HealthResponse: Sendable, Equatable, Codable {
             self.maxDepth = maxDepth
         }
 
-        enum CodingKeys: String, CodingKey {
-            case maxBodyBytes = "max_body_bytes"
-            case maxMutations = "max_mutations"
-            case maxFieldBytes = "max_field_bytes"
-            case maxDepth = "max_depth"
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: WireKey.self)
+            maxBodyBytes = try container.decode(Int.self, forKey: .maxBodyBytes)
+            maxMutations = try container.decode(Int.self, forKey: .maxMutations)
+            maxFieldBytes = try container.decode(Int.self, forKey: .maxFieldBytes)
+            maxDepth = try container.decode(Int.self, forKey: .maxDepth)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: WireKey.self)
+            try container.encode(maxBodyBytes, forKey: .maxBodyBytes)
+            try container.encode(maxMutations, forKey: .maxMutations)
+            try container.encode(maxFieldBytes, forKey: .maxFieldBytes)
+            try container.encode(maxDepth, forKey: .maxDepth)
         }
     }
 
@@ -96,19 +129,20 @@ public struct HealthResponse: Sendable, Equatable, Codable {
         self.limits = limits
     }
 
-    enum CodingKeys: String, CodingKey {
-        case status
-        case serverTime = "server_time"
-        case limits
-    }
-
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: WireKey.self)
         status = try container.decode(String.self, forKey: .status)
         serverTime = try container.decode(ServerTimestamp.self, forKey: .serverTime)
         // Health is the connectivity probe: limits it cannot read must not
         // make a reachable server look unreachable.
         limits = try? container.decodeIfPresent(Limits.self, forKey: .limits)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(status, forKey: .status)
+        try container.encode(serverTime, forKey: .serverTime)
+        try container.encodeIfPresent(limits, forKey: .limits)
     }
 }
 
@@ -116,4 +150,13 @@ public struct HealthResponse: Sendable, Equatable, Codable {
 public struct SearchResponse: Sendable, Equatable, Codable {
     public var records: [WireRecord]
     public init(records: [WireRecord]) { self.records = records }
+
+    public init(from decoder: any Decoder) throws {
+        records = try decoder.container(keyedBy: WireKey.self).decode([WireRecord].self, forKey: .records)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: WireKey.self)
+        try container.encode(records, forKey: .records)
+    }
 }

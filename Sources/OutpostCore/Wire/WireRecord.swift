@@ -37,14 +37,8 @@ public struct WireRecord: Sendable, Equatable, Codable {
         self.data = data
     }
 
-    enum CodingKeys: String, CodingKey {
-        case collection, uuid, id, version, deleted, owner, team, data
-        case updatedAt = "updated_at"
-        case deviceTime = "device_time"
-    }
-
     public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let container = try decoder.container(keyedBy: WireKey.self)
         collection = try container.decodeNonEmpty(.collection)
         uuid = try container.decodeUUID(forKey: .uuid)
         id = try container.decode(Int64.self, forKey: .id)
@@ -62,7 +56,7 @@ public struct WireRecord: Sendable, Equatable, Codable {
     }
 
     public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
+        var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(collection, forKey: .collection)
         try container.encodeUUID(uuid, forKey: .uuid)
         try container.encode(id, forKey: .id)

@@ -46,7 +46,7 @@ public final class LiveStream: Sendable {
         if let first {
             initial.cursor = first.cursor
             server.metrics.pulled(records: first.changes)
-            if first.changes > 0 { initial.buffer += Self.event("changes", first.body) }
+            if first.changes > 0 { initial.buffer += Self.event(.changes, first.body) }
             if first.hasMore || first.heldBack { connection.signal { $0.changes = true } }
         }
         state = Locked(initial)
@@ -132,7 +132,7 @@ public final class LiveStream: Sendable {
                 cursor = page.cursor
                 if page.heldBack { server.liveHub.recheck(connection) }
                 server.metrics.pulled(records: page.changes)
-                if page.changes > 0 { output += Self.event("changes", page.body) }
+                if page.changes > 0 { output += Self.event(.changes, page.body) }
                 more = page.hasMore
                 if !more || output.count > 1 << 20 { break }
             }
@@ -167,17 +167,20 @@ public final class LiveStream: Sendable {
     private func end(with error: APIError, after events: [UInt8] = []) -> Bool {
         let body = Array((try? WireCoding.encode(error.body)) ?? Data())
         state.withLock { state in
-            state.buffer += events + Self.event("error", body)
+            state.buffer += events + Self.event(.error, body)
             state.ending = true
         }
         return true
     }
 
-    static func event(_ name: String, _ data: [UInt8]) -> [UInt8] {
-        Array("event: \(name)\ndata: ".utf8) + data + Array("\n\n".utf8)
+    static func event(_ name: LiveEventName, _ data: [UInt8]) -> [UInt8] {
+        Array("event: \(name.rawValue)\ndata: ".utf8) + data + Array("\n\n".utf8)
     }
 
     static func heartbeat(_ server: SyncServer) -> [UInt8] {
-        event("heartbeat", Array(#"{"server_time":"\#(ServerTimestamp(server.clock.now()).rawValue)"}"#.utf8))
+        var body = WireKey.serverTime.opening
+        JSONWriter.writeString(ServerTimestamp(server.clock.now()).rawValue, to: &body)
+        body.append(UInt8(ascii: "}"))
+        return event(.heartbeat, body)
     }
 }

@@ -92,15 +92,16 @@ struct PullService {
         }
 
         /// What a body holds before its first change.
-        static let opening = Array(#"{"changes":["#.utf8)
+        static let opening = WireKey.changes.opening + [UInt8(ascii: "[")]
 
         /// Ends a body that holds `opening` and the changes.
         static func close(_ out: inout [UInt8], cursor: String, hasMore: Bool, serverTime: ServerTimestamp) {
-            out.append(contentsOf: #"],"cursor":"#.utf8)
+            out.append(UInt8(ascii: "]"))
+            out.append(contentsOf: WireKey.cursor.member)
             JSONWriter.writeString(cursor, to: &out)
-            out.append(contentsOf: #","has_more":"#.utf8)
-            out.append(contentsOf: (hasMore ? "true" : "false").utf8)
-            out.append(contentsOf: #","server_time":""#.utf8)
+            out.append(contentsOf: WireKey.hasMore.member(hasMore))
+            out.append(contentsOf: WireKey.serverTime.member)
+            out.append(UInt8(ascii: "\""))
             out.append(contentsOf: serverTime.rawValue.utf8)
             out.append(contentsOf: #""}"#.utf8)
         }
@@ -125,6 +126,10 @@ struct PullService {
             pauseMicroseconds = min(pauseMicroseconds * 2, 50_000)
         }
     }
+
+    /// What follows a removal's collection and uuid: it reads as a
+    /// tombstone to a client that does not know `removed`.
+    static let removalEnd = WireKey.deleted.member(true) + WireKey.removed.member(true) + [UInt8(ascii: "}")]
 
     /// The page after the request's cursor. A cursor past the end of the
     /// feed is 410: the device holds versions this database never had or no
@@ -247,11 +252,11 @@ struct PullService {
                 ) { row in
                     stream.append(version: row.int(0)) { out in
                         let empty = UnsafeBufferPointer<UInt8>(start: nil, count: 0)
-                        out.append(contentsOf: #"{"collection":"#.utf8)
+                        out.append(contentsOf: WireKey.collection.opening)
                         JSONWriter.writeString(utf8: row.text(1) ?? empty, to: &out)
-                        out.append(contentsOf: #","uuid":"#.utf8)
+                        out.append(contentsOf: WireKey.uuid.member)
                         JSONWriter.writeString(utf8: row.text(2) ?? empty, to: &out)
-                        out.append(contentsOf: #","deleted":true,"removed":true}"#.utf8)
+                        out.append(contentsOf: Self.removalEnd)
                     }
                 }
                 streams.append(stream)

@@ -213,13 +213,13 @@ struct PushSession {
         guard let schema = config.collections[mutation.collection] else {
             return result(
                 .rejected, code: "unknown_collection",
-                errors: ["collection": "'\(mutation.collection)' is not a collection of this server"])
+                errors: [WireKey.collection.name: "'\(mutation.collection)' is not a collection of this server"])
         }
         // Locked until COMMIT: another push changing it waits for this one.
         let existing = try load(mutation.collection, mutation.uuid.wireText, forUpdate: true)
         if schema.readOnly {
             return result(
-                .forbidden, code: "read_only", errors: ["collection": "'\(schema.name)' is read-only"])
+                .forbidden, code: "read_only", errors: [WireKey.collection.name: "'\(schema.name)' is read-only"])
         }
         switch mutation.op {
         case .create:

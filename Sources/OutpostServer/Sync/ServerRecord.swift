@@ -63,29 +63,29 @@ struct ServerRecord {
         func string(_ column: Int) {
             fields.withText(column) { JSONWriter.writeString(utf8: $0 ?? UnsafeBufferPointer(start: nil, count: 0), to: &out) }
         }
-        out.append(contentsOf: #"{"collection":"#.utf8)
+        out.append(contentsOf: WireKey.collection.opening)
         string(1)
-        out.append(contentsOf: #","uuid":"#.utf8)
+        out.append(contentsOf: WireKey.uuid.member)
         string(2)
-        out.append(contentsOf: #","id":"#.utf8)
+        out.append(contentsOf: WireKey.id.member)
         JSONWriter.writeInteger(fields.int(0), to: &out)
-        out.append(contentsOf: #","version":"#.utf8)
+        out.append(contentsOf: WireKey.version.member)
         JSONWriter.writeInteger(fields.int(3), to: &out)
-        out.append(contentsOf: #","updated_at":"#.utf8)
+        out.append(contentsOf: WireKey.updatedAt.member)
         string(4)
         let deleted = fields.bool(5)
-        out.append(contentsOf: deleted ? #","deleted":true"#.utf8 : #","deleted":false"#.utf8)
-        out.append(contentsOf: #","owner":"#.utf8)
+        out.append(contentsOf: WireKey.deleted.member(deleted))
+        out.append(contentsOf: WireKey.owner.member)
         string(6)
-        out.append(contentsOf: #","team":"#.utf8)
+        out.append(contentsOf: WireKey.team.member)
         string(7)
-        out.append(contentsOf: #","data":"#.utf8)
+        out.append(contentsOf: WireKey.data.member)
         fields.withText(10) { data in
             if !deleted, let data { out.append(contentsOf: data) } else { out.append(contentsOf: "null".utf8) }
         }
         fields.withText(11) { deviceTime in
             guard let deviceTime else { return }
-            out.append(contentsOf: #","device_time":"#.utf8)
+            out.append(contentsOf: WireKey.deviceTime.member)
             JSONWriter.writeString(utf8: deviceTime, to: &out)
         }
         out.append(UInt8(ascii: "}"))
