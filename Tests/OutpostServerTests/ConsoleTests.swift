@@ -21,7 +21,8 @@ struct ConsoleClient {
         let answer = try await live.send(
             "POST", "/admin/api/session", body: Data(#"{"token": "\#(token)"}"#.utf8), headers: headers)
         if answer.status == 200 {
-            cookie = try #require(Self.cookieValue(answer.headers["set-cookie"]))
+            let issued: String = try #require(Self.cookieValue(answer.headers["set-cookie"]))
+            cookie = issued
             csrf = try JSONValue.parse(answer.text).objectValue?["csrf"]?.stringValue
         }
         return answer

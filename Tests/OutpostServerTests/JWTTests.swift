@@ -175,7 +175,7 @@ struct JWTTests {
                 asked.withLock { $0.append(request) }
                 return asked.current.count == 1 ? expired : fresh
             })
-        try await store.write { try $0.create(in: "people", ["name": "Ana"]) }
+        _ = try await store.write { try $0.create(in: "people", ["name": "Ana"]) }
         let report = try await engine.sync()
         #expect(report.failure == nil)
         #expect(asked.current == [.start, .refused(expired)])
