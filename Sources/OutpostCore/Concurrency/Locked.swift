@@ -7,20 +7,20 @@ import Foundation
 /// and write goes through ``withLock(_:)`` and cannot forget the lock.
 /// (`Synchronization.Mutex` does the same from iOS 18 and macOS 15; the
 /// library still supports iOS 17.)
-public final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is only touched inside `withLock`, under `lock`.
     private let lock = NSLock()
     private var value: Value
 
-    public init(_ value: Value) { self.value = value }
+    package init(_ value: Value) { self.value = value }
 
     /// Runs `body` with the value while the lock is held; what it returns is returned.
-    public func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+    package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
         lock.lock()
         defer { lock.unlock() }
         return try body(&value)
     }
 
     /// The value now (a copy).
-    public var current: Value { withLock { $0 } }
+    package var current: Value { withLock { $0 } }
 }

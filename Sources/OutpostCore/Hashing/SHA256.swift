@@ -1,7 +1,7 @@
 /// SHA-256 (FIPS 180-4), fed in pieces: an attachment is hashed while it is
 /// copied into the store, never read twice. Written here because the
 /// client library builds with the toolchain alone on every platform.
-public struct SHA256: Sendable {
+package struct SHA256: Sendable {
     private var state: (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32) = (
         0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19
     )
@@ -10,10 +10,10 @@ public struct SHA256: Sendable {
     private var length: UInt64 = 0
 
     /// A hash of nothing yet.
-    public init() { pending.reserveCapacity(64) }
+    package init() { pending.reserveCapacity(64) }
 
     /// Adds bytes to the hash.
-    public mutating func update(_ bytes: UnsafeRawBufferPointer) {
+    package mutating func update(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty else { return }
         length &+= UInt64(bytes.count)
         var index = 0
@@ -34,14 +34,14 @@ public struct SHA256: Sendable {
     }
 
     /// Adds bytes to the hash.
-    public mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
+    package mutating func update<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
         if let done = bytes.withContiguousStorageIfAvailable({ update(UnsafeRawBufferPointer($0)) }) { return done }
         let copy = Array(bytes)
         copy.withUnsafeBytes { update($0) }
     }
 
     /// The 32-byte digest of everything added.
-    public mutating func finish() -> [UInt8] {
+    package mutating func finish() -> [UInt8] {
         let bits = length &* 8
         var tail: [UInt8] = [0x80]
         let used = (pending.count + 1) % 64
@@ -60,17 +60,17 @@ public struct SHA256: Sendable {
     }
 
     /// The digest as 64 lowercase hexadecimal digits, the name of a blob.
-    public mutating func finishHex() -> String { Self.hex(finish()) }
+    package mutating func finishHex() -> String { Self.hex(finish()) }
 
     /// The hexadecimal digest of `bytes`.
-    public static func hex<Bytes: Sequence>(of bytes: Bytes) -> String where Bytes.Element == UInt8 {
+    package static func hex<Bytes: Sequence>(of bytes: Bytes) -> String where Bytes.Element == UInt8 {
         var hash = SHA256()
         hash.update(bytes)
         return hash.finishHex()
     }
 
     /// Bytes as lowercase hexadecimal digits.
-    public static func hex(_ bytes: [UInt8]) -> String {
+    package static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(bytes.count * 2)

@@ -13,13 +13,13 @@ import Darwin
 /// The bytes are the same kind; only the calls are fewer. A process that
 /// forks must not keep using a generator made before the fork (the child
 /// would repeat the parent's buffered bytes); Outpost never forks.
-public struct BufferedSystemRandom: RandomNumberGenerator, Sendable {
+package struct BufferedSystemRandom: RandomNumberGenerator, Sendable {
     private var buffer = [UInt64](repeating: 0, count: 64)
     private var used = 64
 
-    public init() {}
+    package init() {}
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         if used == buffer.count { refill() }
         defer { used += 1 }
         return buffer[used]

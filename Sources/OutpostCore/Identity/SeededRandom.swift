@@ -1,11 +1,11 @@
 /// SplitMix64: a tiny, fast generator whose whole stream follows from one
 /// seed, so a failing run can be replayed exactly.
-public struct SeededRandom: RandomNumberGenerator, Sendable {
+package struct SeededRandom: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
-    public init(seed: UInt64) { state = seed }
+    package init(seed: UInt64) { state = seed }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -15,7 +15,7 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
 
     /// `count` bytes from the stream (test photos, benchmark files): the
     /// same seed gives the same bytes.
-    public mutating func bytes(_ count: Int) -> [UInt8] {
+    package mutating func bytes(_ count: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         for index in stride(from: 0, to: count, by: 8) {
             let word = next()

@@ -24,7 +24,13 @@ public final class UUIDv7Generator: IDGenerator, Sendable {
     private let state: Locked<State>
     private let clock: any WallClock
 
-    public init(clock: any WallClock = SystemWallClock(), random: any RandomNumberGenerator = BufferedSystemRandom()) {
+    /// Ids on `clock`'s milliseconds, with the system's secure random bytes.
+    public convenience init(clock: any WallClock = SystemWallClock()) {
+        self.init(clock: clock, random: BufferedSystemRandom())
+    }
+
+    /// Ids from a random source of the caller's (seeded ones, in tests).
+    package init(clock: any WallClock, random: any RandomNumberGenerator) {
         self.clock = clock
         self.state = Locked(State(random: random))
     }
@@ -65,10 +71,10 @@ public final class UUIDv7Generator: IDGenerator, Sendable {
 
 extension UUID {
     /// The UUID version nibble (7 for ids made by `UUIDv7Generator`).
-    public var version: Int { Int(uuid.6 >> 4) }
+    package var version: Int { Int(uuid.6 >> 4) }
 
     /// The Unix milliseconds of a UUIDv7.
-    public var v7Milliseconds: UInt64 {
+    package var v7Milliseconds: UInt64 {
         let u = uuid
         return [u.0, u.1, u.2, u.3, u.4, u.5].reduce(0) { $0 << 8 | UInt64($1) }
     }

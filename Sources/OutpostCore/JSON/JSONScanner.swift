@@ -1,30 +1,30 @@
-public import Foundation
+package import Foundation
 
 /// A strict JSON reader over UTF-8 bytes (RFC 8259), written for the hot
 /// paths: stored record data and pull pages. Foundation's coders cost more
 /// than SQLite and HTTP together on a naive sync path (docs/benchmarks.md); this one
 /// builds `JSONValue`s directly and can skip a value while keeping its raw
 /// text, so payloads the client only stores are never decoded.
-public struct JSONScanner {
+package struct JSONScanner {
     let bytes: [UInt8]
-    public private(set) var index = 0
+    package private(set) var index = 0
     /// Nesting deeper than this is refused, never recursed into.
-    public static let maxDepth = 64
+    package static let maxDepth = 64
     /// Members a record's object has room for before its table grows (the
     /// parser's and the typed encoder's).
     static let fieldsAtOnce = 8
 
-    public init(_ bytes: [UInt8]) { self.bytes = bytes }
-    public init(_ data: Data) { self.bytes = [UInt8](data) }
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
+    package init(_ data: Data) { self.bytes = [UInt8](data) }
 
-    public struct Failure: Error, Sendable, Equatable {
-        public var offset: Int
-        public var reason: String
+    package struct Failure: Error, Sendable, Equatable {
+        package var offset: Int
+        package var reason: String
     }
 
     func fail(_ reason: String) -> Failure { Failure(offset: index, reason: reason) }
 
-    public mutating func skipWhitespace() {
+    package mutating func skipWhitespace() {
         let start = index
         index = bytes.withUnsafeBufferPointer { buffer in
             var position = start
@@ -39,19 +39,19 @@ public struct JSONScanner {
     }
 
     /// The next significant byte, without consuming it.
-    public mutating func peek() throws -> UInt8 {
+    package mutating func peek() throws -> UInt8 {
         skipWhitespace()
         guard index < bytes.count else { throw fail("unexpected end of input") }
         return bytes[index]
     }
 
-    public mutating func expect(_ byte: UInt8) throws {
+    package mutating func expect(_ byte: UInt8) throws {
         guard try peek() == byte else { throw fail("expected '\(Character(UnicodeScalar(byte)))'") }
         index += 1
     }
 
     /// Consumes `byte` if it comes next.
-    public mutating func consume(_ byte: UInt8) throws -> Bool {
+    package mutating func consume(_ byte: UInt8) throws -> Bool {
         if try peek() == byte {
             index += 1
             return true
@@ -59,14 +59,14 @@ public struct JSONScanner {
         return false
     }
 
-    public mutating func atEnd() -> Bool {
+    package mutating func atEnd() -> Bool {
         skipWhitespace()
         return index == bytes.count
     }
 
     // MARK: Values
 
-    public mutating func readValue(depth: Int = 0) throws -> JSONValue {
+    package mutating func readValue(depth: Int = 0) throws -> JSONValue {
         guard depth <= Self.maxDepth else { throw fail("nested too deeply") }
         switch try peek() {
         case UInt8(ascii: "{"):
@@ -110,7 +110,7 @@ public struct JSONScanner {
     /// With `checkingEscapes`, each string's escapes are decoded too, so
     /// what it accepts is exactly what `readValue` accepts, without building
     /// a value: a payload sent on as text is checked at the cost of a walk.
-    public mutating func skipValue(depth: Int = 0, checkingEscapes: Bool = false) throws -> Range<Int> {
+    package mutating func skipValue(depth: Int = 0, checkingEscapes: Bool = false) throws -> Range<Int> {
         guard depth <= Self.maxDepth else { throw fail("nested too deeply") }
         let first = try peek()
         let start = index
@@ -154,7 +154,7 @@ public struct JSONScanner {
     /// record payloads the device stores without reading (a recursive walk
     /// costs several times more per byte); the payload is fully parsed later,
     /// whenever the app reads it.
-    public mutating func skipContainer() throws -> Range<Int> {
+    package mutating func skipContainer() throws -> Range<Int> {
         let first = try peek()
         guard first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else { throw fail("expected an object or array") }
         let start = index
@@ -200,7 +200,7 @@ public struct JSONScanner {
 
     /// Reads an object key and tells which of `names` it is (nil for any
     /// other), comparing bytes rather than building a String.
-    public mutating func readKey(_ names: [[UInt8]]) throws -> Int? {
+    package mutating func readKey(_ names: [[UInt8]]) throws -> Int? {
         let content = try readStringSpan().content
         return bytes.withUnsafeBufferPointer { buffer in
             let key = UnsafeBufferPointer(rebasing: buffer[content])
@@ -214,18 +214,18 @@ public struct JSONScanner {
     /// Reads a string and returns where its content lies (without the
     /// quotes) and whether it holds escapes: a string without escapes is its
     /// own UTF-8 text, so a caller can use the bytes in place.
-    public mutating func readStringSpan() throws -> (content: Range<Int>, escaped: Bool) {
+    package mutating func readStringSpan() throws -> (content: Range<Int>, escaped: Bool) {
         let (range, escaped) = try skipString()
         return ((range.lowerBound + 1)..<(range.upperBound - 1), escaped)
     }
 
     /// Calls `body` with the bytes of `range` (e.g. a span from `readStringSpan`).
-    public func withBytes<R>(_ range: Range<Int>, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+    package func withBytes<R>(_ range: Range<Int>, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
         try bytes.withUnsafeBufferPointer { try body(UnsafeBufferPointer(rebasing: $0[range])) }
     }
 
     /// Reads a string value (for known string fields, without building a `JSONValue`).
-    public mutating func readStringValue() throws -> String? {
+    package mutating func readStringValue() throws -> String? {
         if try peek() == UInt8(ascii: "n") {
             try literal("null")
             return nil
@@ -234,14 +234,14 @@ public struct JSONScanner {
     }
 
     /// Reads an integer value.
-    public mutating func readIntegerValue() throws -> Int64? {
+    package mutating func readIntegerValue() throws -> Int64? {
         skipWhitespace()
         if case .int(let value) = try readNumber() { return value }
         return nil
     }
 
     /// Reads true or false.
-    public mutating func readBoolValue() throws -> Bool {
+    package mutating func readBoolValue() throws -> Bool {
         switch try peek() {
         case UInt8(ascii: "t"):
             try literal("true")
@@ -253,7 +253,7 @@ public struct JSONScanner {
         }
     }
 
-    public func text(_ range: Range<Int>) -> String {
+    package func text(_ range: Range<Int>) -> String {
         String(decoding: bytes[range], as: UTF8.self)
     }
 
@@ -267,7 +267,7 @@ public struct JSONScanner {
         index += count
     }
 
-    public mutating func readNumber() throws -> JSONValue {
+    package mutating func readNumber() throws -> JSONValue {
         let start = index
         if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
         guard index < bytes.count, (48...57).contains(bytes[index]) else { throw fail("expected a value") }
@@ -309,7 +309,7 @@ public struct JSONScanner {
     }
 
     /// Reads a string, decoding escapes.
-    public mutating func readString() throws -> String {
+    package mutating func readString() throws -> String {
         let (content, escaped) = try readStringSpan()
         // Most strings have no escapes: take the bytes as they are.
         guard escaped else { return text(content) }
@@ -320,7 +320,7 @@ public struct JSONScanner {
 
     /// Appends the UTF-8 text of a string's content with its escapes decoded
     /// (`content` as returned by `readStringSpan`). A lone surrogate becomes U+FFFD.
-    public func unescape(_ content: Range<Int>, into out: inout [UInt8]) throws {
+    package func unescape(_ content: Range<Int>, into out: inout [UInt8]) throws {
         out.reserveCapacity(out.count + content.count)
         var position = content.lowerBound
         while position < content.upperBound {

@@ -148,12 +148,12 @@ extension JSONValue {
 
 extension Dictionary where Key == String, Value == JSONValue {
     /// Canonical JSON text of an object (sorted keys).
-    public func jsonText() throws -> String { try JSONValue.object(self).jsonText() }
+    package func jsonText() throws -> String { try JSONValue.object(self).jsonText() }
 
     /// Checks that `text` is one JSON object that `parseObject` would
     /// accept, without building it: for stored payloads that are sent on
     /// as they are.
-    public static func checkObject(_ text: String) throws {
+    package static func checkObject(_ text: String) throws {
         var scanner = JSONScanner(Array(text.utf8))
         do {
             guard try scanner.peek() == UInt8(ascii: "{") else { throw WireError(path: "", problem: "must be a JSON object") }
@@ -165,7 +165,7 @@ extension Dictionary where Key == String, Value == JSONValue {
     }
 
     /// Parses JSON text that must hold an object.
-    public static func parseObject(_ text: String) throws -> JSONObject {
+    package static func parseObject(_ text: String) throws -> JSONObject {
         guard case .object(let object) = try JSONValue.parse(text) else {
             throw WireError(path: "", problem: "must be a JSON object")
         }
@@ -174,7 +174,7 @@ extension Dictionary where Key == String, Value == JSONValue {
 
     /// Applies a partial patch as push rule 4 of docs/protocol.md describes: each key in
     /// the patch replaces the field; a key set to null clears it.
-    public func applyingPatch(_ patch: JSONObject) -> JSONObject {
+    package func applyingPatch(_ patch: JSONObject) -> JSONObject {
         var result = self
         for (key, value) in patch {
             if value.isNull { result.removeValue(forKey: key) } else { result[key] = value }
@@ -184,7 +184,7 @@ extension Dictionary where Key == String, Value == JSONValue {
 
     /// The patch that turns `old` into `self`: changed and new keys with their
     /// values, removed keys as null.
-    public func patch(from old: JSONObject) -> JSONObject {
+    package func patch(from old: JSONObject) -> JSONObject {
         var patch: JSONObject = [:]
         for (key, value) in self where old[key] != value { patch[key] = value }
         for key in old.keys where self[key] == nil { patch[key] = .null }

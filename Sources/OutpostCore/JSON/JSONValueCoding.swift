@@ -13,8 +13,8 @@ import Foundation
 ///
 /// `fieldNames` renames the top-level keys only (a record's fields, which
 /// the server's schema names); keys inside nested values stay as written.
-public enum JSONValueCoding {
-    public static func encode<T: Encodable>(_ value: T, fieldNames: FieldNaming = .asWritten) throws -> JSONValue {
+package enum JSONValueCoding {
+    package static func encode<T: Encodable>(_ value: T, fieldNames: FieldNaming = .asWritten) throws -> JSONValue {
         let encoded = try ValueEncoder.box(value, codingPath: [])
         guard fieldNames == .snakeCase, case .object(var object) = encoded else { return encoded }
         // Only the fields whose names change move: building a second
@@ -38,7 +38,7 @@ public enum JSONValueCoding {
     }
 
     /// Decodes a value; failures are `WireError`s naming the field at fault.
-    public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue, fieldNames: FieldNaming = .asWritten) throws -> T {
+    package static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue, fieldNames: FieldNaming = .asWritten) throws -> T {
         do {
             return try ValueDecoder.unbox(type, from: value, codingPath: [], topLevelNaming: fieldNames)
         } catch let error as DecodingError {

@@ -3,8 +3,8 @@ import Foundation
 /// Writes `JSONValue`s as canonical text: keys sorted, no insignificant
 /// whitespace, slashes unescaped — the text `WireCoding.encoder()` writes
 /// (but for whole doubles, see `format`), without going through Codable.
-public enum JSONWriter {
-    public static func write(_ value: JSONValue, to out: inout [UInt8]) {
+package enum JSONWriter {
+    package static func write(_ value: JSONValue, to out: inout [UInt8]) {
         switch value {
         case .null: out.append(contentsOf: [110, 117, 108, 108])
         case .bool(let flag): out.append(contentsOf: flag ? Array("true".utf8) : Array("false".utf8))
@@ -30,14 +30,14 @@ public enum JSONWriter {
         }
     }
 
-    public static func text(_ value: JSONValue) -> String {
+    package static func text(_ value: JSONValue) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         write(value, to: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
-    public static func writeString(_ text: String, to out: inout [UInt8]) {
+    package static func writeString(_ text: String, to out: inout [UInt8]) {
         // Through the contiguous UTF-8, so text without escapes is copied in one go.
         var text = text
         text.withUTF8 { writeString(utf8: $0, to: &out) }
@@ -45,7 +45,7 @@ public enum JSONWriter {
 
     /// The same from UTF-8 bytes (a database column read in place): text
     /// that needs no escapes is copied in one go.
-    public static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+    package static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         guard bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
             out.append(UInt8(ascii: "\""))
             out.append(contentsOf: bytes)
@@ -56,7 +56,7 @@ public enum JSONWriter {
     }
 
     /// Writes an integer's digits without making a String.
-    public static func writeInteger(_ number: Int64, to out: inout [UInt8]) {
+    package static func writeInteger(_ number: Int64, to out: inout [UInt8]) {
         if number < 0 { out.append(UInt8(ascii: "-")) }
         var magnitude = number.magnitude
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 20 digits at most, written backwards

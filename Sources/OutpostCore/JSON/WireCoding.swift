@@ -1,9 +1,9 @@
-public import Foundation
+package import Foundation
 
 /// The JSON coders every wire body goes through, configured once.
-public enum WireCoding {
+package enum WireCoding {
     /// Sorted keys make stored payloads and test fixtures byte-stable.
-    public static func encoder() -> JSONEncoder {
+    package static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         // Dates as the server writes times: RFC 3339 UTC with microseconds.
@@ -14,7 +14,7 @@ public enum WireCoding {
         return encoder
     }
 
-    public static func decoder() -> JSONDecoder {
+    package static func decoder() -> JSONDecoder {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .custom { decoder in
             let container = try decoder.singleValueContainer()
@@ -30,13 +30,13 @@ public enum WireCoding {
     }
 
     /// Encodes a wire body to bytes.
-    public static func encode<T: Encodable>(_ value: T) throws -> Data {
+    package static func encode<T: Encodable>(_ value: T) throws -> Data {
         try encoder().encode(value)
     }
 
     /// Decodes a wire body, turning Foundation's decoding errors into a
     /// `WireError` that names the field at fault in plain words.
-    public static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+    package static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
         do {
             return try decoder().decode(type, from: data)
         } catch let error as WireError {

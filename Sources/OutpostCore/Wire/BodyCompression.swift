@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 #if canImport(CZlib)
 import CZlib
@@ -15,11 +15,11 @@ import CZlib
 /// Available where zlib is linked (Linux). Elsewhere `deflate` answers nil
 /// and bodies go as they are; a server built without it refuses encoded
 /// bodies with 415 and the client sends them plain.
-public enum BodyCompression {
+package enum BodyCompression {
     /// The codings a server reads (`Accept-Encoding` on its answers).
-    public static var acceptedEncodings: [String] { isAvailable ? ["deflate", "gzip"] : [] }
+    package static var acceptedEncodings: [String] { isAvailable ? ["deflate", "gzip"] : [] }
 
-    public static var isAvailable: Bool {
+    package static var isAvailable: Bool {
         #if canImport(CZlib)
         return true
         #else
@@ -28,7 +28,7 @@ public enum BodyCompression {
     }
 
     /// Why an encoded body could not be read.
-    public enum Failure: Error, Equatable {
+    package enum Failure: Error, Equatable {
         /// Not a deflate (zlib) or gzip stream, or cut short.
         case broken
         /// It inflates to more than the limit (a small body that would fill memory).
@@ -37,7 +37,7 @@ public enum BodyCompression {
 
     /// `data` in the zlib format, at zlib's fastest level (the time it
     /// takes is the device's, in the push's path); nil where zlib is absent.
-    public static func deflate(_ data: Data) -> Data? {
+    package static func deflate(_ data: Data) -> Data? {
         #if canImport(CZlib)
         var bound = compressBound(uLong(data.count))
         var out = Data(count: Int(bound))
@@ -58,7 +58,7 @@ public enum BodyCompression {
 
     /// Inflates a zlib or gzip stream, refusing one that would exceed
     /// `limit` bytes before it has written them.
-    public static func inflate(_ data: Data, limit: Int) throws(Failure) -> Data {
+    package static func inflate(_ data: Data, limit: Int) throws(Failure) -> Data {
         #if canImport(CZlib)
         var stream = z_stream()
         // 15 window bits, +32: the zlib or the gzip header, whichever it is.

@@ -17,24 +17,24 @@ public enum MutationOp: String, Sendable, Codable, CaseIterable {
 }
 
 /// One change sent in a push (docs/protocol.md, "POST /v1/push").
-public struct Mutation: Sendable, Equatable, Codable {
+package struct Mutation: Sendable, Equatable, Codable {
     /// Per-client, strictly increasing; fixed when the mutation is first sent.
-    public var seq: Int64
+    package var seq: Int64
     /// Unique per client; used to ask `GET /v1/mutations/{id}` about an unknown outcome.
-    public var id: UUID
-    public var op: MutationOp
-    public var collection: String
-    public var uuid: UUID
+    package var id: UUID
+    package var op: MutationOp
+    package var collection: String
+    package var uuid: UUID
     /// The server version the device saw before its first local edit; nil
     /// makes an update or delete unconditional.
-    public var baseVersion: Int64?
+    package var baseVersion: Int64?
     /// Full fields for a create, a partial patch for an update, nil for a delete.
-    public var data: JSONObject?
+    package var data: JSONObject?
     /// When the edit was made, by the device's clock (RFC 3339): kept and
     /// shown beside the server's time, never used for ordering.
-    public var deviceTime: ServerTimestamp?
+    package var deviceTime: ServerTimestamp?
 
-    public init(
+    package init(
         seq: Int64, id: UUID, op: MutationOp, collection: String, uuid: UUID, baseVersion: Int64? = nil,
         data: JSONObject? = nil, deviceTime: ServerTimestamp? = nil
     ) {
@@ -48,7 +48,7 @@ public struct Mutation: Sendable, Equatable, Codable {
         self.data = data
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: WireKey.self)
         seq = try container.decode(Int64.self, forKey: .seq)
         guard seq > 0 else {
@@ -80,7 +80,7 @@ public struct Mutation: Sendable, Equatable, Codable {
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(seq, forKey: .seq)
         try container.encodeUUID(id, forKey: .id)

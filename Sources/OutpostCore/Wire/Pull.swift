@@ -1,45 +1,45 @@
-public import Foundation
+package import Foundation
 
 /// The server's position in its change feed. Opaque: only the server makes
 /// one, the client stores it and sends it back.
-public struct PullCursor: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
+package struct PullCursor: RawRepresentable, Sendable, Hashable, Codable, CustomStringConvertible {
+    package let rawValue: String
+    package init(rawValue: String) { self.rawValue = rawValue }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         rawValue = try decoder.singleValueContainer().decode(String.self)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(rawValue)
     }
 
-    public var description: String { rawValue }
+    package var description: String { rawValue }
 }
 
 /// One entry of a pull page.
-public enum PullChange: Sendable, Equatable, Codable {
+package enum PullChange: Sendable, Equatable, Codable {
     /// A record in its latest state; a tombstone when `deleted` is true.
     case record(WireRecord)
     /// The record left the caller's scope: drop the local copy.
     case removed(collection: String, uuid: UUID)
 
-    public var collection: String {
+    package var collection: String {
         switch self {
         case .record(let record): return record.collection
         case .removed(let collection, _): return collection
         }
     }
 
-    public var uuid: UUID {
+    package var uuid: UUID {
         switch self {
         case .record(let record): return record.uuid
         case .removed(_, let uuid): return uuid
         }
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: WireKey.self)
         if try container.decodeIfPresent(Bool.self, forKey: .removed) == true {
             self = .removed(
@@ -49,7 +49,7 @@ public enum PullChange: Sendable, Equatable, Codable {
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         switch self {
         case .record(let record):
             try record.encode(to: encoder)
@@ -64,20 +64,20 @@ public enum PullChange: Sendable, Equatable, Codable {
 }
 
 /// The answer of `GET /v1/pull`.
-public struct PullResponse: Sendable, Equatable, Codable {
-    public var changes: [PullChange]
-    public var cursor: PullCursor
-    public var hasMore: Bool
-    public var serverTime: ServerTimestamp
+package struct PullResponse: Sendable, Equatable, Codable {
+    package var changes: [PullChange]
+    package var cursor: PullCursor
+    package var hasMore: Bool
+    package var serverTime: ServerTimestamp
 
-    public init(changes: [PullChange], cursor: PullCursor, hasMore: Bool, serverTime: ServerTimestamp) {
+    package init(changes: [PullChange], cursor: PullCursor, hasMore: Bool, serverTime: ServerTimestamp) {
         self.changes = changes
         self.cursor = cursor
         self.hasMore = hasMore
         self.serverTime = serverTime
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: WireKey.self)
         changes = try container.decode([PullChange].self, forKey: .changes)
         cursor = try container.decode(PullCursor.self, forKey: .cursor)
@@ -85,7 +85,7 @@ public struct PullResponse: Sendable, Equatable, Codable {
         serverTime = try container.decode(ServerTimestamp.self, forKey: .serverTime)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(changes, forKey: .changes)
         try container.encode(cursor, forKey: .cursor)

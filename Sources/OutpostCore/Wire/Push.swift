@@ -1,19 +1,19 @@
-public import Foundation
+package import Foundation
 
 /// The body of `POST /v1/push`.
-public struct PushRequest: Sendable, Equatable, Codable {
-    public var clientID: UUID
-    public var mutations: [Mutation]
+package struct PushRequest: Sendable, Equatable, Codable {
+    package var clientID: UUID
+    package var mutations: [Mutation]
 
     /// The most mutations one push may carry (docs/protocol.md: 413 above it).
-    public static let maximumMutations = 500
+    package static let maximumMutations = 500
 
-    public init(clientID: UUID, mutations: [Mutation]) {
+    package init(clientID: UUID, mutations: [Mutation]) {
         self.clientID = clientID
         self.mutations = mutations
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: WireKey.self)
         clientID = try container.decodeUUID(forKey: .clientID)
         mutations = try container.decode([Mutation].self, forKey: .mutations)
@@ -27,7 +27,7 @@ public struct PushRequest: Sendable, Equatable, Codable {
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: WireKey.self)
         try container.encodeUUID(clientID, forKey: .clientID)
         try container.encode(mutations, forKey: .mutations)
@@ -35,7 +35,7 @@ public struct PushRequest: Sendable, Equatable, Codable {
 }
 
 /// What the server did with one mutation.
-public enum MutationStatus: String, Sendable, Codable, CaseIterable {
+package enum MutationStatus: String, Sendable, Codable, CaseIterable {
     /// The effect took place now.
     case applied
     /// The seq was already processed (a retry); the original result rides along when kept.
@@ -50,7 +50,7 @@ public enum MutationStatus: String, Sendable, Codable, CaseIterable {
     /// The record does not exist on the server (or is out of the caller's scope).
     case notFound = "not_found"
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
         guard let status = MutationStatus(rawValue: text) else {
@@ -62,25 +62,25 @@ public enum MutationStatus: String, Sendable, Codable, CaseIterable {
     }
 
     /// Whether the server holds the mutation's effect.
-    public var isSuccess: Bool { self == .applied || self == .duplicate }
+    package var isSuccess: Bool { self == .applied || self == .duplicate }
 }
 
 /// The server's answer for one mutation of a push.
-public struct MutationResult: Sendable, Equatable, Codable {
-    public var seq: Int64
-    public var id: UUID
-    public var status: MutationStatus
+package struct MutationResult: Sendable, Equatable, Codable {
+    package var seq: Int64
+    package var id: UUID
+    package var status: MutationStatus
     /// The record after the write (`applied`), the current copy (`conflict`),
     /// or the original result's record (`duplicate`, when the server kept it).
-    public var record: WireRecord?
+    package var record: WireRecord?
     /// For a `duplicate`: the status the mutation had when first processed.
-    public var originalStatus: MutationStatus?
+    package var originalStatus: MutationStatus?
     /// Machine-readable reason for a refusal (`invalid_field`, `forbidden`…).
-    public var code: String?
+    package var code: String?
     /// Field-by-field problems of a rejected mutation.
-    public var errors: [String: String]?
+    package var errors: [String: String]?
 
-    public init(
+    package init(
         seq: Int64, id: UUID, status: MutationStatus, record: WireRecord? = nil,
         originalStatus: MutationStatus? = nil, code: String? = nil, errors: [String: String]? = nil
     ) {
@@ -93,7 +93,7 @@ public struct MutationResult: Sendable, Equatable, Codable {
         self.errors = errors
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: WireKey.self)
         seq = try container.decode(Int64.self, forKey: .seq)
         id = try container.decodeUUID(forKey: .id)
@@ -108,7 +108,7 @@ public struct MutationResult: Sendable, Equatable, Codable {
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(seq, forKey: .seq)
         try container.encodeUUID(id, forKey: .id)
@@ -121,11 +121,11 @@ public struct MutationResult: Sendable, Equatable, Codable {
 }
 
 /// The answer of `POST /v1/push`.
-public struct PushResponse: Sendable, Equatable, Codable {
-    public var results: [MutationResult]
+package struct PushResponse: Sendable, Equatable, Codable {
+    package var results: [MutationResult]
     /// The highest seq the server has processed for this (user, client).
-    public var lastSeq: Int64
-    public var serverTime: ServerTimestamp
+    package var lastSeq: Int64
+    package var serverTime: ServerTimestamp
     /// Each result's record data as the answer's bytes said it, by seq
     /// (`readWire` only; empty when decoded otherwise). Settling stores this
     /// text instead of writing the parsed data out again. Not part of what
@@ -136,46 +136,46 @@ public struct PushResponse: Sendable, Equatable, Codable {
     /// Equality ignores it too.
     package var deferredRecordData: Set<Int64> = []
 
-    public init(results: [MutationResult], lastSeq: Int64, serverTime: ServerTimestamp) {
+    package init(results: [MutationResult], lastSeq: Int64, serverTime: ServerTimestamp) {
         self.results = results
         self.lastSeq = lastSeq
         self.serverTime = serverTime
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: WireKey.self)
         results = try container.decode([MutationResult].self, forKey: .results)
         lastSeq = try container.decode(Int64.self, forKey: .lastSeq)
         serverTime = try container.decode(ServerTimestamp.self, forKey: .serverTime)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(results, forKey: .results)
         try container.encode(lastSeq, forKey: .lastSeq)
         try container.encode(serverTime, forKey: .serverTime)
     }
 
-    public static func == (lhs: PushResponse, rhs: PushResponse) -> Bool {
+    package static func == (lhs: PushResponse, rhs: PushResponse) -> Bool {
         lhs.results == rhs.results && lhs.lastSeq == rhs.lastSeq && lhs.serverTime == rhs.serverTime
     }
 }
 
 /// The answer of `GET /v1/mutations/{id}`: the stored result of a processed mutation.
-public struct MutationLookup: Sendable, Equatable, Codable {
-    public var status: MutationStatus
-    public var record: WireRecord?
-    public var code: String?
-    public var errors: [String: String]?
+package struct MutationLookup: Sendable, Equatable, Codable {
+    package var status: MutationStatus
+    package var record: WireRecord?
+    package var code: String?
+    package var errors: [String: String]?
 
-    public init(status: MutationStatus, record: WireRecord? = nil, code: String? = nil, errors: [String: String]? = nil) {
+    package init(status: MutationStatus, record: WireRecord? = nil, code: String? = nil, errors: [String: String]? = nil) {
         self.status = status
         self.record = record
         self.code = code
         self.errors = errors
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: WireKey.self)
         status = try container.decode(MutationStatus.self, forKey: .status)
         record = try container.decodeIfPresent(WireRecord.self, forKey: .record)
@@ -183,7 +183,7 @@ public struct MutationLookup: Sendable, Equatable, Codable {
         errors = try container.decodeIfPresent([String: String].self, forKey: .errors)
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: WireKey.self)
         try container.encode(status, forKey: .status)
         try container.encodeIfPresent(record, forKey: .record)

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 // A push's body and its answer written and read without Codable. In a
 // profile of the server taking pushes, Foundation's JSON decoder and encoder
@@ -13,7 +13,7 @@ public import Foundation
 
 extension PushRequest {
     /// The body of `POST /v1/push`.
-    public func wireBytes() -> [UInt8] {
+    package func wireBytes() -> [UInt8] {
         Self.wireBytes(clientID: clientID, mutations) { mutation, out in mutation.appendWire(to: &out) }
     }
 
@@ -39,7 +39,7 @@ extension PushRequest {
     /// Reads a push body; nil when it is not a well-formed push, or when it
     /// holds a `\u` escape (this scanner mends a lone surrogate where
     /// Foundation's decoder refuses it: such rare bodies take the decoder).
-    public static func readWire(_ bytes: [UInt8]) -> PushRequest? {
+    package static func readWire(_ bytes: [UInt8]) -> PushRequest? {
         if holdsUnicodeEscape(bytes) { return nil }
         var scanner = JSONScanner(bytes)
         var clientID: UUID?
@@ -232,7 +232,7 @@ extension Mutation {
 extension MutationResult {
     /// One result as the wire carries it; `record` writes the record's JSON
     /// (the server splices its stored data text in).
-    public static func appendWire(
+    package static func appendWire(
         seq: Int64, id: UUID, status: MutationStatus, originalStatus: MutationStatus? = nil, code: String? = nil,
         errors: [String: String]? = nil, record: ((inout [UInt8]) -> Void)?, to out: inout [UInt8]
     ) {
@@ -400,7 +400,7 @@ extension MutationResult {
 
 extension PushResponse {
     /// The answer's body around results already written (`MutationResult.appendWire`).
-    public static func wireBytes(results: [[UInt8]], lastSeq: Int64, serverTime: ServerTimestamp) -> [UInt8] {
+    package static func wireBytes(results: [[UInt8]], lastSeq: Int64, serverTime: ServerTimestamp) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(80 + results.reduce(0) { $0 + $1.count + 1 })
         out.append(contentsOf: WireKey.results.opening)
@@ -424,7 +424,7 @@ extension PushResponse {
     /// only (`deferredRecordData` lists their seqs): reading 500 records'
     /// data into dictionaries was 40% of reading an answer, for values the
     /// usual settlement never looks at.
-    public static func readWire(_ bytes: [UInt8], deferringAppliedData: Bool = false) -> PushResponse? {
+    package static func readWire(_ bytes: [UInt8], deferringAppliedData: Bool = false) -> PushResponse? {
         if holdsUnicodeEscape(bytes) { return nil }
         var scanner = JSONScanner(bytes)
         var results: [MutationResult]?

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// A pull page read straight from its bytes, for the download path
 /// (docs/protocol.md, "Pulling changes"; docs/benchmarks.md on where the time goes).
@@ -8,18 +8,18 @@ public import Foundation
 /// `data` is kept as the JSON text the server sent. The store binds those
 /// bytes to its statements directly, so a 235,000-record download makes no
 /// String, no UUID and no dictionary per record.
-public struct RawPullPage: Sendable {
+package struct RawPullPage: Sendable {
     /// The body as received, followed by the text of any string that had to
     /// be unescaped or respelled: every span points in here.
-    public let text: [UInt8]
-    public var changes: [RawChange]
-    public var cursor: PullCursor
-    public var hasMore: Bool
-    public var serverTime: ServerTimestamp
+    package let text: [UInt8]
+    package var changes: [RawChange]
+    package var cursor: PullCursor
+    package var hasMore: Bool
+    package var serverTime: ServerTimestamp
 
     /// The same page from its decoded form (tests, and records fetched
     /// online): written out as the wire JSON and read back.
-    public init(_ page: PullResponse) throws {
+    package init(_ page: PullResponse) throws {
         self = try Self.parse(try WireCoding.encode(page))
     }
 
@@ -32,23 +32,23 @@ public struct RawPullPage: Sendable {
     }
 
     /// A field's text as a String (rare paths: catalogs, tombstones, tests).
-    public func string(_ span: TextSpan) -> String {
+    package func string(_ span: TextSpan) -> String {
         String(decoding: text[span.range], as: UTF8.self)
     }
 
     /// A change's uuid as a value.
-    public func uuid(_ change: RawChange) -> UUID {
+    package func uuid(_ change: RawChange) -> UUID {
         // The parser admitted only the protocol's spelling.
         UUID.fromWire(text[change.uuid.range])!
     }
 
     /// Calls `body` with the page's bytes; slice them with `TextSpan.range`.
-    public func withText<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+    package func withText<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
         try text.withUnsafeBufferPointer(body)
     }
 
     /// Reads a `GET /v1/pull` body strictly: a missing or mistyped field is an error.
-    public static func parse(_ data: Data) throws -> RawPullPage {
+    package static func parse(_ data: Data) throws -> RawPullPage {
         let body = [UInt8](data)
         var reader = Reader(scanner: JSONScanner(body), base: body.count)
         do {
@@ -226,35 +226,35 @@ public struct RawPullPage: Sendable {
 }
 
 /// Where a text field of a raw pull page lies in the page's `text`.
-public struct TextSpan: Sendable, Equatable {
-    public var start: Int
-    public var count: Int
+package struct TextSpan: Sendable, Equatable {
+    package var start: Int
+    package var count: Int
 
-    public init(start: Int, count: Int) {
+    package init(start: Int, count: Int) {
         self.start = start
         self.count = count
     }
 
-    public var range: Range<Int> { start..<(start + count) }
+    package var range: Range<Int> { start..<(start + count) }
 }
 
 /// One change of a raw pull page. Text fields are spans of the page's text;
 /// removals carry only `collection` and `uuid`.
-public struct RawChange: Sendable, Equatable {
-    public var collection = ""
+package struct RawChange: Sendable, Equatable {
+    package var collection = ""
     /// The uuid in the protocol's lowercase spelling.
-    public var uuid = TextSpan(start: 0, count: 0)
+    package var uuid = TextSpan(start: 0, count: 0)
     /// Left the caller's scope: drop the local copy.
-    public var removed = false
-    public var deleted = false
-    public var id: Int64 = 0
-    public var version: Int64 = 0
+    package var removed = false
+    package var deleted = false
+    package var id: Int64 = 0
+    package var version: Int64 = 0
     /// Server text, kept byte for byte.
-    public var updatedAt = TextSpan(start: 0, count: 0)
-    public var owner = TextSpan(start: 0, count: 0)
-    public var team = TextSpan(start: 0, count: 0)
+    package var updatedAt = TextSpan(start: 0, count: 0)
+    package var owner = TextSpan(start: 0, count: 0)
+    package var team = TextSpan(start: 0, count: 0)
     /// The record's fields as the server's JSON text; nil for tombstones and removals.
-    public var data: TextSpan?
+    package var data: TextSpan?
     /// The device clock's time of the last write, as the device sent it (nil: not said).
-    public var deviceTime: TextSpan?
+    package var deviceTime: TextSpan?
 }

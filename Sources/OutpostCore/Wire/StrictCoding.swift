@@ -1,9 +1,9 @@
-public import Foundation
+package import Foundation
 
 /// Helpers that keep wire decoding strict: UUIDs must be RFC 4122 text and are
 /// always written lowercase (Foundation writes them uppercase).
 extension KeyedDecodingContainer {
-    public func decodeUUID(forKey key: Key) throws -> UUID {
+    package func decodeUUID(forKey key: Key) throws -> UUID {
         let text = try decode(String.self, forKey: key)
         guard let uuid = UUID.fromWire(text) else {
             throw DecodingError.dataCorruptedError(
@@ -12,13 +12,13 @@ extension KeyedDecodingContainer {
         return uuid
     }
 
-    public func decodeUUIDIfPresent(forKey key: Key) throws -> UUID? {
+    package func decodeUUIDIfPresent(forKey key: Key) throws -> UUID? {
         guard contains(key), try !decodeNil(forKey: key) else { return nil }
         return try decodeUUID(forKey: key)
     }
 
     /// Decodes a string that must not be empty.
-    public func decodeNonEmpty(_ key: Key) throws -> String {
+    package func decodeNonEmpty(_ key: Key) throws -> String {
         let text = try decode(String.self, forKey: key)
         guard !text.isEmpty else {
             throw DecodingError.dataCorruptedError(forKey: key, in: self, debugDescription: "must not be empty")
@@ -28,7 +28,7 @@ extension KeyedDecodingContainer {
 }
 
 extension KeyedEncodingContainer {
-    public mutating func encodeUUID(_ uuid: UUID, forKey key: Key) throws {
+    package mutating func encodeUUID(_ uuid: UUID, forKey key: Key) throws {
         try encode(uuid.wireText, forKey: key)
     }
 }
@@ -38,7 +38,7 @@ extension UUID {
     ///
     /// Written by hand: Foundation formats and parses UUIDs through
     /// printf/scanf, which shows in profiles of a 235,000-record download.
-    public var wireText: String {
+    package var wireText: String {
         // No lookup table or buffer but the string's own: this runs for
         // every record a device or a server reads or writes.
         withUnsafeBytes(of: uuid) { raw in
@@ -65,7 +65,7 @@ extension UUID {
 
     /// Whether the bytes are a UUID in the protocol's exact spelling
     /// (lowercase), so the text can be stored as it is without parsing it.
-    public static func isWireSpelling(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func isWireSpelling(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
         guard utf8.count == 36 else { return false }
         for (position, byte) in utf8.enumerated() {
             if position == 8 || position == 13 || position == 18 || position == 23 {
@@ -78,13 +78,13 @@ extension UUID {
     }
 
     /// Parses the protocol's spelling (36 characters, hex and hyphens, either case).
-    public static func fromWire(_ text: String) -> UUID? {
+    package static func fromWire(_ text: String) -> UUID? {
         var text = text
         return text.withUTF8 { fromWire($0) }
     }
 
     /// The same, from UTF-8 bytes.
-    public static func fromWire<Bytes: RandomAccessCollection>(_ utf8: Bytes) -> UUID?
+    package static func fromWire<Bytes: RandomAccessCollection>(_ utf8: Bytes) -> UUID?
     where Bytes.Element == UInt8, Bytes.Index == Int {
         guard utf8.count == 36 else { return nil }
         let base = utf8.startIndex
