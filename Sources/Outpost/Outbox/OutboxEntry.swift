@@ -27,36 +27,36 @@ public struct RecordReference: Sendable, Hashable, CustomStringConvertible {
 /// One change waiting in the outbox.
 package struct OutboxEntry: Sendable, Equatable {
     /// Local order: entries are sent in the order they were made.
-    public var entry: Int64
-    public var mutationID: UUID
-    public var record: RecordReference
-    public var op: MutationOp
+    package var entry: Int64
+    package var mutationID: UUID
+    package var record: RecordReference
+    package var op: MutationOp
     /// The server version the change is conditioned on; nil = unconditional.
-    public var baseVersion: Int64?
+    package var baseVersion: Int64?
     /// Full fields (create) or patch (update) as stored, the JSON text of
     /// one object, and as sent: a push splices it into the request as it is.
     /// Nil for a delete.
-    public var dataText: String?
+    package var dataText: String?
     /// Records this one references; their creates must reach the server first.
-    public var parents: [RecordReference]
+    package var parents: [RecordReference]
     /// Fixed when the entry is first put into a push; nil = never sent.
-    public var seq: Int64?
+    package var seq: Int64?
     /// Every send of this entry, whatever became of it.
-    public var attempts: Int
+    package var attempts: Int
     /// Failures that count against the retry budget (permanent ones only).
-    public var failures: Int
-    public var lastError: String?
+    package var failures: Int
+    package var lastError: String?
     /// When the person made the change, by this device's clock: sent as
     /// `device_time`, shown beside the server's time of receipt.
-    public var deviceTime: ServerTimestamp? = nil
+    package var deviceTime: ServerTimestamp? = nil
 
     /// `dataText` as values, parsed on each use: only the rarer paths look
     /// inside a change (conflicts, attachments, a duplicate's comparison).
     /// The text was checked when the entry was read (`OutboxRow`).
-    public var data: JSONObject? { dataText.flatMap { try? JSONObject.parseObject($0) } }
+    package var data: JSONObject? { dataText.flatMap { try? JSONObject.parseObject($0) } }
 
     /// Whether the server may hold this entry (it was put into a push at least once).
-    public var wasSent: Bool { seq != nil }
+    package var wasSent: Bool { seq != nil }
 
     /// The wire form, for an entry that has its seq.
     func mutation() -> Mutation? {

@@ -4,10 +4,10 @@ import OutpostCore
 /// A push handed to the sync engine: entries with their seqs, ready to send.
 package struct PushBatch: Sendable, Equatable {
     /// Identifies this hand-out; settling or releasing another batch is refused.
-    public let id: UUID
-    public let entries: [OutboxEntry]
+    package let id: UUID
+    package let entries: [OutboxEntry]
     /// Entries not included because a parent's create was refused.
-    public let held: [HeldEntry]
+    package let held: [HeldEntry]
     /// The device this batch is sent as.
     let clientID: UUID
     /// The request's JSON, written when the batch is taken (for a batch
@@ -20,7 +20,7 @@ package struct PushBatch: Sendable, Equatable {
 
     /// Entries sent before whose outcome was never learnt; this push resends
     /// them with the same seq.
-    public var resent: [OutboxEntry] { entries.filter { $0.attempts > 0 } }
+    package var resent: [OutboxEntry] { entries.filter { $0.attempts > 0 } }
 
     init(id: UUID, entries: [OutboxEntry], held: [HeldEntry], clientID: UUID, newSeqs: ClosedRange<Int64>?) {
         self.id = id
@@ -32,13 +32,13 @@ package struct PushBatch: Sendable, Equatable {
     }
 
     /// The request as values (what `body` says; for tests and tools).
-    public var request: PushRequest {
+    package var request: PushRequest {
         PushRequest(clientID: clientID, mutations: entries.compactMap { $0.mutation() })
     }
 }
 
 /// Why a push did not produce results, as far as the outbox needs to know.
-public enum PushFailure: Sendable, Equatable {
+package enum PushFailure: Sendable, Equatable {
     /// The request surely never reached the server (e.g. connection refused).
     case notSent(String)
     /// Sent, but no answer came: the server may or may not hold the entries.
@@ -303,7 +303,7 @@ extension Outbox {
 }
 
 /// Misuse of the outbox's batch API by a sync engine.
-public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
+package enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The batch settled or released is not the one in flight.
     case notInFlight
     /// The server answered a seq with a result for another record.
@@ -314,7 +314,7 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     /// object (found when settling needed its values).
     case unreadableRecordData(seq: Int64)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .notInFlight: return "This push batch is not the one in flight; it was already settled or released."
         case .mismatchedResult(let seq, let sent, let answered):

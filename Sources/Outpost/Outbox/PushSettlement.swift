@@ -14,13 +14,13 @@ public struct RejectedChange: Sendable, Equatable {
 /// What one push's results did to the store.
 package struct PushSettlement: Sendable, Equatable {
     /// Entries the server holds now (`applied`, or `duplicate` of one it applied).
-    public var confirmed: [RecordReference] = []
+    package var confirmed: [RecordReference] = []
     /// Of those, the ones the server had already processed (a retry).
-    public var duplicates: Int = 0
-    public var conflicts: [ConflictReport] = []
-    public var rejected: [RejectedChange] = []
+    package var duplicates: Int = 0
+    package var conflicts: [ConflictReport] = []
+    package var rejected: [RejectedChange] = []
     /// Entries of the batch without a result; they keep their seq and go again.
-    public var unanswered: [Int64] = []
+    package var unanswered: [Int64] = []
     /// Records confirmed by a `duplicate`: they took the record as the first
     /// processing left it, which may be older than the server's now (and a
     /// pull meanwhile skipped the newer copy while the change was waiting).

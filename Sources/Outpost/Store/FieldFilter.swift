@@ -23,7 +23,7 @@ public struct FieldFilter<Record: SyncRecord>: Sendable {
     init(_ build: () throws -> RecordFilter) { resolved = StoreError.resolving(build) }
 
     /// The condition as the untyped ``RecordFilter`` it stands for.
-    public func recordFilter() throws -> RecordFilter { try resolved.get() }
+    package func recordFilter() throws -> RecordFilter { try resolved.get() }
 
     /// Any untyped filter, its field names checked against the record type.
     public static func matching(_ filter: RecordFilter) -> Self {

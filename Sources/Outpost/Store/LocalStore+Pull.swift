@@ -5,32 +5,32 @@ import OutpostSQLite
 /// Where the device stands in the server's change feed.
 package struct PullState: Sendable, Equatable {
     /// The server's cursor; nil before the first page (or during a full re-download from scratch).
-    public var cursor: PullCursor?
+    package var cursor: PullCursor?
     /// Set while a full re-download after 410 is under way.
-    public var isResyncing: Bool
+    package var isResyncing: Bool
     /// Each collection's last complete pull, in server time.
-    public var lastSyncedAt: [String: ServerTimestamp]
+    package var lastSyncedAt: [String: ServerTimestamp]
 }
 
 /// What applying one pull page did.
-public struct PullPageResult: Sendable, Equatable {
+package struct PullPageResult: Sendable, Equatable {
     /// Server copies written to the device (new or changed records).
-    public var applied = 0
+    package var applied = 0
     /// Records deleted on the device because the server sent a tombstone.
-    public var deleted = 0
+    package var deleted = 0
     /// Local copies dropped because the record left this user's scope (it was not deleted on the server).
-    public var removed = 0
+    package var removed = 0
     /// Changes not applied because the record has local changes waiting;
     /// they are settled by the push (conflict or success), never overwritten.
-    public var keptLocal = 0
+    package var keptLocal = 0
     /// Records this device had deleted (their create cancelled) that the
     /// server sent back: hidden again, with a delete queued that still has
     /// to be pushed.
-    public var redeleted = 0
+    package var redeleted = 0
     /// Creates this device holds as refused that the server turned out to
     /// hold (another copy of this database fixed and sent them): changes
     /// waiting on them can go now, so a push follows.
-    public var unblocked = 0
+    package var unblocked = 0
 }
 
 extension LocalStore {

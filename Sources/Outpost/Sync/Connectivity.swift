@@ -123,21 +123,21 @@ extension SyncEngine {
 /// real answer from the server makes the state `online`. A request that
 /// could not be sent while the OS claims a connection means "connected but
 /// no internet": degraded, not offline.
-public struct ConnectivityModel: Sendable, Equatable {
+package struct ConnectivityModel: Sendable, Equatable {
     /// The current connectivity, updated by every hint and request outcome; `unknown` until the first one.
-    public private(set) var state: ConnectivityState = .unknown
+    package private(set) var state: ConnectivityState = .unknown
     /// The last hint received from the OS, or nil if none has arrived yet.
-    public private(set) var hint: PathHint?
+    package private(set) var hint: PathHint?
     /// Requests slower than this make the state degraded.
-    public var slowThreshold: Duration
+    package var slowThreshold: Duration
 
     /// Creates a model in the `unknown` state; requests slower than `slowThreshold` count as degraded.
-    public init(slowThreshold: Duration = .seconds(3)) {
+    package init(slowThreshold: Duration = .seconds(3)) {
         self.slowThreshold = slowThreshold
     }
 
     /// How a request ended, as far as connectivity is concerned.
-    public enum Outcome: Sendable, Equatable {
+    package enum Outcome: Sendable, Equatable {
         /// The server answered after `latency`: online, or degraded if slower than the threshold.
         case answered(latency: Duration)
         /// 5xx or 429: the network works, the service is struggling.
@@ -150,7 +150,7 @@ public struct ConnectivityModel: Sendable, Equatable {
 
     /// A new OS hint. Returns true when it means the network came back.
     @discardableResult
-    public mutating func receive(_ hint: PathHint) -> Bool {
+    package mutating func receive(_ hint: PathHint) -> Bool {
         let wasOff = state == .offline
         self.hint = hint
         if hint.isConnected == false {
@@ -166,7 +166,7 @@ public struct ConnectivityModel: Sendable, Equatable {
 
     /// A request's outcome. Returns true when it means the network came back.
     @discardableResult
-    public mutating func record(_ outcome: Outcome) -> Bool {
+    package mutating func record(_ outcome: Outcome) -> Bool {
         let wasDown = state == .offline || state == .degraded
         switch outcome {
         case .answered(let latency):

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import OutpostCore
 
 /// A cycle that a newer generation replaced: its answers are dropped.
@@ -284,14 +284,6 @@ extension SyncEngine {
             if let cached = try await store.get(in: record.collection, record.uuid) { records.append(cached) }
         }
         return records
-    }
-
-    /// Fetches one record from the server and caches it.
-    public func fetchRemote(_ collection: String, _ uuid: UUID) async throws -> JSONRecord? {
-        guard !status.signInRequired else { throw SyncFailure.signInRequired }
-        let record = try await fetch { try await $0.record(collection: collection, uuid: uuid) }
-        try await store.cacheRemote([record])
-        return try await store.get(in: collection, uuid)
     }
 }
 

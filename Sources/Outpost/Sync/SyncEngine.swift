@@ -395,10 +395,5 @@ public actor SyncEngine {
     public func registerRefresh(_ name: String, _ handler: @escaping @Sendable () async -> Void) {
         refreshHandlers[name] = handler
     }
-
-    /// Removes the refresh registered under `name`; it no longer runs after reconnections.
-    public func unregisterRefresh(_ name: String) {
-        refreshHandlers.removeValue(forKey: name)
-    }
 }
 

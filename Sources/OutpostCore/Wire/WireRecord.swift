@@ -1,7 +1,10 @@
 public import Foundation
 
 /// A record as the server holds it and sends it (docs/protocol.md, "Records").
+///
+/// An app meets it as the copy that prevailed in a ``ConflictReport``.
 public struct WireRecord: Sendable, Equatable, Codable {
+    /// The collection the record belongs to.
     public var collection: String
     /// Generated on the device; the identity of the record everywhere.
     public var uuid: UUID
@@ -10,9 +13,13 @@ public struct WireRecord: Sendable, Equatable, Codable {
     /// The server change sequence at the record's last write: the
     /// optimistic-concurrency token a client sends back as `base_version`.
     public var version: Int64
+    /// When the server stored the record's last write, in the server's time.
     public var updatedAt: ServerTimestamp
+    /// True for a tombstone: the record was deleted.
     public var deleted: Bool
+    /// The user who owns the record.
     public var owner: String
+    /// The team the record belongs to.
     public var team: String
     /// The fields; nil for a tombstone.
     public var data: JSONObject?
@@ -21,7 +28,7 @@ public struct WireRecord: Sendable, Equatable, Codable {
     /// server received it.
     public var deviceTime: ServerTimestamp?
 
-    public init(
+    package init(
         collection: String, uuid: UUID, id: Int64, version: Int64, updatedAt: ServerTimestamp,
         deleted: Bool, owner: String, team: String, data: JSONObject?, deviceTime: ServerTimestamp? = nil
     ) {
