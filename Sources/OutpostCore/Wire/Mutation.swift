@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// What a mutation does to a record.
 public enum MutationOp: String, Sendable, Codable, CaseIterable {
