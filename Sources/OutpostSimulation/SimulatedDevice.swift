@@ -208,13 +208,12 @@ public final class SimulatedDevice: @unchecked Sendable {
         // Through the device's disk: the store's connections hold what was not synced yet.
         let connection = try SQLiteConnection(path: path, vfs: disk.name)
         defer { connection.close() }
-        let entries = try connection.query("SELECT entry, op, record_uuid FROM outbox WHERE data IS NOT NULL ORDER BY entry") {
-            (entry: $0.int64(0), description: "\($0.string(1)) \($0.string(2))")
-        }
+        let outbox = OutboxTable(connection: connection)
+        let entries = try outbox.entriesWithData()
         guard !entries.isEmpty else { return nil }
         let picked = entries[Int(pick % UInt64(entries.count))]
         do {
-            _ = try connection.run("UPDATE outbox SET data = '{\"broken' WHERE entry = ?", [.integer(picked.entry)])
+            try outbox.damageData(of: picked.entry)
         } catch let error as SQLiteError where [.full, .ioError].contains(error.code) {
             // The disk is failing now (full, or a write fault armed): nothing was damaged.
             return nil

@@ -197,6 +197,20 @@ extension OutboxTable {
     }
 
     /// Whether a create of the record is queued (sent or not).
+    /// Queued changes that carry data, oldest first, as "op uuid" (the
+    /// simulation's damaged-disk fault picks one of them).
+    package func entriesWithData() throws -> [(entry: Int64, description: String)] {
+        try connection.query("SELECT entry, op, record_uuid FROM outbox WHERE data IS NOT NULL ORDER BY entry") {
+            (entry: $0.int64(0), description: "\($0.string(1)) \($0.string(2))")
+        }
+    }
+
+    /// Overwrites an entry's data with JSON that does not parse: what a bad
+    /// sector or another program leaves, for the simulation's fault.
+    package func damageData(of entry: Int64) throws {
+        _ = try connection.run("UPDATE outbox SET data = '{\"broken' WHERE entry = ?", [.integer(entry)])
+    }
+
     package func hasCreate(of record: RecordReference) throws -> Bool {
         try connection.first(
             "SELECT 1 FROM outbox WHERE collection = ? AND record_uuid = ? AND op = 'create'",
