@@ -93,6 +93,11 @@ public enum ConflictPolicy: String, Sendable, Codable {
     case serverWins = "server_wins"
     /// The patch is applied anyway.
     case lastWriteWins = "last_write_wins"
+    /// An update is applied when none of the fields it sends changed on the
+    /// server since its base version; otherwise nothing is applied and the
+    /// client gets `conflict` naming the fields changed on both sides. A
+    /// delete with a stale base conflicts, as under `server_wins`.
+    case mergeFields = "merge_fields"
 }
 
 /// A collection as configured on the server and known to clients.

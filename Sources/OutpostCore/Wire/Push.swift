@@ -79,10 +79,13 @@ package struct MutationResult: Sendable, Equatable, Codable {
     package var code: String?
     /// Field-by-field problems of a rejected mutation.
     package var errors: [String: String]?
+    /// For a `conflict` under `merge_fields`: the fields changed on both sides.
+    package var fields: [String]?
 
     package init(
         seq: Int64, id: UUID, status: MutationStatus, record: WireRecord? = nil,
-        originalStatus: MutationStatus? = nil, code: String? = nil, errors: [String: String]? = nil
+        originalStatus: MutationStatus? = nil, code: String? = nil, errors: [String: String]? = nil,
+        fields: [String]? = nil
     ) {
         self.seq = seq
         self.id = id
@@ -91,6 +94,7 @@ package struct MutationResult: Sendable, Equatable, Codable {
         self.originalStatus = originalStatus
         self.code = code
         self.errors = errors
+        self.fields = fields
     }
 
     package init(from decoder: any Decoder) throws {
@@ -102,6 +106,7 @@ package struct MutationResult: Sendable, Equatable, Codable {
         originalStatus = try container.decodeIfPresent(MutationStatus.self, forKey: .originalStatus)
         code = try container.decodeIfPresent(String.self, forKey: .code)
         errors = try container.decodeIfPresent([String: String].self, forKey: .errors)
+        fields = try container.decodeIfPresent([String].self, forKey: .fields)
         if status == .applied && record == nil {
             throw DecodingError.keyNotFound(
                 WireKey.record, .init(codingPath: container.codingPath, debugDescription: "applied needs record"))
@@ -117,6 +122,7 @@ package struct MutationResult: Sendable, Equatable, Codable {
         try container.encodeIfPresent(originalStatus, forKey: .originalStatus)
         try container.encodeIfPresent(code, forKey: .code)
         try container.encodeIfPresent(errors, forKey: .errors)
+        try container.encodeIfPresent(fields, forKey: .fields)
     }
 }
 

@@ -234,7 +234,8 @@ extension MutationResult {
     /// (the server splices its stored data text in).
     package static func appendWire(
         seq: Int64, id: UUID, status: MutationStatus, originalStatus: MutationStatus? = nil, code: String? = nil,
-        errors: [String: String]? = nil, record: ((inout [UInt8]) -> Void)?, to out: inout [UInt8]
+        errors: [String: String]? = nil, fields: [String]? = nil, record: ((inout [UInt8]) -> Void)?,
+        to out: inout [UInt8]
     ) {
         out.append(contentsOf: WireKey.seq.opening)
         JSONWriter.writeInteger(seq, to: &out)
@@ -264,6 +265,10 @@ extension MutationResult {
             out.append(contentsOf: WireKey.errors.member)
             JSONWriter.write(.object(errors.mapValues(JSONValue.string)), to: &out)
         }
+        if let fields {
+            out.append(contentsOf: WireKey.fields.member)
+            JSONWriter.write(.array(fields.map(JSONValue.string)), to: &out)
+        }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -283,6 +288,7 @@ extension MutationResult {
         var originalStatus: MutationStatus?
         var code: String?
         var errors: [String: String]?
+        var fields: [String]?
         let whole = try scanner.readMembers { scanner, key in
             switch key {
             case WireKey.seq.name: seq = try scanner.readValue().wholeNumber
@@ -310,6 +316,15 @@ extension MutationResult {
                     errors = texts
                 default: return false
                 }
+            case WireKey.fields.name:
+                switch try scanner.readValue() {
+                case .null: fields = nil
+                case .array(let values):
+                    let names = values.compactMap(\.stringValue)
+                    guard names.count == values.count else { return false }
+                    fields = names
+                default: return false
+                }
             default: _ = try scanner.skipValue()
             }
             return true
@@ -322,7 +337,9 @@ extension MutationResult {
             record?.data = object
             deferred = false
         }
-        return MutationResult(seq: seq, id: id, status: status, record: record, originalStatus: originalStatus, code: code, errors: errors)
+        return MutationResult(
+            seq: seq, id: id, status: status, record: record, originalStatus: originalStatus, code: code, errors: errors,
+            fields: fields)
     }
 }
 

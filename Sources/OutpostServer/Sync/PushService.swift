@@ -201,7 +201,7 @@ struct PushSession {
         return MutationResult(
             seq: mutation.seq, id: mutation.id, status: .duplicate, record: original.record,
             originalStatus: original.status == .duplicate ? original.originalStatus : original.status,
-            code: original.code, errors: original.errors)
+            code: original.code, errors: original.errors, fields: original.fields)
     }
 
     mutating func apply(_ mutation: Mutation) throws -> PushOutcome {
@@ -247,8 +247,24 @@ struct PushSession {
                 return result(mutation.op == .delete ? .applied : .conflict, existing)
             }
             if let base = mutation.baseVersion, base != existing.version {
-                if schema.policy == .serverWins { return result(.conflict, existing) }
-                overwritten = existing
+                switch schema.policy {
+                case .serverWins:
+                    return result(.conflict, existing)
+                case .lastWriteWins:
+                    overwritten = existing
+                case .mergeFields:
+                    // Applied only when no field it sends changed since its base; a
+                    // delete, or a base whose copy is no longer held, conflicts.
+                    guard mutation.op == .update, let changed = try FieldChanges.since(base, of: existing, in: sql) else {
+                        return result(.conflict, existing)
+                    }
+                    let both = changed.intersection((mutation.data ?? [:]).keys).sorted()
+                    if !both.isEmpty {
+                        var outcome = result(.conflict, existing)
+                        outcome.fields = both
+                        return outcome
+                    }
+                }
             }
             if mutation.op == .delete {
                 return result(.applied, try write(existing, data: nil, schema: schema, mutation: mutation))
@@ -411,13 +427,15 @@ struct PushOutcome {
     var record: ServerRecord?
     var code: String?
     var errors: [String: String]?
+    /// A `merge_fields` conflict's fields changed on both sides.
+    var fields: [String]?
 
     /// The result's wire JSON, for the answer and the dedupe row alike.
     func wire(_ mutation: Mutation) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(160 + (record?.dataText?.utf8.count ?? 0))
         MutationResult.appendWire(
-            seq: mutation.seq, id: mutation.id, status: status, code: code, errors: errors,
+            seq: mutation.seq, id: mutation.id, status: status, code: code, errors: errors, fields: fields,
             record: record.map { record in { record.appendJSON(to: &$0) } }, to: &out)
         return out
     }
