@@ -25,10 +25,20 @@ struct ConflictLog {
             """)
     }
 
+    /// The fields changed on both sides, for a conflict the server
+    /// answered by field (a JSON array of names; NULL otherwise).
+    /// Looks first: a release before named steps may have emptied the
+    /// record of steps in a wipe, and the step then runs again.
+    static func addFields(in connection: SQLiteConnection) throws {
+        let columns = try connection.query("PRAGMA table_info(conflicts)") { $0.string(1) }
+        guard !columns.contains("fields") else { return }
+        try connection.execute("ALTER TABLE conflicts ADD COLUMN fields TEXT")
+    }
+
     func all() throws -> [ConflictReport] {
         try connection.query(
             """
-            SELECT id, collection, record_uuid, mutation_id, op, local_change, server_record, detected_at
+            SELECT id, collection, record_uuid, mutation_id, op, local_change, server_record, detected_at, fields
             FROM conflicts ORDER BY id
             """
         ) { row in
@@ -42,24 +52,32 @@ struct ConflictLog {
                 serverRecord: try reader.reading("server record") {
                     try payloads.text(row, 6).map { try WireCoding.decode(WireRecord.self, from: Data($0.utf8)) }
                 },
-                detectedAt: ServerTimestamp(rawValue: row.string(7)).date)
+                detectedAt: ServerTimestamp(rawValue: row.string(7)).date,
+                fields: try reader.reading("fields") { try Self.fields(row.optionalString(8)) })
         }
+    }
+
+    private static func fields(_ text: String?) throws -> [String] {
+        guard let text else { return [] }
+        guard case .array(let values) = try JSONValue.parse(text) else { return [] }
+        return values.compactMap(\.stringValue)
     }
 
     /// Keeps a report (`localChange`, `serverRecord`: JSON texts, sealed
     /// here like every payload); returns its id.
     func insert(
         _ record: RecordReference, mutationID: UUID, op: MutationOp, localChange: String?, serverRecord: String?,
-        detectedAt: ServerTimestamp
+        detectedAt: ServerTimestamp, fields: [String]? = nil
     ) throws -> Int64 {
         try connection.run(
             """
-            INSERT INTO conflicts (collection, record_uuid, mutation_id, op, local_change, server_record, detected_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO conflicts (collection, record_uuid, mutation_id, op, local_change, server_record, detected_at, fields)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .text(record.collection), .text(record.uuid.wireText), .text(mutationID.wireText), .text(op.rawValue),
                 try payloads.stored(localChange), try payloads.stored(serverRecord), .text(detectedAt.rawValue),
+                .text(try fields.map { try JSONValue.array($0.map(JSONValue.string)).jsonText() }),
             ])
         return connection.lastInsertRowID
     }

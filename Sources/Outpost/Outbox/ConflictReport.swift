@@ -21,4 +21,8 @@ public struct ConflictReport: Sendable, Equatable, Identifiable {
     public var serverRecord: WireRecord?
     /// Device time the conflict was learnt, for display.
     public var detectedAt: Date?
+    /// The fields the edit and the server both changed, when the collection
+    /// resolves conflicts by field (`merge_fields`); empty otherwise. Fields
+    /// the edit set that are not named here were not changed on the server.
+    public var fields: [String] = []
 }

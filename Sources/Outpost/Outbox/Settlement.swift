@@ -100,7 +100,7 @@ extension Outbox {
             }
             try confirm(entry, record: result.record, dataText: dataText, dataDeferred: dataDeferred)
         case .conflict:
-            settlement.conflicts.append(try conflict(entry, serverRecord: result.record))
+            settlement.conflicts.append(try conflict(entry, serverRecord: result.record, fields: result.fields ?? []))
         case .notFound where entry.op == .delete:
             // Already gone on the server: the delete's goal holds.
             settlement.confirmed.append(entry.record)
@@ -236,7 +236,7 @@ extension Outbox {
     }
 
     /// The server copy prevails; the lost edit goes into a conflict report.
-    private func conflict(_ entry: OutboxEntry, serverRecord: WireRecord?) throws -> ConflictReport {
+    private func conflict(_ entry: OutboxEntry, serverRecord: WireRecord?, fields: [String] = []) throws -> ConflictReport {
         // Later never-sent edits of the record were built on the edit that
         // lost: they lose too, and travel in the same report.
         var localChange = entry.data
@@ -273,10 +273,11 @@ extension Outbox {
         let now = ServerTimestamp(clock.now())
         let id = try ConflictLog(connection: connection, payloads: tables.payloads).insert(
             entry.record, mutationID: entry.mutationID, op: op, localChange: try localChange?.jsonText(),
-            serverRecord: try serverRecord.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }, detectedAt: now)
+            serverRecord: try serverRecord.map { String(decoding: try WireCoding.encode($0), as: UTF8.self) }, detectedAt: now,
+            fields: fields.isEmpty ? nil : fields)
         return ConflictReport(
             id: id, record: entry.record, mutationID: entry.mutationID, op: op,
-            localChange: localChange, serverRecord: serverRecord, detectedAt: now.date)
+            localChange: localChange, serverRecord: serverRecord, detectedAt: now.date, fields: fields)
     }
 
     /// Entries the server will never take as they are, found without a

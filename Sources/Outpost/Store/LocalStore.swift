@@ -433,6 +433,31 @@ public actor LocalStore {
         return try ConflictLog(connection: connection, payloads: tables.payloads).all()
     }
 
+    /// Settles a conflict field by field: for each field in `mine`, the
+    /// person's own value from the edit that lost is written again over the
+    /// copy that prevailed (queued like any edit, based on that copy); every
+    /// other field keeps the server's value. Then the report is dismissed.
+    /// With an empty `mine` the server's copy is kept whole.
+    public func resolveConflict(_ id: Int64, keepingMine mine: Set<String>) throws {
+        guard let report = try conflicts().first(where: { $0.id == id }) else {
+            throw StoreError.invalidRecord("There is no conflict report \(id).")
+        }
+        if !mine.isEmpty {
+            guard let change = report.localChange else {
+                throw StoreError.invalidRecord("The edit that lost was a delete: it has no fields to keep.")
+            }
+            let absent = mine.subtracting(change.keys)
+            guard absent.isEmpty else {
+                throw StoreError.invalidRecord(
+                    "The edit that lost did not set \(absent.sorted().joined(separator: ", ")).")
+            }
+            let patch = change.filter { mine.contains($0.key) }
+            let record = report.record
+            try write { try $0.update(in: record.collection, record.uuid, patch: patch) }
+        }
+        try dismissConflict(id)
+    }
+
     /// Forgets a conflict report once the person has seen it.
     public func dismissConflict(_ id: Int64) throws {
         try checkOpen()

@@ -32,6 +32,7 @@ package enum StoreMigrations {
         },
         StoreMigration(name: "5-outbox-summary-indexes") { try OutboxTable.createSummaryIndexes(in: $0) },
         StoreMigration(name: "6-outbox-failing-index") { try OutboxTable.createFailingIndex(in: $0) },
+        StoreMigration(name: "7-conflict-fields") { try ConflictLog.addFields(in: $0) },
     ]
 
     package static var names: [String] { all.map(\.name) }
@@ -58,7 +59,8 @@ package enum StoreMigrations {
         case 2: return Array(names[..<2])
         case 3: return Array(names[..<3])
         case 4: return Array(names[..<5])
-        default: return names
+        // The last numbered release had six steps; later ones are named only.
+        default: return Array(names[..<6])
         }
     }
 

@@ -130,7 +130,8 @@ enum SyncCommands {
                 let kept = report.serverRecord.map { record in
                     record.deleted ? "deleted on the server" : (try? record.data?.jsonText()) ?? ""
                 } ?? "no longer on the server"
-                print("\(report.record): your \(report.op.rawValue) \(lost) lost to the server's copy \(kept)")
+                let both = report.fields.isEmpty ? "" : " (changed on both sides: \(report.fields.joined(separator: ", ")))"
+                print("\(report.record): your \(report.op.rawValue) \(lost) lost to the server's copy \(kept)\(both)")
             }
         }
     }
