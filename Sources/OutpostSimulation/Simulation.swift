@@ -22,10 +22,13 @@ public struct SimulationConfig: Sendable {
     /// disks (the product's default). Off, power losses must break
     /// invariants: the check that the simulation's power loss bites.
     public var durableCommits: Bool
+    /// The server resolves conflicts of every writable collection by field
+    /// (`merge_fields`) instead of letting its copy win.
+    public var mergeFields: Bool
 
     public init(
         seed: UInt64, devices: Int = 4, operations: Int = 60, faultRate: Int = 15, liveChannels: Bool = true,
-        durableCommits: Bool = true, trace: (@Sendable (String) -> Void)? = nil
+        durableCommits: Bool = true, mergeFields: Bool = false, trace: (@Sendable (String) -> Void)? = nil
     ) {
         self.seed = seed
         self.devices = max(1, devices)
@@ -33,13 +36,14 @@ public struct SimulationConfig: Sendable {
         self.faultRate = faultRate
         self.liveChannels = liveChannels
         self.durableCommits = durableCommits
+        self.mergeFields = mergeFields
         self.trace = trace
     }
 
     /// The one-line command that replays this run.
     public var replayCommand: String {
         "outpost simulate --from \(seed) --seeds 1 --devices \(devices) --ops \(operations)" + (liveChannels ? "" : " --no-live")
-            + (durableCommits ? "" : " --no-durable-commits")
+            + (durableCommits ? "" : " --no-durable-commits") + (mergeFields ? " --merge-fields" : "")
     }
 }
 
@@ -71,6 +75,11 @@ public enum Simulation {
         var serverConfig = try ServerConfig()
         serverConfig.buildsPagesAhead = false
         serverConfig.maxBodyBytes = Self.maxBodyBytes
+        if config.mergeFields {
+            for (name, schema) in serverConfig.collections where !schema.readOnly {
+                serverConfig.collections[name]?.policy = .mergeFields
+            }
+        }
         // Nothing a stream sends may depend on real time: no heartbeat or
         // maximum duration within a run, and the token checked at every event.
         serverConfig.heartbeatSeconds = 86_400
@@ -256,14 +265,17 @@ public enum Simulation {
                     let target = records[Int(random.next() % UInt64(records.count))]
                     mark += 1
                     let text = "mark-\(config.seed)-\(index)-\(mark)"
-                    var patch: JSONObject = ["notes": .string(text)]
+                    // Conflicts resolved by field need edits of different fields
+                    // of one record; otherwise every edit is of the notes.
+                    let field = config.mergeFields && collection == "people" ? ["notes", "phone", "address"][Int(random.next() % 3)] : "notes"
+                    var patch: JSONObject = [field: .string(text)]
                     if collection == "visits", random.next() % 4 == 0 {
                         // A better photo replaces the first.
                         patch["photo"] = try await device.attachPhoto(size: 1_000 + Int(random.next() % 30_000), seed: random.next()).jsonValue
                     }
                     try await device.store.update(in: collection, target.uuid, patch: patch)
                     device.ledger.recordUpdate(target.uuid, mark: text)
-                    trace("\(step) update \(collection) \(target.uuid.wireText) \(text)")
+                    trace("\(step) update \(collection) \(target.uuid.wireText) \(field) \(text)")
                     result.writes += 1
                 case 54..<61:
                     let collection = random.next() % 3 == 0 ? "visits" : "people"
@@ -329,6 +341,12 @@ public enum Simulation {
             } catch let error as StoreError {
                 // A record deleted by a pull between the query and the write: a person would see it gone.
                 if case .recordNotFound = error { continue }
+                // An edit of a record the server's limits refuse (a malformed
+                // capture's other fields): refused at the edit, the person saw it.
+                if case .invalidRecord = error {
+                    trace("\(step) edit refused at capture: \(error)")
+                    continue
+                }
                 // The disk refused the write: the person saw it fail; nothing to hold the system to.
                 if error.isStorageFault {
                     trace("\(step) write refused by the disk: \(error)")

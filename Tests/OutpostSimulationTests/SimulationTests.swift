@@ -31,6 +31,40 @@ struct SimulationTests {
         }
     }
 
+    /// The same faults with the server resolving conflicts by field, and
+    /// devices editing different fields of one record: every invariant holds.
+    @Test(.timeLimit(.minutes(5)))
+    func seedsWithConflictsByFieldHoldEveryInvariant() async throws {
+        var failures: [String] = []
+        var writes = 0
+        for seed in 1...UInt64(40) {
+            let result = try await Simulation.run(SimulationConfig(seed: seed, devices: 4, operations: 50, mergeFields: true))
+            writes += result.writes
+            if !result.violations.isEmpty {
+                failures.append("seed \(seed): \(result.violations.prefix(3).map(\.description).joined(separator: "; ")) — replay: \(result.config.replayCommand)")
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) failing seeds:\n\(failures.prefix(10).joined(separator: "\n"))")
+        #expect(writes > 400)
+    }
+
+    /// Found by the seeds with conflicts by field, and not yet mended: a
+    /// coordinator restored from a backup taken before its create of a person
+    /// was answered edits the person's address and deletes it (the create
+    /// and the delete cancel in the outbox, as a create in doubt), beside a
+    /// malformed capture the server rejects; after the network heals the
+    /// person is live on the server and back on the device. It happens with
+    /// `server_wins` too: the policy is not the cause, the workload that edits
+    /// other fields than the notes is what reaches it. When it is mended this
+    /// known issue stops being recorded and the test fails: then move the
+    /// seed into `seedsWithConflictsByFieldHoldEveryInvariant`.
+    @Test func aRestoredDevicesCancelledCreateStaysDeletedKnownIssue() async throws {
+        let result = try await Simulation.run(SimulationConfig(seed: 443, devices: 4, operations: 50, mergeFields: true))
+        withKnownIssue("a cancelled create in doubt comes back after a restore beside a rejected capture (seed 443, I3)") {
+            #expect(result.violations.isEmpty, "\(result.violations.map(\.description))")
+        }
+    }
+
     /// The power-loss faults bite: with commits that are not synced to the
     /// disk (the device's and the server's), the same seeds lose captures a
     /// device returned from and pushes the server answered, and the checker

@@ -5,7 +5,7 @@ import OutpostSimulation
 enum SimulateCommand {
     static let help = """
         Usage: outpost simulate [--seeds N] [--from SEED] [--devices D] [--ops K] [--fault-rate PERCENT] [--no-live]
-                               [--no-durable-commits] [--trace]
+                               [--no-durable-commits] [--merge-fields] [--trace]
 
         Runs the real client engine and store on several simulated devices against the real
         server's request handling (SQLite), through a network that drops requests and answers,
@@ -28,11 +28,13 @@ enum SimulateCommand {
           --no-live           no live channels: devices sync by hand until quiet, as before
           --no-durable-commits  commits not synced to the disk (device and server): power
                               losses then lose acknowledged work, and seeds must fail
+          --merge-fields      the server resolves conflicts by field (merge_fields) in every
+                              writable collection, instead of letting its copy win
           --trace             print every step, fault and sync of each seed (to replay one)
         """
 
     static func run(_ words: [String]) async throws {
-        var arguments = try Arguments(words, flagNames: ["trace", "no-live", "no-durable-commits"])
+        var arguments = try Arguments(words, flagNames: ["trace", "no-live", "no-durable-commits", "merge-fields"])
         let seeds = try arguments.integer("seeds", in: 1...1_000_000) ?? 100
         let first = UInt64(try arguments.integer("from", in: 0...Int.max) ?? 1)
         let devices = try arguments.integer("devices", in: 1...32) ?? 4
@@ -40,6 +42,7 @@ enum SimulateCommand {
         let faultRate = try arguments.integer("fault-rate", in: 0...100) ?? 15
         let live = !arguments.flag("no-live")
         let durableCommits = !arguments.flag("no-durable-commits")
+        let mergeFields = arguments.flag("merge-fields")
         var trace: (@Sendable (String) -> Void)?
         if arguments.flag("trace") {
             trace = { line in FileHandle.standardError.write(Data("  · \(line)\n".utf8)) }
@@ -55,7 +58,7 @@ enum SimulateCommand {
         for offset in 0..<UInt64(seeds) {
             let config = SimulationConfig(
                 seed: first + offset, devices: devices, operations: operations, faultRate: faultRate, liveChannels: live,
-                durableCommits: durableCommits, trace: trace)
+                durableCommits: durableCommits, mergeFields: mergeFields, trace: trace)
             let result: SimulationResult
             do {
                 result = try await Simulation.run(config)
