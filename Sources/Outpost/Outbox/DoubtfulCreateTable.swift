@@ -57,9 +57,14 @@ package struct DoubtfulCreateTable {
     }
 
     /// Forgets creates cancelled before `seq`.
-    package func forgetCancelled(before seq: Int64) throws {
+    /// Forgets the cancelled creates whose next seq (`cancelled_after_seq + 1`)
+    /// is one of `seqs`, the seqs the server processed as new.
+    package func forgetCancelled(answeredNew seqs: [Int64]) throws {
+        guard !seqs.isEmpty else { return }
         try connection.run(
-            "DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL AND cancelled_after_seq < ?", [.integer(seq)])
+            "DELETE FROM doubtful_creates WHERE cancelled_after_seq IS NOT NULL AND cancelled_after_seq + 1 IN ("
+                + Array(repeating: "?", count: seqs.count).joined(separator: ", ") + ")",
+            seqs.map { .integer($0) })
     }
 
     package func isEmpty() throws -> Bool {

@@ -38,13 +38,14 @@ extension Outbox {
     }
 
     /// The server processed these seqs as new (any answer but `duplicate`):
-    /// it had never seen them from this client, so no other copy of this
-    /// database sent anything numbered from there on, and creates cancelled
-    /// before the highest were never sent by anyone. (A `duplicate` proves
-    /// nothing: a copy may have sent that very entry, and the create beside it.)
+    /// it had never seen them from this client. A create cancelled after seq
+    /// `c` is forgiven when `c + 1` is among them: another copy of this
+    /// database sending the create would have numbered it `c + 1` first. Only
+    /// that seq proves it: a seq above it may be new while `c + 1` itself
+    /// never reached the server (its entry refused whole and rejected here),
+    /// and a `duplicate` proves nothing (a copy may have sent that very entry).
     func forgiveCancelledCreates(newSeqs: [Int64]) throws {
-        guard let highest = newSeqs.max() else { return }
-        try doubts.forgetCancelled(before: highest)
+        try doubts.forgetCancelled(answeredNew: newSeqs)
     }
 
     /// Whether any create is in doubt at all (almost never: a restored
