@@ -1,4 +1,9 @@
+// Public only where `ChildProcess` (below) names Foundation's types.
+#if os(Linux) || os(macOS)
 public import Foundation
+#else
+import Foundation
+#endif
 
 /// Runs blocking work (waiting on a child process, reading its pipe) on a
 /// thread of its own, so it never holds one of the few threads Swift

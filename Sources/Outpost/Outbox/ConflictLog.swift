@@ -30,17 +30,25 @@ struct ConflictLog {
     /// Looks first: a release before named steps may have emptied the
     /// record of steps in a wipe, and the step then runs again.
     static func addFields(in connection: SQLiteConnection) throws {
-        let columns = try connection.query("PRAGMA table_info(conflicts)") { $0.string(1) }
-        guard !columns.contains("fields") else { return }
+        guard try !TableRebuild.columns(of: "conflicts", in: connection).contains("fields") else { return }
         try connection.execute("ALTER TABLE conflicts ADD COLUMN fields TEXT")
     }
 
     func all() throws -> [ConflictReport] {
+        try reports(where: "1 = 1")
+    }
+
+    /// One report, or nil when there is none with that id.
+    func report(_ id: Int64) throws -> ConflictReport? {
+        try reports(where: "id = ?", [.integer(id)]).first
+    }
+
+    private func reports(where condition: String, _ arguments: [SQLiteValue] = []) throws -> [ConflictReport] {
         try connection.query(
             """
             SELECT id, collection, record_uuid, mutation_id, op, local_change, server_record, detected_at, fields
-            FROM conflicts ORDER BY id
-            """
+            FROM conflicts WHERE \(condition) ORDER BY id
+            """, arguments
         ) { row in
             let reader = RowReader(table: "conflicts", key: "id \(row.int64(0))")
             return ConflictReport(
@@ -88,6 +96,11 @@ struct ConflictLog {
     }
 
     func remove(_ id: Int64) throws {
+        try Self.remove(id, in: connection)
+    }
+
+    /// For a caller inside a store transaction, which holds the connection only.
+    static func remove(_ id: Int64, in connection: SQLiteConnection) throws {
         try connection.run("DELETE FROM conflicts WHERE id = ?", [.integer(id)])
     }
 

@@ -439,9 +439,12 @@ public actor LocalStore {
     /// other field keeps the server's value. Then the report is dismissed.
     /// With an empty `mine` the server's copy is kept whole.
     public func resolveConflict(_ id: Int64, keepingMine mine: Set<String>) throws {
-        guard let report = try conflicts().first(where: { $0.id == id }) else {
+        try checkOpen()
+        let log = ConflictLog(connection: connection, payloads: tables.payloads)
+        guard let report = try log.report(id) else {
             throw StoreError.invalidRecord("There is no conflict report \(id).")
         }
+        var patch: JSONObject = [:]
         if !mine.isEmpty {
             guard let change = report.localChange else {
                 throw StoreError.invalidRecord("The edit that lost was a delete: it has no fields to keep.")
@@ -451,11 +454,15 @@ public actor LocalStore {
                 throw StoreError.invalidRecord(
                     "The edit that lost did not set \(absent.sorted().joined(separator: ", ")).")
             }
-            let patch = change.filter { mine.contains($0.key) }
-            let record = report.record
-            try write { try $0.update(in: record.collection, record.uuid, patch: patch) }
+            patch = change.filter { mine.contains($0.key) }
         }
-        try dismissConflict(id)
+        // The kept values and the report's removal commit together.
+        let record = report.record
+        try write { [patch] transaction in
+            if !patch.isEmpty { try transaction.update(in: record.collection, record.uuid, patch: patch) }
+            try ConflictLog.remove(id, in: transaction.connection)
+        }
+        notify([StoreObserver.conflictsKey])
     }
 
     /// Forgets a conflict report once the person has seen it.
