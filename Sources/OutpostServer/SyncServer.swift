@@ -27,6 +27,9 @@ public final class SyncServer: Sendable {
     let blobs: BlobStore
     /// When each device was last heard from (the console's devices page).
     let sightings = DeviceSightings()
+    /// Gives versions to rows of the app's own tables written by others;
+    /// nil when the configuration maps none.
+    package let ownTables: OwnTableSequencer?
 
     /// Opens the server over a database: migrates it, seeds the catalogs and
     /// runs housekeeping once.
@@ -47,6 +50,16 @@ public final class SyncServer: Sendable {
         let feed = FeedReader(
             primary: database, replica: readDatabase.map { MeteredDatabase($0, metrics: metrics) }, metrics: metrics)
         self.feed = feed
+        // The app's own tables are read from the catalog before anything is
+        // served: a table Outpost cannot sync stops the start.
+        var config = config
+        var mapped: [String: MappedTable] = [:]
+        if !config.tableMappings.isEmpty {
+            try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
+            mapped = try OwnTables.resolve(config, in: database)
+            config = try OwnTables.serving(config, tables: mapped)
+            try Self.retryingWhileBusy { try OwnTables.install(mapped, in: database) }
+        }
         self.config = config
         self.clock = clock
         let jwt = config.jwt.map { settings in
@@ -58,6 +71,14 @@ public final class SyncServer: Sendable {
         self.liveHub = LiveHub(settings: LiveHub.Settings(
             heartbeat: .seconds(config.heartbeatSeconds), maxStreamDuration: .seconds(config.maxStreamSeconds),
             tokenRecheck: config.liveTokenRecheck))
+        let hub = liveHub
+        let sequencer =
+            mapped.isEmpty
+            ? nil
+            : OwnTableSequencer(
+                database: database, tables: mapped, clock: clock, origin: hub.origin,
+                log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }, committed: { hub.committed($0) })
+        self.ownTables = sequencer
         // Servers starting together take turns: the one that waits behind
         // another's migration (longer than a request's lock wait) tries
         // again instead of failing to start.
@@ -66,8 +87,12 @@ public final class SyncServer: Sendable {
         try Self.retryingWhileBusy { try CatalogSeed.seedIfEmpty(database, config: config, clock: clock) }
         try Self.retryingWhileBusy { try runMaintenance() }
         // Commits of the other servers on this database wake this one's waiting connections.
-        let hub = liveHub
         let listener = database.listenForCommits(log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) { payload in
+            // A row of an app's table written by someone else: sequence it.
+            if payload == OwnTableSQL.notePayload {
+                sequencer?.wake()
+                return
+            }
             if let notice = CommitNotice(payload: payload, ignoringOrigin: hub.origin) { hub.committed(notice) }
         }
         commitListener.withLock { $0 = listener }
@@ -83,6 +108,7 @@ public final class SyncServer: Sendable {
         // Weakly: the hub keeps this handler, and a strong reference back
         // kept every hub (its timer ticking, its database read every tick)
         // alive after its server was gone.
+        sequencer?.start()
         liveHub.setTickHandler { [weak liveHub] _ in
             guard let liveHub else { return }
             // A token revoked by any process (the CLI, another server) ends its streams within a second.
@@ -131,7 +157,10 @@ public final class SyncServer: Sendable {
         try Maintenance(database: database, config: config, clock: clock, blobs: blobs).run()
     }
 
-    deinit { commitListener.current?.stop() }
+    deinit {
+        commitListener.current?.stop()
+        ownTables?.stop()
+    }
 
     /// Writes the device sightings noted since the last time (the HTTP
     /// server's timer calls this every few seconds). A busy database keeps

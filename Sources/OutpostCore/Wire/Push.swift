@@ -81,11 +81,14 @@ package struct MutationResult: Sendable, Equatable, Codable {
     package var errors: [String: String]?
     /// For a `conflict` under `merge_fields`: the fields changed on both sides.
     package var fields: [String]?
+    /// For a refusal by the database of an app's own table
+    /// (`constraint_violation`): the database's own words.
+    package var message: String?
 
     package init(
         seq: Int64, id: UUID, status: MutationStatus, record: WireRecord? = nil,
         originalStatus: MutationStatus? = nil, code: String? = nil, errors: [String: String]? = nil,
-        fields: [String]? = nil
+        fields: [String]? = nil, message: String? = nil
     ) {
         self.seq = seq
         self.id = id
@@ -95,6 +98,7 @@ package struct MutationResult: Sendable, Equatable, Codable {
         self.code = code
         self.errors = errors
         self.fields = fields
+        self.message = message
     }
 
     package init(from decoder: any Decoder) throws {
@@ -107,6 +111,7 @@ package struct MutationResult: Sendable, Equatable, Codable {
         code = try container.decodeIfPresent(String.self, forKey: .code)
         errors = try container.decodeIfPresent([String: String].self, forKey: .errors)
         fields = try container.decodeIfPresent([String].self, forKey: .fields)
+        message = try container.decodeIfPresent(String.self, forKey: .message)
         if status == .applied && record == nil {
             throw DecodingError.keyNotFound(
                 WireKey.record, .init(codingPath: container.codingPath, debugDescription: "applied needs record"))
@@ -123,6 +128,7 @@ package struct MutationResult: Sendable, Equatable, Codable {
         try container.encodeIfPresent(code, forKey: .code)
         try container.encodeIfPresent(errors, forKey: .errors)
         try container.encodeIfPresent(fields, forKey: .fields)
+        try container.encodeIfPresent(message, forKey: .message)
     }
 }
 

@@ -234,8 +234,8 @@ extension MutationResult {
     /// (the server splices its stored data text in).
     package static func appendWire(
         seq: Int64, id: UUID, status: MutationStatus, originalStatus: MutationStatus? = nil, code: String? = nil,
-        errors: [String: String]? = nil, fields: [String]? = nil, record: ((inout [UInt8]) -> Void)?,
-        to out: inout [UInt8]
+        errors: [String: String]? = nil, fields: [String]? = nil, message: String? = nil,
+        record: ((inout [UInt8]) -> Void)?, to out: inout [UInt8]
     ) {
         out.append(contentsOf: WireKey.seq.opening)
         JSONWriter.writeInteger(seq, to: &out)
@@ -269,6 +269,10 @@ extension MutationResult {
             out.append(contentsOf: WireKey.fields.member)
             JSONWriter.write(.array(fields.map(JSONValue.string)), to: &out)
         }
+        if let message {
+            out.append(contentsOf: WireKey.message.member)
+            JSONWriter.writeString(message, to: &out)
+        }
         out.append(UInt8(ascii: "}"))
     }
 
@@ -289,6 +293,7 @@ extension MutationResult {
         var code: String?
         var errors: [String: String]?
         var fields: [String]?
+        var message: String?
         let whole = try scanner.readMembers { scanner, key in
             switch key {
             case WireKey.seq.name: seq = try scanner.readValue().wholeNumber
@@ -325,6 +330,10 @@ extension MutationResult {
                     fields = names
                 default: return false
                 }
+            case WireKey.message.name:
+                let value = try scanner.readValue()
+                message = value.stringValue
+                return value.isNull || message != nil
             default: _ = try scanner.skipValue()
             }
             return true
@@ -339,7 +348,7 @@ extension MutationResult {
         }
         return MutationResult(
             seq: seq, id: id, status: status, record: record, originalStatus: originalStatus, code: code, errors: errors,
-            fields: fields)
+            fields: fields, message: message)
     }
 }
 

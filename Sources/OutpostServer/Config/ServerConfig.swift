@@ -7,6 +7,13 @@ public import OutpostCore
 /// `{"collections": [CollectionSchema…], "tombstone_horizon_days": 90}`.
 public struct ServerConfig: Sendable {
     public var collections: [String: CollectionSchema]
+    /// Collections that are tables of the app's own PostgreSQL database, by
+    /// name. Their schemas join `collections` when the server starts and
+    /// reads the tables' columns (`mappedTables`).
+    public var tableMappings: [String: TableMapping] = [:]
+    /// The mapped tables as read from the database at start (set by the
+    /// server, never by the configuration file).
+    package var mappedTables: [String: MappedTable] = [:]
     /// How long tombstones are kept; older pull cursors get 410.
     public var tombstoneHorizon: TimeInterval
     /// How long push results are kept for duplicates and `GET /v1/mutations/{id}`.
@@ -76,8 +83,8 @@ public struct ServerConfig: Sendable {
     }
 
     public init(
-        collections: [CollectionSchema] = DefaultCollections.all, tombstoneHorizon: TimeInterval = 90 * 86_400,
-        resultRetention: TimeInterval = 30 * 86_400
+        collections: [CollectionSchema] = DefaultCollections.all, tables: [TableMapping] = [],
+        tombstoneHorizon: TimeInterval = 90 * 86_400, resultRetention: TimeInterval = 30 * 86_400
     ) throws {
         var byName: [String: CollectionSchema] = [:]
         for schema in collections {
@@ -86,8 +93,19 @@ public struct ServerConfig: Sendable {
             }
             byName[schema.name] = schema
         }
+        var mappings: [String: TableMapping] = [:]
+        for mapping in tables {
+            guard byName[mapping.name] == nil, mappings[mapping.name] == nil else {
+                throw ConfigError("the collection '\(mapping.name)' is defined twice")
+            }
+            if let other = mappings.values.first(where: { $0.qualifiedName == mapping.qualifiedName }) {
+                throw ConfigError(
+                    "the collections '\(other.name)' and '\(mapping.name)' both map the table \(mapping.qualifiedName)")
+            }
+            mappings[mapping.name] = mapping
+        }
         for schema in collections {
-            for (field, target) in schema.references where byName[target] == nil {
+            for (field, target) in schema.references where byName[target] == nil && mappings[target] == nil {
                 throw ConfigError("the field '\(schema.name).\(field)' references the unknown collection '\(target)'")
             }
             for field in schema.fields.keys where !CollectionSchema.isValidName(field) {
@@ -99,6 +117,7 @@ public struct ServerConfig: Sendable {
         }
         guard tombstoneHorizon > 0 else { throw ConfigError("the tombstone horizon must be positive") }
         self.collections = byName
+        self.tableMappings = mappings
         self.tombstoneHorizon = tombstoneHorizon
         self.resultRetention = resultRetention
         self.maxBodyBytes = 4 * 1024 * 1024
@@ -113,7 +132,7 @@ public struct ServerConfig: Sendable {
             throw ConfigError("cannot read the configuration file \(path)")
         }
         struct File: Decodable {
-            var collections: [CollectionSchema]
+            var collections: [CollectionEntry]
             var tombstoneHorizonDays: Double?
             var rateLimitPerMinute: Int?
             var rateLimitBurst: Int?
@@ -162,8 +181,16 @@ public struct ServerConfig: Sendable {
         }
         do {
             let file = try WireCoding.decode(File.self, from: data)
+            var schemas: [CollectionSchema] = []
+            var tables: [TableMapping] = []
+            for entry in file.collections {
+                switch entry {
+                case .records(let schema): schemas.append(schema)
+                case .table(let mapping): tables.append(mapping)
+                }
+            }
             var config = try ServerConfig(
-                collections: file.collections, tombstoneHorizon: (file.tombstoneHorizonDays ?? 90) * 86_400)
+                collections: schemas, tables: tables, tombstoneHorizon: (file.tombstoneHorizonDays ?? 90) * 86_400)
             if let perMinute = file.rateLimitPerMinute {
                 config.rateLimit = try RateLimit(perMinute: perMinute, burst: file.rateLimitBurst ?? max(1, perMinute / 6))
             }

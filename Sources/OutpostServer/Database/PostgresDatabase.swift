@@ -524,7 +524,14 @@ final class PostgresConnection {
         if let sqlState { message += " (SQLSTATE \(sqlState))" }
         let kind = PostgresSQL.kind(sqlState: sqlState, connectionOK: PQstatus(handle) == CONNECTION_OK)
         lastFailure = kind
-        throw DatabaseError(kind: kind, message: message, sql: sql, sqlState: sqlState)
+        var error = DatabaseError(kind: kind, message: message, sql: sql, sqlState: sqlState)
+        if let result {
+            func field(_ code: Character) -> String? {
+                PQresultErrorField(result, Int32(code.asciiValue!)).map { String(cString: $0) }
+            }
+            error.detail = DatabaseError.Detail(primary: field("M"), column: field("c"), constraint: field("n"))
+        }
+        throw error
     }
 
     private static func trimmed(_ text: UnsafePointer<CChar>?) -> String {

@@ -213,6 +213,16 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     public var sql: String?
     /// PostgreSQL's SQLSTATE code, when it said one.
     public var sqlState: String?
+    /// What PostgreSQL said about the failure beyond its code: its primary
+    /// message, and the column and constraint it names (an app table's
+    /// refusal is shown to the device in these words).
+    package var detail = Detail()
+
+    package struct Detail: Sendable, Equatable {
+        package var primary: String?
+        package var column: String?
+        package var constraint: String?
+    }
 
     public init(kind: Kind, message: String, sql: String? = nil, sqlState: String? = nil) {
         self.kind = kind

@@ -14,6 +14,8 @@ import Foundation
 ///   them, and which live records name them.
 /// - `record_history`, `push_problems`, `admin_sessions`, `records_search`:
 ///   what the administrator's console shows and searches.
+/// - `own_table_pending`, `own_tables`: rows of the app's own tables
+///   waiting for a feed version, and each attached table's backfill.
 /// - `server_state`: the version counter (SQLite), the base of versions
 ///   made from transaction ids (PostgreSQL) and the tombstone horizon.
 enum ServerSchema {
@@ -276,6 +278,25 @@ enum ServerSchema {
             ALTER TABLE records ADD COLUMN written_client TEXT;
             ALTER TABLE records ADD COLUMN written_seq \(bigint);
             ALTER TABLE records ADD COLUMN written_version \(bigint);
+            """,
+            // Collections on the app's own tables (PostgreSQL): rows written by
+            // anyone but Outpost wait in `own_table_pending` for their feed
+            // version (`OwnTableSequencer`); `own_tables` is what was attached
+            // and how far its existing rows were given versions.
+            """
+            CREATE TABLE own_table_pending (
+                collection TEXT NOT NULL,
+                uuid       TEXT NOT NULL,
+                queued     \(dialect == .postgres ? "BIGSERIAL" : "INTEGER NOT NULL DEFAULT 0"),
+                PRIMARY KEY (collection, uuid)
+            );
+            CREATE INDEX own_table_pending_by_queue ON own_table_pending (queued);
+            CREATE TABLE own_tables (
+                collection         TEXT PRIMARY KEY,
+                table_name         TEXT NOT NULL,
+                backfilled_through TEXT,
+                backfill_done      INTEGER NOT NULL DEFAULT 0
+            );
             """,
         ]
     }

@@ -56,6 +56,18 @@ package struct FeedVersions {
         return last
     }
 
+    /// Sets aside the next `count` versions for a statement that numbers
+    /// its rows itself (`first + 1`, `first + 2`, …); returns `first`.
+    package mutating func reserve(_ count: Int) throws -> Int64 {
+        guard counter || last - start + Int64(count) < Self.perTransaction else {
+            throw DatabaseError(
+                kind: .failure, message: "one transaction may make at most \(Self.perTransaction - 1) changes to the feed")
+        }
+        let first = last
+        last += Int64(count)
+        return first
+    }
+
     /// The versions handed out so far, in order (nil before the first).
     package var issued: ClosedRange<Int64>? { last > start ? (start + 1)...last : nil }
 

@@ -31,12 +31,30 @@ struct PushService {
         let client = request.clientID.wireText
         var notice = CommitNotice()
         defer { hub?.committed(notice) }
-        return try database.write { sql in
+        // An app's own table refused a change: run again, each table write under a savepoint.
+        var savepoints = false
+        while true {
+            do {
+                return try push(request, as: principal, caller: caller, client: client, now: now, savepoints: savepoints) {
+                    notice = $0
+                }
+            } catch is TableRefusal.NeedsSavepoints where !savepoints {
+                savepoints = true
+            }
+        }
+    }
+
+    private func push(
+        _ request: PushRequest, as principal: Principal, caller: CallerVersion, client: String, now: ServerTimestamp,
+        savepoints: Bool, committing: (CommitNotice) -> Void
+    ) throws -> Answer {
+        try database.write { sql in
             var session = PushSession(
                 sql: sql, config: config, principal: principal, client: client, now: now,
                 versions: try FeedVersions.begin(sql))
+            session.usesSavepoints = savepoints
             // A transaction retried after a busy database starts its notice again.
-            notice = CommitNotice()
+            committing(CommitNotice())
             var lastSeq = try session.lockClientSeq()
             try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
             var results: [[UInt8]] = []
@@ -97,7 +115,7 @@ struct PushService {
             try session.versions.finish(sql)
             if let hub, !session.notice.isEmpty { try database.announce(session.notice.payload(origin: hub.origin), in: sql) }
             try hooks?.beforePushCommit?(principal.user)
-            notice = session.notice
+            committing(session.notice)
             return Answer(body: PushResponse.wireBytes(results: results, lastSeq: lastSeq, serverTime: now), statuses: statuses)
         }
     }
@@ -116,6 +134,9 @@ struct PushSession {
     /// The server's copy the last mutation replaced without having seen it
     /// (its base version was older, and the collection lets the last write win).
     var overwritten: ServerRecord?
+    /// Whether each write to an app's own table runs under a savepoint: set
+    /// when the push is run again after the table refused one of its changes.
+    var usesSavepoints = false
 
     var scope: Scope { Scope(principal: principal, config: config) }
 
@@ -201,7 +222,7 @@ struct PushSession {
         return MutationResult(
             seq: mutation.seq, id: mutation.id, status: .duplicate, record: original.record,
             originalStatus: original.status == .duplicate ? original.originalStatus : original.status,
-            code: original.code, errors: original.errors, fields: original.fields)
+            code: original.code, errors: original.errors, fields: original.fields, message: original.message)
     }
 
     mutating func apply(_ mutation: Mutation) throws -> PushOutcome {
@@ -215,6 +236,7 @@ struct PushSession {
                 .rejected, code: "unknown_collection",
                 errors: [WireKey.collection.name: "'\(mutation.collection)' is not a collection of this server"])
         }
+        if let table = config.mappedTables[mutation.collection] { return try applyToTable(mutation, table) }
         // Locked until COMMIT: another push changing it waits for this one.
         let existing = try load(mutation.collection, mutation.uuid.wireText, forUpdate: true)
         if schema.readOnly {
@@ -306,7 +328,7 @@ struct PushSession {
         }
     }
 
-    private func validator(_ schema: CollectionSchema) -> Validator {
+    func validator(_ schema: CollectionSchema) -> Validator {
         Validator(schema: schema) { collection, uuid in
             guard let target = try load(collection, uuid), !target.deleted else { return false }
             return scope.canRead(target)
@@ -429,6 +451,8 @@ struct PushOutcome {
     var errors: [String: String]?
     /// A `merge_fields` conflict's fields changed on both sides.
     var fields: [String]?
+    /// An app table's refusal in the database's words.
+    var message: String?
 
     /// The result's wire JSON, for the answer and the dedupe row alike.
     func wire(_ mutation: Mutation) -> [UInt8] {
@@ -436,7 +460,7 @@ struct PushOutcome {
         out.reserveCapacity(160 + (record?.dataText?.utf8.count ?? 0))
         MutationResult.appendWire(
             seq: mutation.seq, id: mutation.id, status: status, code: code, errors: errors, fields: fields,
-            record: record.map { record in { record.appendJSON(to: &$0) } }, to: &out)
+            message: message, record: record.map { record in { record.appendJSON(to: &$0) } }, to: &out)
         return out
     }
 }

@@ -1,0 +1,131 @@
+import OutpostCore
+
+/// A device's change to a mapped table: written into the app's table as
+/// `INSERT`, `UPDATE` of the sent fields, or `DELETE`, so the table's own
+/// defaults, constraints and triggers decide; Outpost's copy, its history
+/// and the dedupe row follow in the same transaction.
+extension PushSession {
+    mutating func applyToTable(_ mutation: Mutation, _ table: MappedTable) throws -> PushOutcome {
+        func result(_ status: MutationStatus, _ record: ServerRecord? = nil, code: String? = nil, errors: [String: String]? = nil)
+            -> PushOutcome
+        {
+            PushOutcome(status: status, record: record, code: code, errors: errors)
+        }
+        let uuid = mutation.uuid.wireText
+        try settleQueued(table, uuid)
+        let existing = try load(table.name, uuid, forUpdate: true)
+        let schema = table.schema
+        switch mutation.op {
+        case .create:
+            // As for every collection: the same client's create arriving
+            // again took effect already; anyone else's is a conflict.
+            if let existing {
+                if existing.createdByUser == principal.user && existing.createdByClient == client {
+                    return result(.duplicate, existing)
+                }
+                return result(.conflict, scope.canRead(existing) ? existing : nil)
+            }
+        case .update, .delete:
+            guard let existing, scope.owns(owner: existing.owner, team: existing.team) else {
+                return result(.notFound, code: "not_found")
+            }
+            if existing.deleted { return result(mutation.op == .delete ? .applied : .conflict, existing) }
+            if let base = mutation.baseVersion, base != existing.version {
+                switch schema.policy {
+                case .serverWins:
+                    return result(.conflict, existing)
+                case .lastWriteWins:
+                    overwritten = existing
+                case .mergeFields:
+                    guard mutation.op == .update, let changed = try FieldChanges.since(base, of: existing, in: sql) else {
+                        return result(.conflict, existing)
+                    }
+                    let both = changed.intersection((mutation.data ?? [:]).keys).sorted()
+                    if !both.isEmpty {
+                        var outcome = result(.conflict, existing)
+                        outcome.fields = both
+                        return outcome
+                    }
+                }
+            }
+        }
+        let sent = mutation.op == .delete ? [:] : (mutation.data ?? [:])
+        let readOnly = sent.keys.filter { table.field($0)?.readOnly == true }.sorted()
+        if !readOnly.isEmpty {
+            return result(
+                .rejected, code: "read_only_field",
+                errors: Dictionary(uniqueKeysWithValues: readOnly.map { ($0, "is set by the database, not by devices") }))
+        }
+        if mutation.op != .delete {
+            let merged = mutation.op == .create ? sent : (try existing?.data() ?? [:]).applyingPatch(sent)
+            let problems = try validator(schema).problems(changed: sent, merged: merged)
+            guard problems.isEmpty else { return result(.rejected, code: "invalid_field", errors: problems) }
+        }
+
+        let written: OwnTableCopies.TableRow?
+        switch try writeRow(mutation, table, sent) {
+        case .refused(let refusal):
+            var outcome = result(.rejected, code: "constraint_violation", errors: refusal.errors)
+            outcome.message = refusal.message
+            return outcome
+        case .missing:
+            // The row is gone though no trigger said so (its triggers were
+            // off): the copy follows the table, and the change conflicts.
+            try OwnTableCopies.settle(table, keys: [uuid], versions: &versions, now: now, notice: &notice, in: sql)
+            return result(.conflict, try load(table.name, uuid))
+        case .written(let row):
+            written = row
+        }
+        let team = written?.team ?? (mutation.op == .create ? principal.team : existing?.team ?? principal.team)
+        let writer = OwnTableCopies.Writer(
+            user: principal.user, client: client, seq: mutation.seq, deviceTime: mutation.deviceTime?.rawValue)
+        let stored = try OwnTableCopies.write(
+            table, key: uuid, copy: existing, row: written, team: team, by: writer, versions: &versions, now: now,
+            notice: &notice, in: sql)
+        return result(.applied, stored)
+    }
+
+    /// Locks the app's row (another writer of it waits for this push) and,
+    /// when a write of it by someone else is still queued, sequences that
+    /// first: the base-version check must see every committed write.
+    private mutating func settleQueued(_ table: MappedTable, _ uuid: String) throws {
+        let row = try sql.first(
+            """
+            SELECT (SELECT 1 FROM \(table.tableSQL) r WHERE r.\(table.key.quoted) = CAST(? AS \(table.key.sqlType)) FOR UPDATE),
+                (SELECT 1 FROM own_table_pending WHERE collection = ? AND uuid = ? FOR UPDATE)
+            """, [.text(uuid), .text(table.name), .text(uuid)])
+        guard let row, !row.isNull(1) else { return }
+        try OwnTableCopies.settle(table, keys: [uuid], versions: &versions, now: now, notice: &notice, in: sql)
+        try sql.execute("DELETE FROM own_table_pending WHERE collection = ? AND uuid = ?", [.text(table.name), .text(uuid)])
+    }
+
+    enum TableWrite {
+        /// The row as the table holds it after the write (nil: deleted).
+        case written(OwnTableCopies.TableRow?)
+        /// The table refused it.
+        case refused(TableRefusal)
+        /// An update or delete found no row.
+        case missing
+    }
+
+    /// Runs the mutation's statement on the app's table. Without
+    /// savepoints (the usual case), a refusal aborts the transaction: the
+    /// push is then run again with a savepoint around each table write
+    /// (``TableRefusal/NeedsSavepoints``), and this mutation alone is refused.
+    private func writeRow(_ mutation: Mutation, _ table: MappedTable, _ sent: JSONObject) throws -> TableWrite {
+        let statement = TableStatements.statement(for: mutation, table, sent: sent, user: principal.user, team: principal.team)
+        if usesSavepoints { try sql.execute("SAVEPOINT own_table_write", []) }
+        let rows: [SQLRow]
+        do {
+            rows = try sql.query(statement.text, statement.arguments)
+        } catch let error as DatabaseError where TableRefusal.isRefusal(error) {
+            guard usesSavepoints else { throw TableRefusal.NeedsSavepoints() }
+            try sql.execute("ROLLBACK TO SAVEPOINT own_table_write", [])
+            return .refused(TableRefusal(error, table: table))
+        }
+        if usesSavepoints { try sql.execute("RELEASE SAVEPOINT own_table_write", []) }
+        if mutation.op == .delete { return rows.isEmpty ? .missing : .written(nil) }
+        guard let first = rows.first else { return .missing }
+        return .written(OwnTableCopies.row(first))
+    }
+}
