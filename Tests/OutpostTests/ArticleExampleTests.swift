@@ -45,6 +45,28 @@ enum ArticleExamples {
         return try await download.data
     }
 
+    /// The own-tables article's record types: a mapped table's columns as
+    /// properties (compiled here; the article's tables need PostgreSQL).
+    struct Vehicle: SyncRecord {
+        static let collection = "vehicles"
+        var name: String
+        var plate: String?
+        var odometerKm: Int?
+        var createdAt: Date?
+    }
+
+    struct FuelLog: SyncRecord {
+        static let collection = "fuel_logs"
+        static let references = ["vehicle_id": "vehicles"]
+        var vehicleId: RecordLink<Vehicle>
+        var liters: Decimal
+        var pricePerLiter: Decimal
+        var totalCost: Decimal?   // read-only: the table's trigger computes it
+        var odometerKm: Int?
+        var filledAt: Date
+        var note: String?
+    }
+
     /// Stands for the app's own sign-in.
     struct SignIn: Sendable {
         let token: String
