@@ -89,7 +89,8 @@ final class LiveServer: @unchecked Sendable {
 
     init(
         _ backend: Backend, config: ServerConfig? = nil, clock: ManualWallClock = ManualWallClock(Date()),
-        databaseTimeouts: DatabaseTimeouts = .sharedTestDatabase, log: HTTPServer.Log? = nil
+        databaseTimeouts: DatabaseTimeouts = .sharedTestDatabase, log: HTTPServer.Log? = nil,
+        prepare: ((_ database: any ServerDatabase) throws -> Void)? = nil
     ) throws {
         var config = try config ?? ServerConfig()
         config.feedHoldWait = .sharedTestDatabase
@@ -102,6 +103,8 @@ final class LiveServer: @unchecked Sendable {
         }
         directory = try TemporaryDirectory(prefix: "outpost-server")
         (database, location) = try backend.makeDatabase(in: directory, timeouts: databaseTimeouts)
+        // The app's own tables, made before the server that maps them starts.
+        try prepare?(database)
         self.clock = clock
         server = try SyncServer(database: database, config: config, clock: clock)
         let server = self.server
