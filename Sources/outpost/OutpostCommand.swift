@@ -9,6 +9,7 @@ enum OutpostCommand {
         ("token", "Issue or revoke an access token."),
         ("seed", "Fill a server database with generated people (235,613 by default)."),
         ("feed", "After restoring a backup: make every device download its data again."),
+        ("tables", "The SQL Outpost adds to the app's own PostgreSQL tables, or take it away."),
         ("simulate", "Run the fault-injecting multi-device simulation and check invariants."),
         ("bench", "Measure sync speed against baselines taken in the same run."),
         ("login", "Sign in to a server with a token (per --profile)."),
@@ -46,6 +47,8 @@ enum OutpostCommand {
                 try SeedCommand.run(words)
             case "feed":
                 try FeedCommand.run(words)
+            case "tables":
+                try TablesCommand.run(words)
             case "simulate":
                 try await SimulateCommand.run(words)
             case "bench": try await BenchCommand.run(words)
@@ -99,6 +102,7 @@ enum OutpostCommand {
         case "token": return TokenCommand.help
         case "seed": return SeedCommand.help
         case "feed": return FeedCommand.help
+        case "tables": return TablesCommand.help
         case "simulate": return SimulateCommand.help
         case "bench": return BenchCommand.help
         case "login", "logout": return AccountCommands.help

@@ -69,6 +69,24 @@ package enum OwnTables {
         }
     }
 
+    /// The SQL `install` would run for every mapped table of `config`, as
+    /// one script (`outpost tables sql`). Outpost's own tables are migrated
+    /// first: the triggers write to them.
+    package static func script(for config: ServerConfig, in database: any ServerDatabase) throws -> String {
+        try ServerSchema.migrate(database)
+        let tables = try resolve(config, in: database)
+        let schema = try outpostSchema(database)
+        let channel = PostgresCommitListener.channel(schema: schema)
+        var text = "-- What Outpost installs on the app's own tables (outpost tables sql).\n-- Outpost's schema: \(schema)\n"
+        for table in tables.values.sorted(by: { $0.name < $1.name }) {
+            text += "\n-- \(table.mapping.qualifiedName) as the collection '\(table.name)'\n"
+            for statement in OwnTableSQL.installScript(table, outpostSchema: schema, channel: channel) {
+                text += statement + ";\n"
+            }
+        }
+        return text
+    }
+
     /// The mark on the table's trigger function, when its trigger is in place.
     static func installedMark(_ table: MappedTable, outpostSchema: String, in sql: any SQLExecutor) throws -> String? {
         let names = OwnTableSQL.Names(table.name)
