@@ -90,7 +90,7 @@ package final class OwnTableSequencer: @unchecked Sendable {
                 }
                 try drain()
             } catch {
-                log("own tables: \(error); trying again in a second")
+                if !isStopped { log("own tables: \(error); trying again in a second") }
             }
             wakeups.lock()
             if !pending && !stopped { _ = wakeups.wait(until: Date(timeIntervalSinceNow: 1)) }

@@ -131,6 +131,7 @@ final class LiveServer: @unchecked Sendable {
 
     deinit {
         http.stop()
+        server.ownTables?.stop()
         database.close()
     }
 
