@@ -352,4 +352,21 @@ struct OwnTablesTests {
             .write(to: URL(fileURLWithPath: path))
         #expect(throws: (any Error).self) { _ = try ServerConfig.load(path: path) }
     }
+
+    @Test func anAdministratorsReassignmentChangesTheTablesOwnerColumns() async throws {
+        let live = try Self.server()
+        try live.server.ownTables?.backfillAll()
+        let admin = try live.token("boss", .admin, team: "t-1")
+        _ = try live.token("u-2", team: "t-2")
+        let answer = try await live.send(
+            "POST", "/v1/records/vehicles/\(Self.van)/assign", token: admin, body: Data(#"{"owner": "u-2", "team": "t-2"}"#.utf8))
+        #expect(answer.status == 200, "\(answer.text)")
+        let row = try live.database.read { try $0.first("SELECT user_id, fleet_id FROM vehicles WHERE id = CAST(? AS uuid)", [.text(Self.van)]) }
+        #expect(row?.values == [.text("u-2"), .text("t-2")], "the table holds the owner, not only Outpost's copy")
+        let copy = try live.database.read { try $0.first("SELECT owner, team FROM records WHERE uuid = ?", [.text(Self.van)]) }
+        #expect(copy?.values == [.text("u-2"), .text("t-2")])
+        try live.server.ownTables?.drain()
+        let exits = try live.database.read { try $0.first("SELECT count(*) FROM scope_exits WHERE uuid = ?", [.text(Self.van)])?.int(0) }
+        #expect(exits == 1, "u-1 is told once; the trigger did not queue Outpost's own write")
+    }
 }

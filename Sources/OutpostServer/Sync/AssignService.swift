@@ -51,6 +51,14 @@ struct AssignService {
             else { throw APIError(.notFound, "No such record.") }
             guard record.owner != assignment.owner || record.team != assignment.team else { return try record.wire() }
             try Self.requireKnown(owner: assignment.owner, team: assignment.team, sql)
+            if let table = config.mappedTables[collection] {
+                // The app's table holds the owner: the change is made there, the copy follows.
+                notice = CommitNotice()
+                let stored = try Self.assign(record, in: table, assignment, versions: &versions, now: now, notice: &notice, sql)
+                try versions.finish(sql)
+                if let hub { try database.announce(notice.payload(origin: hub.origin), in: sql) }
+                return try stored.wire()
+            }
             try versions.requireNewer(than: record.version)
             // The exit gets its own feed version, before the record's new one.
             let exitVersion = try versions.next()
@@ -77,6 +85,40 @@ struct AssignService {
             try RecordHistory.keep(record, op: .assign, replacing: previous, user: principal.user, client: via, in: sql)
             return try record.wire()
         }
+    }
+
+    /// Gives a row of an app's table to another owner (and team, where the
+    /// table has a team column): an `UPDATE` of those columns, named to the
+    /// table's trigger as Outpost's own write, then the copy at a new version.
+    static func assign(
+        _ record: ServerRecord, in table: MappedTable, _ assignment: Assignment, versions: inout FeedVersions,
+        now: ServerTimestamp, notice: inout CommitNotice, _ sql: any SQLExecutor
+    ) throws -> ServerRecord {
+        var assignments = ["\(table.owner.quoted) = \(TableStatements.cast(table.owner))"]
+        var arguments: [SQLValue] = [.text(assignment.owner)]
+        if let team = table.team {
+            assignments.append("\(team.quoted) = \(TableStatements.cast(team))")
+            arguments.append(.text(assignment.team))
+        }
+        let rows: [SQLRow]
+        do {
+            rows = try sql.query(
+                """
+                UPDATE \(table.tableSQL) AS r SET \(assignments.joined(separator: ", "))
+                FROM (SELECT set_config('\(OwnTableSQL.writerSetting)', ?, true)) AS outpost_writer
+                WHERE r.\(table.key.quoted) = \(TableStatements.cast(table.key))
+                RETURNING \(OwnTableCopies.rowColumns(table))
+                """, arguments + [.text("\(table.name):\(record.uuid)"), .text(record.uuid)])
+        } catch let error as DatabaseError where TableRefusal.isRefusal(error) {
+            throw APIError(.invalidRequest, "The table refused the new owner: \(error.detail.primary ?? error.message)")
+        }
+        guard let row = rows.first.map(OwnTableCopies.row) else { throw APIError(.notFound, "No such record.") }
+        guard
+            let stored = try OwnTableCopies.write(
+                table, key: record.uuid, copy: record, row: row, team: row.team ?? assignment.team, by: nil,
+                versions: &versions, now: now, notice: &notice, in: sql)
+        else { throw APIError(.notFound, "No such record.") }
+        return stored
     }
 
     /// Refuses an owner or team the server has never seen, changing nothing.
