@@ -108,7 +108,7 @@ public final class SyncServer: Sendable {
         // Weakly: the hub keeps this handler, and a strong reference back
         // kept every hub (its timer ticking, its database read every tick)
         // alive after its server was gone.
-        sequencer?.start()
+        if config.sequencesInBackground { sequencer?.start() }
         liveHub.setTickHandler { [weak liveHub] _ in
             guard let liveHub else { return }
             // A token revoked by any process (the CLI, another server) ends its streams within a second.

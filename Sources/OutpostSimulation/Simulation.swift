@@ -25,10 +25,15 @@ public struct SimulationConfig: Sendable {
     /// The server resolves conflicts of every writable collection by field
     /// (`merge_fields`) instead of letting its copy win.
     public var mergeFields: Bool
+    /// A PostgreSQL cluster (`postgres://…`): the server runs on a database
+    /// of its own there, `people` is a table of the app's own, and the
+    /// company's backend writes to it as one more actor.
+    public var ownTables: String?
 
     public init(
         seed: UInt64, devices: Int = 4, operations: Int = 60, faultRate: Int = 15, liveChannels: Bool = true,
-        durableCommits: Bool = true, mergeFields: Bool = false, trace: (@Sendable (String) -> Void)? = nil
+        durableCommits: Bool = true, mergeFields: Bool = false, ownTables: String? = nil,
+        trace: (@Sendable (String) -> Void)? = nil
     ) {
         self.seed = seed
         self.devices = max(1, devices)
@@ -37,6 +42,7 @@ public struct SimulationConfig: Sendable {
         self.liveChannels = liveChannels
         self.durableCommits = durableCommits
         self.mergeFields = mergeFields
+        self.ownTables = ownTables
         self.trace = trace
     }
 
@@ -44,6 +50,7 @@ public struct SimulationConfig: Sendable {
     public var replayCommand: String {
         "outpost simulate --from \(seed) --seeds 1 --devices \(devices) --ops \(operations)" + (liveChannels ? "" : " --no-live")
             + (durableCommits ? "" : " --no-durable-commits") + (mergeFields ? " --merge-fields" : "")
+            + (ownTables == nil ? "" : " --own-tables")
     }
 }
 
@@ -71,8 +78,11 @@ public enum Simulation {
         var result = SimulationResult(config: config)
         let directory = try TemporaryDirectory(prefix: "outpost-sim")
         let serverClock = ManualWallClock(Date(timeIntervalSince1970: 1_796_000_000))
+        let backend = try config.ownTables.map { try SimulatedBackend(clusterURL: $0, seed: config.seed) }
+        defer { backend?.close() }
         // A small body limit, so oversized captures and batches meet it.
-        var serverConfig = try ServerConfig()
+        var serverConfig = try backend?.serverConfig(mergeFields: config.mergeFields) ?? ServerConfig()
+        serverConfig.sequencesInBackground = false
         serverConfig.buildsPagesAhead = false
         serverConfig.maxBodyBytes = Self.maxBodyBytes
         if config.mergeFields {
@@ -92,7 +102,12 @@ public enum Simulation {
         let serverDisk = try FaultyDisk(keepingOnlySynced: [serverPath + ".blobs"])
         let durability: Durability = config.durableCommits ? .powerLoss : .processCrash
         func openServer(_ durability: Durability) throws -> SyncServer {
-            try SyncServer(
+            // On PostgreSQL the database keeps what it committed: a power loss is the server's restart.
+            if let backend {
+                return try SyncServer(
+                    database: try PostgresDatabase(url: backend.location, poolSize: 2), config: serverConfig, clock: serverClock)
+            }
+            return try SyncServer(
                 database: try SQLiteServerDatabase(path: serverPath, lockWait: 0.02, vfs: serverDisk.name, durability: durability),
                 config: serverConfig, clock: serverClock)
         }
@@ -155,6 +170,9 @@ public enum Simulation {
                     result.violations.append(violation)
                 }
             }
+            try backend?.step(
+                server: server, owners: devices.map { ($0.principal.user, $0.principal.team) },
+                trace: { trace("\(operation) \($0)") })
             let index = Int(random.next() % UInt64(devices.count))
             let device = devices[index]
             let step = "\(operation) \(device.name):"
@@ -171,6 +189,8 @@ public enum Simulation {
                 // A restored database starts again from the backup's cursor:
                 // the cursor check starts again with it.
                 if kind == 0 && device.hasBackup { cursors[index] = nil }
+                // Another SQLite connection freezes inside a write: the SQLite server's fault.
+                if kind == 7 && backend != nil { continue }
                 if kind == 7 {
                     trace("\(step) sync beside a frozen server")
                     try await syncBesideAFrozenServer(device, serverPath: serverPath, vfs: serverDisk.name)
@@ -368,6 +388,8 @@ public enum Simulation {
             trace("\(device.name): signed in: \(Self.describe(.success(await device.engine.lastCycleReport ?? SyncReport(trigger: .manual))))")
         }
         trace("quiescence")
+        // The backend's last writes are sequenced before the devices converge.
+        if let count = try server.ownTables?.drain() { trace("backend: \(count) queued row(s) sequenced") }
         if config.liveChannels {
             // Each device pushed and took a snapshot when it signed in; what
             // the others pushed after that reaches it on its live channel,
@@ -410,6 +432,7 @@ public enum Simulation {
         }
         let report = try await InvariantChecker.check(server: server, devices: devices.map(\.checked))
         result.violations += report.violations
+        if let backend { result.violations += try backend.mismatches(server: server) }
         result.checks = report.checks
         for device in devices {
             await device.engine.stop()

@@ -14,6 +14,10 @@ public struct ServerConfig: Sendable {
     /// The mapped tables as read from the database at start (set by the
     /// server, never by the configuration file).
     package var mappedTables: [String: MappedTable] = [:]
+    /// Rows of mapped tables written by others are sequenced by a thread of
+    /// the server's own. Off in the deterministic simulation, which runs
+    /// the sequencer (`SyncServer.ownTables`) at moments its seed chooses.
+    package var sequencesInBackground = true
     /// How long tombstones are kept; older pull cursors get 410.
     public var tombstoneHorizon: TimeInterval
     /// How long push results are kept for duplicates and `GET /v1/mutations/{id}`.

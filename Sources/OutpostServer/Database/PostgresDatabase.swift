@@ -670,3 +670,14 @@ private final class RewriteCache: Sendable {
         }
     }
 }
+
+extension PostgresDatabase {
+    /// Runs `CREATE DATABASE` or `DROP DATABASE` (which no transaction may
+    /// hold) on the cluster at `url`: for the simulation's database per run.
+    package static func clusterCommand(_ sql: String, at url: String) throws {
+        let connection = try PostgresConnection(
+            url: url, redactedURL: "the PostgreSQL cluster", timeouts: DatabaseTimeouts(), failureKind: .failure)
+        defer { connection.finish() }
+        try connection.command(sql)
+    }
+}

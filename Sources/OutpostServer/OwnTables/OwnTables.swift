@@ -87,6 +87,33 @@ package enum OwnTables {
         return text
     }
 
+    /// Where Outpost's copies of `table` differ from the table itself (after
+    /// the queue was drained): a row without a live copy, a live copy
+    /// without a row, a copy whose data, owner or team is not the row's.
+    /// Empty when they agree.
+    package static func copyMismatches(_ table: MappedTable, in database: any ServerDatabase) throws -> [String] {
+        try database.read { sql in
+            var copies: [String: ServerRecord] = [:]
+            for row in try sql.query("SELECT \(ServerRecord.columns) FROM records WHERE collection = ? AND deleted = 0", [.text(table.name)]) {
+                let record = ServerRecord(row)
+                copies[record.uuid] = record
+            }
+            var mismatches: [String] = []
+            for found in try sql.query("SELECT \(OwnTableCopies.rowColumns(table)) FROM \(table.tableSQL) r", []) {
+                let row = OwnTableCopies.row(found)
+                guard let copy = copies.removeValue(forKey: row.key) else {
+                    mismatches.append("\(table.name) \(row.key) is in the table but has no live copy")
+                    continue
+                }
+                if copy.dataText != row.dataText || copy.owner != row.owner || (row.team.map { $0 != copy.team } ?? false) {
+                    mismatches.append("\(table.name) \(row.key): the copy says \(copy.owner) \(copy.dataText ?? "null"), the table \(row.owner) \(row.dataText)")
+                }
+            }
+            for key in copies.keys.sorted() { mismatches.append("\(table.name) \(key) has a live copy but no row in the table") }
+            return mismatches
+        }
+    }
+
     /// The mark on the table's trigger function, when its trigger is in place.
     static func installedMark(_ table: MappedTable, outpostSchema: String, in sql: any SQLExecutor) throws -> String? {
         let names = OwnTableSQL.Names(table.name)

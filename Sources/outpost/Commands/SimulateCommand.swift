@@ -5,7 +5,7 @@ import OutpostSimulation
 enum SimulateCommand {
     static let help = """
         Usage: outpost simulate [--seeds N] [--from SEED] [--devices D] [--ops K] [--fault-rate PERCENT] [--no-live]
-                               [--no-durable-commits] [--merge-fields] [--trace]
+                               [--no-durable-commits] [--merge-fields] [--own-tables [--database URL]] [--trace]
 
         Runs the real client engine and store on several simulated devices against the real
         server's request handling (SQLite), through a network that drops requests and answers,
@@ -30,11 +30,16 @@ enum SimulateCommand {
                               losses then lose acknowledged work, and seeds must fail
           --merge-fields      the server resolves conflicts by field (merge_fields) in every
                               writable collection, instead of letting its copy win
+          --own-tables        the server runs on PostgreSQL (a database of its own per seed, in the
+                              cluster of --database or $OUTPOST_TEST_POSTGRES_URL), `people` is a
+                              table of the app's own, and the company's backend edits, adds and
+                              deletes people in it between the devices' steps; at the end the
+                              server's copies must also equal the table
           --trace             print every step, fault and sync of each seed (to replay one)
         """
 
     static func run(_ words: [String]) async throws {
-        var arguments = try Arguments(words, flagNames: ["trace", "no-live", "no-durable-commits", "merge-fields"])
+        var arguments = try Arguments(words, flagNames: ["trace", "no-live", "no-durable-commits", "merge-fields", "own-tables"])
         let seeds = try arguments.integer("seeds", in: 1...1_000_000) ?? 100
         let first = UInt64(try arguments.integer("from", in: 0...Int.max) ?? 1)
         let devices = try arguments.integer("devices", in: 1...32) ?? 4
@@ -43,6 +48,13 @@ enum SimulateCommand {
         let live = !arguments.flag("no-live")
         let durableCommits = !arguments.flag("no-durable-commits")
         let mergeFields = arguments.flag("merge-fields")
+        var ownTables: String?
+        if arguments.flag("own-tables") {
+            guard let url = arguments.option("database") ?? ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] else {
+                throw UsageError("--own-tables needs a PostgreSQL cluster: --database postgres://… (or OUTPOST_TEST_POSTGRES_URL).")
+            }
+            ownTables = url
+        }
         var trace: (@Sendable (String) -> Void)?
         if arguments.flag("trace") {
             trace = { line in FileHandle.standardError.write(Data("  · \(line)\n".utf8)) }
@@ -58,7 +70,7 @@ enum SimulateCommand {
         for offset in 0..<UInt64(seeds) {
             let config = SimulationConfig(
                 seed: first + offset, devices: devices, operations: operations, faultRate: faultRate, liveChannels: live,
-                durableCommits: durableCommits, mergeFields: mergeFields, trace: trace)
+                durableCommits: durableCommits, mergeFields: mergeFields, ownTables: ownTables, trace: trace)
             let result: SimulationResult
             do {
                 result = try await Simulation.run(config)

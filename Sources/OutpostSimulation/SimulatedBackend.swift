@@ -1,0 +1,114 @@
+import Foundation
+import OutpostCore
+import OutpostServer
+
+/// The simulation with `people` as a table of the app's own PostgreSQL
+/// database, and the company's backend writing to it as one more actor:
+/// it edits people's notes and phones, adds people for the devices' users
+/// and deletes some, through a connection of its own, as the app's API
+/// would. Its writes are sequenced at moments the seed chooses (the
+/// server's sequencer thread is off), so a seed replays the same way.
+final class SimulatedBackend {
+    let location: String
+    private let clusterURL: String
+    private let name: String
+    private let database: PostgresDatabase
+    private var random: SeededRandom
+    private var added = 0
+
+    /// A database of its own for this run, with the app's table.
+    init(clusterURL: String, seed: UInt64) throws {
+        self.clusterURL = clusterURL
+        name = "sim_\(seed)_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(10)
+        try PostgresDatabase.clusterCommand("CREATE DATABASE \(name)", at: clusterURL)
+        guard var components = URLComponents(string: clusterURL) else { throw URLError(.badURL) }
+        components.path = "/\(name)"
+        location = components.string ?? clusterURL
+        database = try PostgresDatabase(url: location, poolSize: 1)
+        try database.write { sql in
+            _ = try sql.execute(
+                """
+                CREATE TABLE app_people (id uuid PRIMARY KEY, owner_id text NOT NULL, team_id text NOT NULL,
+                    name text NOT NULL, phone text, address text, notes text, section integer, created_at timestamptz)
+                """, [])
+        }
+        random = SeededRandom(seed: seed ^ 0x4241_434B_454E_4421)
+    }
+
+    /// `people` on the app's table; the other collections as before.
+    func serverConfig(mergeFields: Bool) throws -> ServerConfig {
+        try ServerConfig(
+            collections: [DefaultCollections.visits, DefaultCollections.catalogs],
+            tables: [
+                TableMapping(
+                    name: "people", table: "public.app_people", key: "id", ownerColumn: "owner_id", teamColumn: "team_id",
+                    windowField: "created_at", policy: mergeFields ? .mergeFields : .serverWins,
+                    declaredFields: ["name": FieldSchema(.text, required: true)])
+            ])
+    }
+
+    /// Now and then, one write of the backend; the queue is sequenced now or
+    /// left for later (a push of the same row, or a later round, settles it).
+    func step(server: SyncServer, owners: [(user: String, team: String)], trace: (String) -> Void) throws {
+        guard random.next() % 100 < 15 else { return }
+        let kind = random.next() % 10
+        try database.write { sql in
+            let people = try sql.query("SELECT CAST(id AS text) FROM app_people ORDER BY id", []).map { $0.string(0) }
+            switch kind {
+            case 0..<5 where !people.isEmpty:
+                let target = people[Int(random.next() % UInt64(people.count))]
+                let field = random.next() % 2 == 0 ? "notes" : "phone"
+                let value = "backend \(random.next() % 1000)"
+                try sql.execute("UPDATE app_people SET \(field) = ? WHERE id = CAST(? AS uuid)", [.text(value), .text(target)])
+                trace("backend: \(field) of \(target) = \(value)")
+            case 5..<8, 0..<5:
+                let owner = owners[Int(random.next() % UInt64(owners.count))]
+                added += 1
+                let uuid = Self.uuid(&random).wireText
+                try sql.execute(
+                    "INSERT INTO app_people (id, owner_id, team_id, name, section) VALUES (CAST(? AS uuid), ?, ?, ?, ?)",
+                    [.text(uuid), .text(owner.user), .text(owner.team), .text("Imported \(added)"), .integer(Int64(random.next() % 9))])
+                trace("backend: add person \(uuid) for \(owner.user)")
+            default:
+                guard !people.isEmpty else { return }
+                let target = people[Int(random.next() % UInt64(people.count))]
+                try sql.execute("DELETE FROM app_people WHERE id = CAST(? AS uuid)", [.text(target)])
+                trace("backend: delete person \(target)")
+            }
+        }
+        if random.next() % 2 == 0 {
+            let count = try server.ownTables?.drain() ?? 0
+            trace("backend: \(count) queued row(s) sequenced")
+        }
+    }
+
+    /// A random (version 4) uuid from the seed, as a backend's database would make.
+    static func uuid(_ random: inout SeededRandom) -> UUID {
+        var bytes = withUnsafeBytes(of: random.next().bigEndian) { Array($0) } + withUnsafeBytes(of: random.next().bigEndian) { Array($0) }
+        bytes[6] = bytes[6] & 0x0F | 0x40
+        bytes[8] = bytes[8] & 0x3F | 0x80
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9], bytes[10],
+                bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
+    }
+
+    /// Where the copies disagree with the table, after the queue is drained.
+    func mismatches(server: SyncServer) throws -> [Violation] {
+        try server.ownTables?.drain()
+        var violations: [Violation] = []
+        for table in server.config.mappedTables.values {
+            for mismatch in try OwnTables.copyMismatches(table, in: server.database) {
+                violations.append(Violation(invariant: "I5", detail: "the server's copy differs from the app's table: \(mismatch)"))
+            }
+        }
+        return violations
+    }
+
+    /// Drops the run's database.
+    func close() {
+        database.close()
+        try? PostgresDatabase.clusterCommand("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", at: clusterURL)
+    }
+}
