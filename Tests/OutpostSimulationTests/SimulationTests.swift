@@ -48,6 +48,30 @@ struct SimulationTests {
         #expect(writes > 400)
     }
 
+    /// `people` as a table of the app's own PostgreSQL database, the
+    /// company's backend editing, adding and deleting people in it between
+    /// the devices' steps (with every fault above but the SQLite server's
+    /// frozen lock): every invariant holds, and the server's copies equal
+    /// the table at the end.
+    @Test(
+        .timeLimit(.minutes(6)),
+        .enabled(if: ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] != nil, "needs scripts/with-postgres"))
+    func seedsWithTheAppsOwnTableAndItsBackendHoldEveryInvariant() async throws {
+        let cluster = try #require(ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"])
+        var failures: [String] = []
+        var writes = 0
+        for seed in 1...UInt64(30) {
+            let result = try await Simulation.run(
+                SimulationConfig(seed: seed, devices: 4, operations: 50, mergeFields: seed % 2 == 0, ownTables: cluster))
+            writes += result.writes
+            if !result.violations.isEmpty {
+                failures.append("seed \(seed): \(result.violations.prefix(3).map(\.description).joined(separator: "; ")) — replay: \(result.config.replayCommand)")
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) failing seeds:\n\(failures.prefix(10).joined(separator: "\n"))")
+        #expect(writes > 300)
+    }
+
     /// Found by the seeds with conflicts by field: a coordinator restored
     /// from a backup taken before its create of a person was answered edits
     /// the person's address and deletes it (the create and the delete cancel

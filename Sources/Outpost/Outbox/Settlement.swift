@@ -109,8 +109,9 @@ extension Outbox {
             // Deleted by someone else (or out of scope): the edit lost, no resurrection.
             settlement.conflicts.append(try conflict(entry, serverRecord: nil))
         case .rejected, .forbidden, .notFound:
+            // `message`: the database's own words when an app's table refused the change.
             let rejection = Rejection(
-                code: result.code ?? status.rawValue, errors: result.errors ?? [:], op: entry.op)
+                code: result.code ?? status.rawValue, errors: result.errors ?? [:], op: entry.op, message: result.message)
             settlement.rejected.append(RejectedChange(record: entry.record, mutationID: entry.mutationID, rejection: rejection))
             try reject(entry, rejection)
         }

@@ -22,7 +22,9 @@ public struct Rejection: Sendable, Equatable, Codable {
     /// The refused operation (`create`, `update`, `delete`).
     public var op: MutationOp
     /// The server's sentence when it refused the whole request this change
-    /// was in (and it alone was at fault), or why the device stopped sending it.
+    /// was in (and it alone was at fault), the database's own words when a
+    /// table of the app's refused it (`constraint_violation`), or why the
+    /// device stopped sending it.
     public var message: String?
 
     /// A rejection made from its code, field errors, refused operation and optional message.
