@@ -47,6 +47,14 @@ extension SyncServer {
             user: request.user)
     }
 
+    /// `GET /v1/collections`: every collection this server syncs, by name,
+    /// with its fields as devices see them (a mapped table's read from its columns).
+    func collections(_ request: RouteRequest) throws -> HTTPResponse {
+        _ = try request.caller()
+        return try json(
+            CollectionsResponse(collections: config.collections.values.sorted { $0.name < $1.name }), user: request.user)
+    }
+
     func search(_ request: RouteRequest) throws -> HTTPResponse {
         let principal = try request.caller()
         let limit = try Self.limitArgument(request.http)

@@ -4,7 +4,8 @@ public import OutpostCore
 /// What `outpost serve` serves: the collections and the server's limits.
 ///
 /// Read from a JSON file (`--config`) or the built-in default:
-/// `{"collections": [CollectionSchema…], "tombstone_horizon_days": 90}`.
+/// `{"collections": [CollectionSchema…], "tombstone_horizon_days": 90}`;
+/// a file's collections are added to the default ones.
 public struct ServerConfig: Sendable {
     public var collections: [String: CollectionSchema]
     /// Collections that are tables of the app's own PostgreSQL database, by
@@ -193,6 +194,11 @@ public struct ServerConfig: Sendable {
                 case .table(let mapping): tables.append(mapping)
                 }
             }
+            // The file's collections are added to the defaults (one of the
+            // same name replaces it): devices and the CLI always find the
+            // read-only catalogs beside the app's own collections.
+            let named = Set(schemas.map(\.name) + tables.map(\.name))
+            schemas = DefaultCollections.all.filter { !named.contains($0.name) } + schemas
             var config = try ServerConfig(
                 collections: schemas, tables: tables, tombstoneHorizon: (file.tombstoneHorizonDays ?? 90) * 86_400)
             if let perMinute = file.rateLimitPerMinute {

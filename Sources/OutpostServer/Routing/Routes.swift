@@ -25,6 +25,7 @@ extension Router {
                     device.get("pull", live: SyncServer.pull)
                     device.get("stream", live: SyncServer.stream)
                     device.get("scope", use: SyncServer.scope)
+                    device.get("collections", use: SyncServer.collections)
                     device.get("search", use: SyncServer.search)
                     device.get("mutations/:id", use: SyncServer.mutation)
                     device.get("records/:collection/:id", use: SyncServer.record)

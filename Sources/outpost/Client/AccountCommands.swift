@@ -44,7 +44,14 @@ enum AccountCommands {
                 try await store.destroy()
             }
         }
-        try profile.save(Profile.Account(server: server, token: token, user: scope.user, role: scope.role, team: scope.team))
+        // The collections the server syncs (a server without the endpoint: its defaults).
+        let collections = try? await transport.send(
+            TransportRequest(method: "GET", target: "/v1/collections", headers: ["Authorization": "Bearer \(token)"], timeout: 10))
+        let schemas = collections.flatMap { $0.status == 200 ? try? WireCoding.decode(CollectionsResponse.self, from: $0.body) : nil }
+        try profile.save(
+            Profile.Account(
+                server: server, token: token, user: scope.user, role: scope.role, team: scope.team,
+                collections: schemas?.collections))
         print("Signed in as \(scope.user) (\(scope.role.rawValue), team \(scope.team)) on \(server).")
     }
 

@@ -104,7 +104,7 @@ enum CaptureCommands {
         guard !patch.isEmpty || !files.isEmpty else { throw UsageError("Give at least one field=value to change.") }
         _ = try profile.loadAccount()
         try await profile.withStore { store in
-            let collection = try await locate(uuid, in: store)
+            let collection = try await locate(uuid, in: store, among: profile.collections.map(\.name))
             try await store.write { transaction in
                 var patch = patch
                 for file in files { patch[file.field] = try transaction.attach(contentsOf: file.file).jsonValue }
@@ -124,15 +124,15 @@ enum CaptureCommands {
         guard let uuid = UUID.fromWire(uuidText) else { throw UsageError("'\(uuidText)' is not a record id (a UUID).") }
         _ = try profile.loadAccount()
         try await profile.withStore { store in
-            let collection = try await locate(uuid, in: store)
+            let collection = try await locate(uuid, in: store, among: profile.collections.map(\.name))
             try await store.delete(in: collection, uuid)
             print("Deleted \(collection) record \(uuid.wireText).")
         }
     }
 
-    static func locate(_ uuid: UUID, in store: LocalStore) async throws -> String {
-        for descriptor in Profile.collections where try await store.get(in: descriptor.name, uuid) != nil {
-            return descriptor.name
+    static func locate(_ uuid: UUID, in store: LocalStore, among collections: [String]) async throws -> String {
+        for name in collections where try await store.get(in: name, uuid) != nil {
+            return name
         }
         throw CommandFailure("No record \(uuid.wireText) on this computer.")
     }
@@ -145,7 +145,7 @@ enum CaptureCommands {
         guard arguments.positional.count <= 1 else { throw UsageError("list takes at most one collection.") }
         _ = try profile.loadAccount()
         try await profile.withStore { store in
-            let names = arguments.positional.first.map { [$0] } ?? Profile.collections.map(\.name)
+            let names = arguments.positional.first.map { [$0] } ?? profile.collections.map(\.name)
             let now = Date()
             var shown = 0
             for name in names {
@@ -189,8 +189,8 @@ extension CaptureCommands {
             let engine = try profile.engine(store: store, account: account, timeout: 30)
             // The record naming it says its size; else the server does.
             var known: AttachedFile?
-            for descriptor in Profile.collections where known == nil {
-                for record in try await store.query(RecordQuery(descriptor.name)) {
+            for name in profile.collections.map(\.name) where known == nil {
+                for record in try await store.query(RecordQuery(name)) {
                     if let found = AttachedFile.all(in: record.value).values.first(where: { $0.sha256 == sha }) {
                         known = found
                         break

@@ -18,6 +18,9 @@ struct Profile {
         var user: String
         var role: Role
         var team: String
+        /// The writable collections the server syncs, as it said at sign-in
+        /// (the app's own tables among them); nil: the server's defaults.
+        var collections: [CollectionSchema]? = nil
     }
 
     init(name: String) throws {
@@ -64,14 +67,18 @@ struct Profile {
         }
     }
 
-    /// The collections a CLI device keeps (the server's defaults).
-    static let collections = DefaultCollections.all.filter { !$0.readOnly }.map {
-        CollectionDescriptor(schema: $0, indexedFields: $0.name == "people" ? ["name"] : [])
+    /// The collections a CLI device keeps: those the server named at
+    /// sign-in, or the server's defaults.
+    var collections: [CollectionDescriptor] {
+        let schemas = (try? loadAccount())?.collections ?? DefaultCollections.all
+        return schemas.filter { !$0.readOnly }.map {
+            CollectionDescriptor(schema: $0, indexedFields: $0.name == "people" ? ["name"] : [])
+        }
     }
 
     func openStore(ifDatabaseLost: LostDatabasePolicy = .refuse) throws -> LocalStore {
         try DurableFiles.createDirectory(dataDirectory.path)
-        return try LocalStore(path: databasePath, collections: Self.collections, ifDatabaseLost: ifDatabaseLost)
+        return try LocalStore(path: databasePath, collections: collections, ifDatabaseLost: ifDatabaseLost)
     }
 
     /// Runs `body` on the profile's store and closes the store before

@@ -19,7 +19,7 @@ enum WatchCommand {
         var arguments = try Arguments(words)
         let profile = try Profile.from(&arguments)
         try arguments.checkAllUsed()
-        let known = Set(Profile.collections.map(\.name))
+        let known = Set(profile.collections.map(\.name))
         let wanted = Set(arguments.positional)
         if let unknown = wanted.subtracting(known).sorted().first {
             throw UsageError("'\(unknown)' is not a collection here; choose from \(known.sorted().joined(separator: ", ")).")
