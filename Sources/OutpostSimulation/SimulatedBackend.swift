@@ -49,8 +49,10 @@ final class SimulatedBackend {
 
     /// Now and then, one write of the backend; the queue is sequenced now or
     /// left for later (a push of the same row, or a later round, settles it).
-    func step(server: SyncServer, owners: [(user: String, team: String)], trace: (String) -> Void) throws {
-        guard random.next() % 100 < 15 else { return }
+    /// Returns whether the backend wrote.
+    @discardableResult
+    func step(server: SyncServer, owners: [(user: String, team: String)], trace: (String) -> Void) throws -> Bool {
+        guard random.next() % 100 < 15 else { return false }
         let kind = random.next() % 10
         try database.write { sql in
             let people = try sql.query("SELECT CAST(id AS text) FROM app_people ORDER BY id", []).map { $0.string(0) }
@@ -80,6 +82,7 @@ final class SimulatedBackend {
             let count = try server.ownTables?.drain() ?? 0
             trace("backend: \(count) queued row(s) sequenced")
         }
+        return true
     }
 
     /// A random (version 4) uuid from the seed, as a backend's database would make.

@@ -4,6 +4,10 @@ import OutpostCore
 
 /// The faults the simulated network injects, by kind.
 public enum FaultKind: String, Sendable, CaseIterable, Comparable {
+    /// Not a fault of the network: the company's backend wrote to the app's
+    /// own table between the devices' steps (`--own-tables`), counted here
+    /// with what else happened to the run.
+    case backendWrite = "backend_write"
     case requestDropped = "request_dropped"
     case responseDropped = "response_dropped"
     /// The server acts and answers, but the answer's body arrives cut short.

@@ -170,9 +170,12 @@ public enum Simulation {
                     result.violations.append(violation)
                 }
             }
-            try backend?.step(
+            if try backend?.step(
                 server: server, owners: devices.map { ($0.principal.user, $0.principal.team) },
-                trace: { trace("\(operation) \($0)") })
+                trace: { trace("\(operation) \($0)") }) == true
+            {
+                result.faults[.backendWrite, default: 0] += 1
+            }
             let index = Int(random.next() % UInt64(devices.count))
             let device = devices[index]
             let step = "\(operation) \(device.name):"
