@@ -369,4 +369,24 @@ struct OwnTablesTests {
         let exits = try live.database.read { try $0.first("SELECT count(*) FROM scope_exits WHERE uuid = ?", [.text(Self.van)])?.int(0) }
         #expect(exits == 1, "u-1 is told once; the trigger did not queue Outpost's own write")
     }
+
+    @Test func theCollectionsEndpointDescribesTheTablesFieldsAsReadFromTheirColumns() async throws {
+        let live = try Self.server()
+        let ana = try live.token("u-1", team: "t-1")
+        let answer = try await live.get("/v1/collections", token: ana)
+        #expect(answer.status == 200)
+        let collections = try answer.decode(CollectionsResponse.self).collections
+        #expect(collections.map(\.name) == ["catalogs", "fuel_logs", "people", "vehicles", "visits"])
+        let logs = try #require(collections.first { $0.name == "fuel_logs" })
+        #expect(logs.policy == .mergeFields, "the default for a table of the app's own")
+        #expect(logs.windowField == "filled_at")
+        #expect(logs.fields["liters"] == FieldSchema(.number, required: true), "declared in the configuration")
+        #expect(logs.fields["price_per_liter"] == FieldSchema(.number))
+        #expect(logs.fields["vehicle_id"] == FieldSchema(.reference(collection: "vehicles")), "a foreign key to a mapped table")
+        #expect(logs.fields["paid"] == FieldSchema(.boolean))
+        #expect(logs.fields["extra"] == FieldSchema(.json))
+        #expect(logs.fields["filled_at"] == FieldSchema(.timestamp))
+        #expect(logs.fields["id"] == nil && logs.fields["user_id"] == nil && logs.fields["fleet_id"] == nil)
+        #expect(try await live.get("/v1/collections", token: nil).status == 401)
+    }
 }

@@ -12,8 +12,19 @@ extension PushSession {
             PushOutcome(status: status, record: record, code: code, errors: errors)
         }
         let uuid = mutation.uuid.wireText
-        try settleQueued(table, uuid)
-        let existing = try load(table.name, uuid, forUpdate: true)
+        let found = try lockRow(table, uuid)
+        var existing = try load(table.name, uuid, forUpdate: true)
+        // The copy must say what the table holds before the checks: a write
+        // of the row still queued, a row not yet given its copy (the
+        // backfill goes on), or a copy whose row is gone though no trigger
+        // said so (the table's triggers were off).
+        if found.queued || (found.row && existing == nil) || (!found.row && existing.map { !$0.deleted } == true) {
+            try OwnTableCopies.settle(table, keys: [uuid], versions: &versions, now: now, notice: &notice, in: sql)
+            if found.queued {
+                try sql.execute("DELETE FROM own_table_pending WHERE collection = ? AND uuid = ?", [.text(table.name), .text(uuid)])
+            }
+            existing = try load(table.name, uuid, forUpdate: true)
+        }
         let schema = table.schema
         switch mutation.op {
         case .create:
@@ -86,18 +97,15 @@ extension PushSession {
         return result(.applied, stored)
     }
 
-    /// Locks the app's row (another writer of it waits for this push) and,
-    /// when a write of it by someone else is still queued, sequences that
-    /// first: the base-version check must see every committed write.
-    private mutating func settleQueued(_ table: MappedTable, _ uuid: String) throws {
-        let row = try sql.first(
+    /// Locks the app's row (another writer of it waits for this push) and
+    /// its queue entry; says whether each is there.
+    private func lockRow(_ table: MappedTable, _ uuid: String) throws -> (row: Bool, queued: Bool) {
+        let found = try sql.first(
             """
             SELECT (SELECT 1 FROM \(table.tableSQL) r WHERE r.\(table.key.quoted) = CAST(? AS \(table.key.sqlType)) FOR UPDATE),
                 (SELECT 1 FROM own_table_pending WHERE collection = ? AND uuid = ? FOR UPDATE)
             """, [.text(uuid), .text(table.name), .text(uuid)])
-        guard let row, !row.isNull(1) else { return }
-        try OwnTableCopies.settle(table, keys: [uuid], versions: &versions, now: now, notice: &notice, in: sql)
-        try sql.execute("DELETE FROM own_table_pending WHERE collection = ? AND uuid = ?", [.text(table.name), .text(uuid)])
+        return (found.map { !$0.isNull(0) } ?? false, found.map { !$0.isNull(1) } ?? false)
     }
 
     enum TableWrite {
