@@ -389,4 +389,28 @@ struct OwnTablesTests {
         #expect(logs.fields["id"] == nil && logs.fields["user_id"] == nil && logs.fields["fleet_id"] == nil)
         #expect(try await live.get("/v1/collections", token: nil).status == 401)
     }
+
+    @Test func aPushMeetingARowTheBackfillHasNotReachedSeesIt() async throws {
+        var config = try Self.config()
+        config.sequencesInBackground = false
+        let live = try Self.server(config: config)
+        let ana = try live.token("u-1", team: "t-1")
+        let phone = TestDevice()
+        let copies = try live.database.read { try $0.first("SELECT count(*) FROM records WHERE collection = 'vehicles'")?.int(0) }
+        #expect(copies == 0, "no backfill has run")
+        let van = try #require(UUID.fromWire(Self.van))
+        let again = try await live.push(
+            phone.request(phone.mutation(.create, "vehicles", uuid: van, data: ["name": "Mine now"])), token: ana)
+        #expect(again.results[0].status == .conflict, "the row is there: a create of its key conflicts, never a 5xx or a refusal")
+        #expect(again.results[0].record?.data?["name"] == .string("Van"))
+        let renamed = try await live.push(
+            phone.request(phone.mutation(.update, "vehicles", uuid: van, data: ["name": "Van 1"])), token: ana)
+        #expect(renamed.results[0].status == .applied)
+        let name = try live.database.read { try $0.first("SELECT name FROM vehicles WHERE id = CAST(? AS uuid)", [.text(Self.van)])?.string(0) }
+        #expect(name == "Van 1")
+        // The backfill, when it comes, keeps the copy the push wrote.
+        try live.server.ownTables?.backfillAll()
+        let copy = try live.database.read { try $0.first("SELECT data FROM records WHERE uuid = ?", [.text(Self.van)])?.string(0) }
+        #expect(copy?.contains("Van 1") == true)
+    }
 }

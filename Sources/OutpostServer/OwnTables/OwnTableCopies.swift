@@ -41,10 +41,16 @@ enum OwnTableCopies {
     }
 
     /// An array parameter of text values (`CAST(? AS type[])`).
-    static func arrayLiteral(_ values: [String]) -> SQLValue {
+    static func arrayLiteral(_ values: [String]) -> SQLValue { arrayLiteral(values.map(Optional.some)) }
+
+    /// The same, with NULL elements.
+    static func arrayLiteral(_ values: [String?]) -> SQLValue {
         .text(
-            "{" + values.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
-                .joined(separator: ",") + "}")
+            "{"
+                + values.map { value in
+                    guard let value else { return "NULL" }
+                    return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+                }.joined(separator: ",") + "}")
     }
 
     /// The rows of `keys` as the table holds them now (absent: deleted).

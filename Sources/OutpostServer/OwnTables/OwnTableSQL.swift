@@ -22,7 +22,8 @@ package enum OwnTableSQL {
 
     /// The transaction-local setting by which Outpost's own write of a row
     /// (a device's change) tells the trigger not to note it: Outpost writes
-    /// its copy of the row in the same transaction.
+    /// its copy of the row in the same transaction. `collection:key` names
+    /// one row, `collection:*` every row a statement of the push writes.
     static let writerSetting = "outpost.writer"
 
     /// What a collection's added objects are called (PostgreSQL cuts names at 63 bytes).
@@ -98,7 +99,8 @@ package enum OwnTableSQL {
                 row_key text;
             BEGIN
                 IF TG_OP = 'DELETE' THEN row_key := CAST(OLD.\(key) AS text); ELSE row_key := CAST(NEW.\(key) AS text); END IF;
-                IF pg_trigger_depth() = 1 AND current_setting('\(writerSetting)', true) = \(collection) || ':' || row_key THEN
+                IF pg_trigger_depth() = 1
+                    AND current_setting('\(writerSetting)', true) IN (\(collection) || ':' || row_key, \(collection) || ':*') THEN
                     RETURN NULL;
                 END IF;
                 \(queue)

@@ -59,10 +59,10 @@ enum TableStatements {
 
     /// A placeholder cast to the column's type. Times arrive as RFC 3339
     /// text; a column without a time zone (or a date) holds them in UTC.
-    static func cast(_ column: MappedColumn) -> String {
+    static func cast(_ column: MappedColumn, _ expression: String = "?") -> String {
         switch column.kind {
-        case .timestamp, .date: return "CAST(CAST(? AS timestamptz) AT TIME ZONE 'UTC' AS \(column.sqlType))"
-        default: return "CAST(? AS \(column.sqlType))"
+        case .timestamp, .date: return "CAST(CAST(\(expression) AS timestamptz) AT TIME ZONE 'UTC' AS \(column.sqlType))"
+        default: return "CAST(\(expression) AS \(column.sqlType))"
         }
     }
 

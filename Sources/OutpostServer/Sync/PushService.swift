@@ -58,8 +58,13 @@ struct PushService {
             var lastSeq = try session.lockClientSeq()
             try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
             var results: [[UInt8]] = []
+            var stored = StoredResults(user: principal.user, client: client, now: now)
             var statuses: [MutationStatus] = []
             let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
+            // Creates into the app's own tables, written for the whole batch at once where they are plain.
+            let once = Dictionary(grouping: request.mutations, by: \.uuid).filter { $0.value.count == 1 }
+            try session.prepareTableCreates(
+                request.mutations.filter { $0.seq > lastSeq && earlier[$0.id.wireText] == nil && once[$0.uuid] != nil })
             for mutation in request.mutations {
                 if mutation.seq <= lastSeq {
                     let result = try session.duplicate(of: mutation)
@@ -84,18 +89,11 @@ struct PushService {
                     text = outcome.wire(mutation)
                     statuses.append(outcome.status)
                 }
-                try sql.execute(
-                    """
-                    INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """,
-                    [
-                        .text(principal.user), .text(client), .integer(mutation.seq), .text(mutation.id.wireText),
-                        .text(String(decoding: text, as: UTF8.self)), .text(now.rawValue),
-                    ])
+                try stored.add(mutation, result: text, in: sql)
                 lastSeq = mutation.seq
                 results.append(text)
             }
+            try stored.flush(sql)
             try sql.execute(
                 """
                 INSERT INTO client_seqs (user_id, client_id, last_seq, updated_at) VALUES (?, ?, ?, ?)
@@ -137,6 +135,8 @@ struct PushSession {
     /// Whether each write to an app's own table runs under a savepoint: set
     /// when the push is run again after the table refused one of its changes.
     var usesSavepoints = false
+    /// Outcomes of creates already written for the whole batch (`prepareTableCreates`), by mutation id.
+    var prepared: [UUID: PushOutcome] = [:]
 
     var scope: Scope { Scope(principal: principal, config: config) }
 
@@ -226,6 +226,7 @@ struct PushSession {
     }
 
     mutating func apply(_ mutation: Mutation) throws -> PushOutcome {
+        if let outcome = prepared.removeValue(forKey: mutation.id) { return outcome }
         func result(_ status: MutationStatus, _ record: ServerRecord? = nil, code: String? = nil, errors: [String: String]? = nil)
             -> PushOutcome
         {
@@ -462,5 +463,56 @@ struct PushOutcome {
             seq: mutation.seq, id: mutation.id, status: status, code: code, errors: errors, fields: fields,
             message: message, record: record.map { record in { record.appendJSON(to: &$0) } }, to: &out)
         return out
+    }
+}
+
+/// The dedupe rows of one push (each mutation's result, as a retry is
+/// answered). On SQLite each is inserted as it is made; on PostgreSQL they
+/// are written together at the end of the push, a round trip per 500 rather
+/// than per mutation, in the same transaction.
+struct StoredResults {
+    let user: String
+    let client: String
+    let now: ServerTimestamp
+    private var waiting: [(seq: Int64, id: String, result: String)] = []
+
+    init(user: String, client: String, now: ServerTimestamp) {
+        self.user = user
+        self.client = client
+        self.now = now
+    }
+
+    mutating func add(_ mutation: Mutation, result: [UInt8], in sql: any SQLExecutor) throws {
+        let text = String(decoding: result, as: UTF8.self)
+        guard sql.dialect == .postgres else {
+            try sql.execute(
+                """
+                INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+                [
+                    .text(user), .text(client), .integer(mutation.seq), .text(mutation.id.wireText), .text(text),
+                    .text(now.rawValue),
+                ])
+            return
+        }
+        waiting.append((mutation.seq, mutation.id.wireText, text))
+    }
+
+    mutating func flush(_ sql: any SQLExecutor) throws {
+        for start in stride(from: 0, to: waiting.count, by: 500) {
+            let slice = waiting[start..<min(start + 500, waiting.count)]
+            try sql.execute(
+                """
+                INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
+                SELECT ?, ?, CAST(v.seq AS BIGINT), v.id, v.result, ?
+                FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[])) AS v(seq, id, result)
+                """,
+                [
+                    .text(user), .text(client), .text(now.rawValue), OwnTableCopies.arrayLiteral(slice.map { String($0.seq) }),
+                    OwnTableCopies.arrayLiteral(slice.map(\.id)), OwnTableCopies.arrayLiteral(slice.map(\.result)),
+                ])
+        }
+        waiting.removeAll()
     }
 }
