@@ -344,7 +344,19 @@ struct OwnTablesUnderFaultsTests {
     /// copy beside it, and every answer `applied` or `duplicate`.
     @Test func pushesResentThroughKilledServersWriteEachRowOnce() async throws {
         let directory = try TemporaryDirectory()
-        let (database, location, config) = try Self.processSetUp(directory)
+        // The app's own trigger keeps a line per write it sees: each create and each change must run once.
+        let (database, location, config) = try Self.processSetUp(
+            directory,
+            prepare: "CREATE TABLE public.fuel_log_audit (n bigserial PRIMARY KEY, id uuid NOT NULL, op text NOT NULL)",
+            """
+            CREATE FUNCTION public.fuel_log_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO public.fuel_log_audit (id, op) VALUES (NEW.id, TG_OP);
+                RETURN NULL;
+            END
+            $$
+            """,
+            "CREATE TRIGGER fuel_log_audit AFTER INSERT OR UPDATE ON public.fuel_logs FOR EACH ROW EXECUTE FUNCTION public.fuel_log_audit()")
         defer { database.close() }
         let tokens = [try await Self.issue(location, "u-1", "field"), try await Self.issue(location, "u-2", "field")]
         @Sendable func serve() throws -> RunningServer { try OutpostProcess.serve(location, extra: ["--config", config]) }
@@ -370,6 +382,7 @@ struct OwnTablesUnderFaultsTests {
 
         struct Sent: Sendable {
             var rows: [UUID: Row] = [:]
+            var updated: Set<UUID> = []
             var statuses: [MutationStatus] = []
             var problems: [String] = []
         }
@@ -377,15 +390,23 @@ struct OwnTablesUnderFaultsTests {
             Task { () throws -> Sent in
                 let device = TestDevice()
                 var sent = Sent()
+                var previous: [UUID] = []
                 for batch in 0..<16 {
-                    let rows = (0..<5).map { item in
+                    let created = (0..<5).map { item in
                         (UUID(), Row(owner: "u-\(index + 1)", team: "fleet-1", liters: Int64(batch * 10 + item), note: "d\(index)-\(batch)-\(item)"))
                     }
-                    let request = PushRequest(
-                        clientID: device.clientID,
-                        mutations: rows.map { key, row in
-                            device.mutation(.create, "fuel_logs", uuid: key, data: ["liters": .int(row.liters), "note": .string(row.note)])
-                        })
+                    var mutations = created.map { key, row in
+                        device.mutation(.create, "fuel_logs", uuid: key, data: ["liters": .int(row.liters), "note": .string(row.note)])
+                    }
+                    // The last batch's rows are changed too: a change applied twice would show in the audit table.
+                    var expected = Dictionary(uniqueKeysWithValues: created)
+                    for key in previous {
+                        var row = try #require(sent.rows[key])
+                        row.liters += 1_000
+                        expected[key] = row
+                        mutations.append(device.mutation(.update, "fuel_logs", uuid: key, data: ["liters": .int(row.liters)]))
+                    }
+                    let request = PushRequest(clientID: device.clientID, mutations: mutations)
                     // Every third batch's first answer is thrown away, as a dropped connection would.
                     var answersToLose = batch % 3 == 0 ? 1 : 0
                     var attempt = 0
@@ -404,7 +425,7 @@ struct OwnTablesUnderFaultsTests {
                             }
                             for result in answer.results where result.status == .applied {
                                 let record = try #require(result.record)
-                                if Row.copy(owner: record.owner, team: record.team, data: record.data) != rows.first(where: { $0.0 == record.uuid })?.1 {
+                                if Row.copy(owner: record.owner, team: record.team, data: record.data) != expected[record.uuid] {
                                     sent.problems.append("\(record.uuid): answered \(String(describing: record.data))")
                                 }
                             }
@@ -416,7 +437,9 @@ struct OwnTablesUnderFaultsTests {
                             try await Task.sleep(for: .milliseconds(20))
                         }
                     }
-                    for (key, row) in rows { sent.rows[key] = row }
+                    sent.rows.merge(expected) { _, new in new }
+                    sent.updated.formUnion(previous)
+                    previous = created.map(\.0)
                 }
                 return sent
             }
@@ -425,6 +448,7 @@ struct OwnTablesUnderFaultsTests {
         for device in devices {
             let one = try await device.value(within: .seconds(120), "a device's pushes were all answered")
             sent.rows.merge(one.rows) { first, _ in first }
+            sent.updated.formUnion(one.updated)
             sent.statuses += one.statuses
             sent.problems += one.problems
         }
@@ -448,6 +472,15 @@ struct OwnTablesUnderFaultsTests {
             try sql.first("SELECT count(*) FROM record_history WHERE collection = 'fuel_logs' AND op = 'create'")?.int(0)
         }
         #expect(created == Int64(sent.rows.count), "one create in the history per row")
+        let audit = try database.read { sql in
+            try sql.query("SELECT CAST(id AS text), op, count(*) FROM public.fuel_log_audit GROUP BY id, op", []).map {
+                "\($0.string(0).uppercased()) \($0.string(1)) \($0.int(2))"
+            }
+        }
+        let expectedAudit = sent.rows.keys.map { "\($0.uuidString) INSERT 1" } + sent.updated.map { "\($0.uuidString) UPDATE 1" }
+        let wrongAudit = Set(audit).symmetricDifference(expectedAudit).sorted()
+        #expect(audit.count == expectedAudit.count && wrongAudit.isEmpty, "the table's trigger did not see each write once: \(wrongAudit.prefix(5))")
+        #expect(sent.updated.count == 2 * 15 * 5)
         print("OwnTablesUnderFaults (SIGKILL): \(sent.rows.count) creates, \(kills.current) kills, \(resent.current) pushes resent")
     }
 
