@@ -285,6 +285,52 @@ struct OwnTablesUnderFaultsTests {
         print("OwnTablesUnderFaults: \(table.count) rows, \(committedTransactions.current) backend commits, \(doomedNotes.current.count) rollbacks, \(tail.seen.count) changes in \(tail.pages) pages")
     }
 
+    /// A backend transaction changes a row and stays open; a device's
+    /// change of the same field, made from the version before, arrives and
+    /// waits for the row. When the backend commits, the push must see its
+    /// write (queued by the trigger in that very transaction) and answer
+    /// `conflict` naming the field, not overwrite what the backend wrote.
+    @Test func aPushWaitingForABackendTransactionSeesItsWrite() async throws {
+        let server = try LiveServer(
+            .postgres, config: try ServerConfig(tables: [Self.mapping()]),
+            prepare: { database in _ = try database.write { try $0.execute(Self.createTable, []) } })
+        let token = try server.token("u-1", .field, team: "fleet-1")
+        let device = TestDevice()
+        let key = UUID()
+        let created = try await server.push(
+            device.request(device.mutation(.create, "fuel_logs", uuid: key, data: ["liters": .int(10), "note": .string("first")])),
+            token: token)
+        let base = try #require(created.results.first?.record?.version, "the create applied: \(created.results)")
+
+        let backend = try PostgresConnection(
+            url: server.location, redactedURL: "the test database", timeouts: .sharedTestDatabase, failureKind: .failure)
+        defer { backend.rollback(); backend.finish() }
+        try backend.command("BEGIN")
+        try backend.command("UPDATE public.fuel_logs SET note = 'backend' WHERE id = '\(key.uuidString.lowercased())'")
+        let request = device.request(device.mutation(.update, "fuel_logs", uuid: key, base: base, data: ["note": .string("device")]))
+        let push = Task { try await server.push(request, token: token) }
+        try await eventually("the push waits for the backend's row lock", timeout: .seconds(30)) {
+            try server.database.read { sql in
+                try sql.first(
+                    """
+                    SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                    WHERE NOT l.granted AND l.locktype = 'transactionid' AND a.datname = current_database()
+                    """)?.int(0) ?? 0
+            } > 0
+        }
+        try backend.command("COMMIT")
+        let answer = try #require(try await push.value(within: .seconds(30), "the push was answered").results.first)
+        #expect(answer.status == .conflict && answer.fields == ["note"], "the device's stale change: \(answer.status) \(answer.fields ?? [])")
+        #expect(try Self.tableRows(server.database)[key]?.note == "backend", "the backend's committed write was overwritten")
+        try await eventually("the backend's write has its version", timeout: .seconds(30)) {
+            try await runBlocking { _ = try server.server.ownTables?.drain() }
+            return try Self.queued(server.database) == 0
+        }
+        let table = try Self.tableRows(server.database)
+        let copies = try Self.copies(server.database).compactMapValues { $0 }
+        #expect(Self.differences(table: table, live: copies).isEmpty, "\(Self.differences(table: table, live: copies))")
+    }
+
     // MARK: - Real processes
 
     /// A fresh database holding the table, and a configuration file mapping it.

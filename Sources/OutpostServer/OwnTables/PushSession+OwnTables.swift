@@ -90,12 +90,14 @@ extension PushSession {
     /// when a write of it by someone else is still queued, sequences that
     /// first: the base-version check must see every committed write.
     private mutating func settleQueued(_ table: MappedTable, _ uuid: String) throws {
-        let row = try sql.first(
-            """
-            SELECT (SELECT 1 FROM \(table.tableSQL) r WHERE r.\(table.key.quoted) = CAST(? AS \(table.key.sqlType)) FOR UPDATE),
-                (SELECT 1 FROM own_table_pending WHERE collection = ? AND uuid = ? FOR UPDATE)
-            """, [.text(uuid), .text(table.name), .text(uuid)])
-        guard let row, !row.isNull(1) else { return }
+        _ = try sql.query(
+            "SELECT 1 FROM \(table.tableSQL) r WHERE r.\(table.key.quoted) = CAST(? AS \(table.key.sqlType)) FOR UPDATE",
+            [.text(uuid)])
+        // A statement of its own, so its snapshot follows the row lock and sees the
+        // queue row of a backend transaction this push waited for (one taken before the wait missed it).
+        let queued = try sql.first(
+            "SELECT 1 FROM own_table_pending WHERE collection = ? AND uuid = ? FOR UPDATE", [.text(table.name), .text(uuid)])
+        guard queued != nil else { return }
         try OwnTableCopies.settle(table, keys: [uuid], versions: &versions, now: now, notice: &notice, in: sql)
         try sql.execute("DELETE FROM own_table_pending WHERE collection = ? AND uuid = ?", [.text(table.name), .text(uuid)])
     }
