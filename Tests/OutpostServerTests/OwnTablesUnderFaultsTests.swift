@@ -50,13 +50,6 @@ struct OwnTablesUnderFaultsTests {
             else { return nil }
             return Row(owner: owner, team: team, liters: liters, note: note)
         }
-
-        init(owner: String, team: String, liters: Int64, note: String) {
-            self.owner = owner
-            self.team = team
-            self.liters = liters
-            self.note = note
-        }
     }
 
     /// The table as it is now, by key.
@@ -386,11 +379,13 @@ struct OwnTablesUnderFaultsTests {
     // MARK: - 2. Exactly once through kills and lost answers
 
     /// Two devices push creates into the table through `outpost serve`,
-    /// which is SIGKILLed and restarted every few hundred milliseconds; a
-    /// push whose answer is lost (the server died, or the answer is thrown
-    /// away on purpose) is sent again with the same mutations until
-    /// answered. Every row is in the table once, with the values sent, its
-    /// copy beside it, and every answer `applied` or `duplicate`.
+    /// each push also changing the rows of the one before, while the server
+    /// is SIGKILLed and restarted every few hundred milliseconds; a push
+    /// whose answer is lost (the server died, or the answer is thrown away
+    /// on purpose) is sent again with the same mutations until answered.
+    /// Every row is in the table once, with the values sent, its copy beside
+    /// it; the table's own trigger saw each create and change once; every
+    /// answer is `applied` or `duplicate`.
     @Test func pushesResentThroughKilledServersWriteEachRowOnce() async throws {
         let directory = try TemporaryDirectory()
         // The app's own trigger keeps a line per write it sees: each create and each change must run once.
@@ -412,13 +407,22 @@ struct OwnTablesUnderFaultsTests {
         let current = Locked(try await runBlocking { try serve() })
         defer { current.current.stop() }
         let done = ManagedFlag()
+        // A failing test stops the killer too.
+        defer { done.set() }
         let kills = Locked(0)
         let resent = Locked(0)
 
+        let answered = Locked(0)
+
+        // Kills follow the devices' progress (one every six answered pushes), so
+        // every run has several whatever the machine's speed; each lands a few
+        // milliseconds after an answer, while the next pushes are in flight.
         let killer = Task {
             var round = 0
             while !done.isSet {
-                try await Task.sleep(for: .milliseconds(150 + (round * 61) % 250))
+                while answered.current < 3 + round * 6 && !done.isSet { try await Task.sleep(for: .milliseconds(2)) }
+                if done.isSet { break }
+                try await Task.sleep(for: .milliseconds(1 + (round * 7) % 25))
                 let victim = current.current
                 victim.process.signal(SIGKILL)
                 victim.process.waitUntilExit()
@@ -447,7 +451,7 @@ struct OwnTablesUnderFaultsTests {
                     var mutations = created.map { key, row in
                         device.mutation(.create, "fuel_logs", uuid: key, data: ["liters": .int(row.liters), "note": .string(row.note)])
                     }
-                    // The last batch's rows are changed too: a change applied twice would show in the audit table.
+                    // The previous batch's rows are changed too: a change applied twice would show in the audit table.
                     var expected = Dictionary(uniqueKeysWithValues: created)
                     for key in previous {
                         var row = try #require(sent.rows[key])
@@ -468,6 +472,7 @@ struct OwnTablesUnderFaultsTests {
                                 resent.withLock { $0 += 1 }
                                 continue
                             }
+                            answered.withLock { $0 += 1 }
                             sent.statuses += answer.results.map(\.status)
                             for result in answer.results where !result.status.isSuccess {
                                 sent.problems.append("seq \(result.seq): \(result.status) \(result.code ?? "") \(result.message ?? "")")
@@ -506,7 +511,7 @@ struct OwnTablesUnderFaultsTests {
 
         #expect(sent.problems.isEmpty, "answers: \(sent.problems.prefix(5))")
         #expect(sent.statuses.contains(.duplicate), "a resent push met mutations that had applied")
-        #expect(kills.current >= 3, "the server was killed \(kills.current) times")
+        #expect(kills.current >= 4, "the server was killed \(kills.current) times")
         let counts = try database.read { sql in
             try sql.query("SELECT CAST(id AS text), count(*) FROM public.fuel_logs GROUP BY id", []).map { $0.int(1) }
         }
