@@ -327,6 +327,72 @@ struct OwnTablesUnderFaultsTests {
         #expect(Self.differences(table: table, live: copies).isEmpty, "\(Self.differences(table: table, live: copies))")
     }
 
+    /// Two servers start together over a table of 7,000 rows and take
+    /// turns at its backfill while a backend connection inserts, updates and
+    /// deletes rows all through it: every row ends with exactly one copy,
+    /// with its final values, each at a version of its own, and a device
+    /// pulling from scratch gets exactly the table.
+    @Test func twoServersStartingTogetherBackfillOnceWhileTheBackendWrites() async throws {
+        let mapping = try Self.mapping()
+        let first = try LiveServer(
+            .postgres, config: try ServerConfig(tables: [mapping]),
+            prepare: { database in
+                _ = try database.write { sql in
+                    try sql.execute(Self.createTable, [])
+                    try sql.execute(
+                        """
+                        INSERT INTO public.fuel_logs (id, user_id, fleet_id, liters, note)
+                        SELECT gen_random_uuid(), 'u-' || (g % 3), 'fleet-1', g, 'existing ' || g FROM generate_series(1, 7000) g
+                        """, [])
+                }
+            })
+        let second = try LiveServer(sharing: first)
+        let admin = try first.token("admin-1", .admin)
+        let backend = Task {
+            try await runBlocking {
+                let database = try PostgresDatabase(url: first.location, poolSize: 1, timeouts: .sharedTestDatabase)
+                defer { database.close() }
+                var rounds = 0
+                // Until the backfill is done, and at least a few rounds.
+                while try rounds < 5 || !Self.backfill(first.database).done {
+                    rounds += 1
+                    try database.write { sql in
+                        try sql.execute(
+                            "INSERT INTO public.fuel_logs (id, user_id, fleet_id, liters, note) VALUES (gen_random_uuid(), 'u-1', 'fleet-1', ?, 'during')",
+                            [.integer(Int64(100_000 + rounds))])
+                        try sql.execute(
+                            "UPDATE public.fuel_logs SET liters = liters + 1, note = 'changed during' WHERE liters % 97 = ?",
+                            [.integer(Int64(rounds % 97))])
+                        try sql.execute("DELETE FROM public.fuel_logs WHERE liters = ?", [.integer(Int64(rounds * 53 % 7000))])
+                    }
+                    usleep(2_000)
+                }
+                return rounds
+            }
+        }
+        let rounds = try await backend.value(within: .seconds(120), "the backend wrote until the backfill was done")
+        try await eventually("every queued row has its version", timeout: .seconds(30)) {
+            try await runBlocking { _ = try second.server.ownTables?.drain() }
+            return try Self.queued(first.database) == 0
+        }
+        let table = try Self.tableRows(first.database)
+        let copies = try Self.copies(first.database)
+        let live = copies.compactMapValues { $0 }
+        #expect(Self.differences(table: table, live: live).isEmpty, "the copies differ from the table: \(Self.differences(table: table, live: live))")
+        #expect(live.count == table.count)
+        let versions = try first.database.read { sql in
+            try sql.first("SELECT count(DISTINCT version), count(*) FROM records WHERE collection = 'fuel_logs'")
+        }
+        #expect(versions.map { $0.int(0) == $0.int(1) } == true, "two copies share a version: \(String(describing: versions))")
+        var pulled: [UUID: Row] = [:]
+        for change in try await second.pullAll(token: admin, query: "&collections=fuel_logs").changes {
+            guard let record = change.record else { continue }
+            pulled[record.uuid] = record.deleted ? nil : Row.copy(owner: record.owner, team: record.team, data: record.data)
+        }
+        #expect(Self.differences(table: table, live: pulled).isEmpty, "a device pulling from scratch gets a different table: \(Self.differences(table: table, live: pulled))")
+        print("OwnTablesUnderFaults (two servers backfilling): \(table.count) rows, \(rounds) backend transactions during the backfill")
+    }
+
     // MARK: - Real processes
 
     /// A fresh database holding the table, and a configuration file mapping it.
