@@ -106,11 +106,13 @@ struct OwnTablesUnderFaultsTests {
     // MARK: - 1. Backend writers, rollbacks, three servers
 
     /// Four backend connections write the table directly (inserts, updates,
-    /// deletes; one transaction in five rolled back, one in four held open
-    /// while others commit), a device pushes beside them, and three
-    /// servers' sequencers take turns. A reader tailing the servers in turn,
-    /// seven changes a page, ends with exactly the table, never sees a
-    /// rolled-back row or value, and never a version at or below one it had.
+    /// some handing rows to another user, deletes; one transaction in five
+    /// rolled back, one in four held open while others commit), a device
+    /// changes the same rows, and three servers' sequencers take turns. An
+    /// admin tailing the servers in turn, seven changes a page, ends with
+    /// exactly the table, never sees a rolled-back row or value, and never a
+    /// version at or below one it had; a field user tailing the same way
+    /// ends with exactly the rows it owns.
     @Test func backendWritersRollingBackBesideThreeServersLeaveNoGapInTheFeed() async throws {
         let first = try LiveServer(
             .postgres, config: try ServerConfig(tables: [Self.mapping()]),
@@ -143,6 +145,8 @@ struct OwnTablesUnderFaultsTests {
                 let hot = Array(pool.suffix(12))
                 // Sorted, so two writers updating the same rows lock them in one order.
                 let updates = hot.isEmpty ? [] : Set((0..<Int(roll() % 3)).map { _ in hot[Int(roll()) % hot.count] }).sorted { $0.uuidString < $1.uuidString }
+                // Some changes hand the row to the other user: the device and the field reader lose it, or get it.
+                let flips = kind % 3 == 2
                 let delete = !pool.isEmpty && kind % 7 == 3 ? pool[Int(roll()) % pool.count] : nil
                 let hold = kind % 4 == 1 ? UInt32(3_000 + roll() % 12_000) : 0
                 let note = rollsBack ? "doomed-\(index)-\(round)" : "backend-\(index)-\(round)"
@@ -154,8 +158,9 @@ struct OwnTablesUnderFaultsTests {
                                 [.text(key.uuidString), .text("u-\(1 + liters % 2)"), .integer(liters), .text(note)])
                         }
                         for key in updates where key != delete {
+                            let owner = flips ? ", user_id = CASE user_id WHEN 'u-1' THEN 'u-2' ELSE 'u-1' END" : ""
                             try sql.execute(
-                                "UPDATE public.fuel_logs SET liters = liters + 1, note = ? WHERE id = CAST(? AS uuid)",
+                                "UPDATE public.fuel_logs SET liters = liters + 1, note = ?\(owner) WHERE id = CAST(? AS uuid)",
                                 [.text(note), .text(key.uuidString)])
                         }
                         if let delete {
@@ -202,47 +207,58 @@ struct OwnTablesUnderFaultsTests {
         }
 
         struct Tail {
+            /// Each record the reader holds, as its last change left it (tombstones too).
             var latest: [UUID: WireRecord] = [:]
             var seen: [WireRecord] = []
+            var removals = 0
             var pages = 0
             var problems: [String] = []
         }
-        let reader = Task { () throws -> Tail in
-            var tail = Tail()
-            var cursor: PullCursor?
-            var position: Int64 = -1
-            while true {
-                // Whether the last pass starts after the queue was found empty.
-                let last = caughtUp.isSet
+        /// Tails the feed through the servers in turn, seven changes a page, keeping its cursor.
+        @Sendable func tail(_ token: String) -> Task<Tail, any Error> {
+            Task {
+                var tail = Tail()
+                var cursor: PullCursor?
+                var position: Int64 = -1
                 while true {
-                    var target = "/v1/pull?collections=fuel_logs&limit=7"
-                    if let cursor { target += "&cursor=\(cursor.rawValue)" }
-                    let response = try await servers[tail.pages % servers.count].get(target, token: admin)
-                    guard response.status == 200 else {
-                        tail.problems.append("pull answered \(response.status): \(response.text)")
-                        return tail
-                    }
-                    let page = try response.decode(PullResponse.self)
-                    tail.pages += 1
-                    for record in page.changes.compactMap(\.record) {
-                        if record.version <= position {
-                            tail.problems.append("version \(record.version) of \(record.uuid) after \(position)")
+                    // Whether the last pass starts after the queue was found empty.
+                    let last = caughtUp.isSet
+                    while true {
+                        var target = "/v1/pull?collections=fuel_logs&limit=7"
+                        if let cursor { target += "&cursor=\(cursor.rawValue)" }
+                        let response = try await servers[tail.pages % servers.count].get(target, token: token)
+                        guard response.status == 200 else {
+                            tail.problems.append("pull answered \(response.status): \(response.text)")
+                            return tail
                         }
-                        position = max(position, record.version)
-                        tail.latest[record.uuid] = record
-                        tail.seen.append(record)
+                        let page = try response.decode(PullResponse.self)
+                        tail.pages += 1
+                        for change in page.changes {
+                            guard let record = change.record else {
+                                tail.latest[change.uuid] = nil
+                                tail.removals += 1
+                                continue
+                            }
+                            if record.version <= position {
+                                tail.problems.append("version \(record.version) of \(record.uuid) after \(position)")
+                            }
+                            position = max(position, record.version)
+                            tail.latest[record.uuid] = record
+                            tail.seen.append(record)
+                        }
+                        let next = try GapFreeFeedTests.version(of: page.cursor)
+                        if next < position { tail.problems.append("the cursor \(next) is below a version it handed out (\(position))") }
+                        position = max(position, next)
+                        cursor = page.cursor
+                        if !page.hasMore { break }
                     }
-                    if page.changes.contains(where: { $0.record == nil }) { tail.problems.append("a scope exit for an admin") }
-                    let next = try GapFreeFeedTests.version(of: page.cursor)
-                    if next < position { tail.problems.append("the cursor \(next) is below a version it handed out (\(position))") }
-                    position = max(position, next)
-                    cursor = page.cursor
-                    if !page.hasMore { break }
+                    if last { return tail }
+                    try await Task.sleep(for: .milliseconds(3))
                 }
-                if last { return tail }
-                try await Task.sleep(for: .milliseconds(3))
             }
         }
+        let reader = tail(admin)
+        let fieldReader = tail(deviceToken)
 
         try await backend.value(within: .seconds(120), "the backend writers finished")
         let statuses = try await deviceWrites.value(within: .seconds(60), "the device's pushes were answered")
@@ -253,21 +269,34 @@ struct OwnTablesUnderFaultsTests {
         }
         caughtUp.set()
         let tail = try await reader.value(within: .seconds(60), "the reader caught up")
+        let fieldTail = try await fieldReader.value(within: .seconds(60), "the field reader caught up")
 
         let table = try Self.tableRows(first.database)
-        var live: [UUID: Row] = [:]
-        var unreadable: [String] = []
-        for (key, record) in tail.latest where !record.deleted {
-            guard let row = Row.copy(owner: record.owner, team: record.team, data: record.data) else {
-                unreadable.append("\(key): \(String(describing: record.data))")
-                continue
+        /// The rows a reader holds (tombstones left out); records whose fields are not the table's columns go to `unreadable`.
+        func live(_ tail: Tail, _ unreadable: inout [String]) -> [UUID: Row] {
+            var live: [UUID: Row] = [:]
+            for (key, record) in tail.latest where !record.deleted {
+                guard let row = Row.copy(owner: record.owner, team: record.team, data: record.data) else {
+                    unreadable.append("\(key): \(String(describing: record.data))")
+                    continue
+                }
+                live[key] = row
             }
-            live[key] = row
+            return live
         }
+        var unreadable: [String] = []
+        let adminLive = live(tail, &unreadable)
+        let fieldLive = live(fieldTail, &unreadable)
         #expect(tail.problems.isEmpty, "the reader: \(tail.problems.prefix(5))")
+        #expect(fieldTail.problems.isEmpty, "the field reader: \(fieldTail.problems.prefix(5))")
+        #expect(tail.removals == 0, "an admin was told a record left its scope")
         #expect(unreadable.isEmpty, "copies whose fields are not the table's columns: \(unreadable.prefix(3))")
-        #expect(Self.differences(table: table, live: live).isEmpty, "the reader's copies differ from the table: \(Self.differences(table: table, live: live))")
-        #expect(live.count == table.count, "the reader holds \(live.count) rows, the table \(table.count)")
+        #expect(Self.differences(table: table, live: adminLive).isEmpty, "the reader's copies differ from the table: \(Self.differences(table: table, live: adminLive))")
+        #expect(adminLive.count == table.count, "the reader holds \(adminLive.count) rows, the table \(table.count)")
+        // The field reader holds exactly u-1's rows: those handed to u-2 left it, those handed to u-1 arrived.
+        let owned = table.filter { $0.value.owner == "u-1" }
+        #expect(Self.differences(table: owned, live: fieldLive).isEmpty, "the field reader's copies differ from u-1's rows: \(Self.differences(table: owned, live: fieldLive))")
+        #expect(fieldTail.removals > 0, "rows changed owner while the field reader held them")
         let ghosts = tail.seen.filter { doomedKeys.current.contains($0.uuid) }
         #expect(ghosts.isEmpty, "rows of rolled-back transactions reached the feed: \(ghosts.prefix(3).map(\.uuid))")
         let rolledBackValues = tail.seen.filter { $0.data?["note"]?.stringValue.map(doomedNotes.current.contains) == true }
@@ -278,7 +307,7 @@ struct OwnTablesUnderFaultsTests {
         // Forty creates, and edits of the backend's rows (some of them the device does not own, or deleted meanwhile).
         #expect(statuses.filter { $0 == .applied }.count > deviceRounds, "the device's writes applied: \(statuses)")
         #expect(!statuses.contains(.rejected), "a device write was refused: \(statuses)")
-        print("OwnTablesUnderFaults: \(table.count) rows, \(committedTransactions.current) backend commits, \(doomedNotes.current.count) rollbacks, \(tail.seen.count) changes in \(tail.pages) pages")
+        print("OwnTablesUnderFaults: \(table.count) rows, \(committedTransactions.current) backend commits, \(doomedNotes.current.count) rollbacks, \(tail.seen.count) changes in \(tail.pages) pages, \(fieldTail.removals) removals for the field reader")
     }
 
     /// A backend transaction changes a row and stays open; a device's
