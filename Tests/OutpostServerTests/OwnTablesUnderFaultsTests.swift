@@ -100,6 +100,14 @@ struct OwnTablesUnderFaultsTests {
         return Array(problems.sorted().prefix(5))
     }
 
+    /// Records an issue naming a few rows where `live` differs from `table`.
+    static func expectSame(
+        _ live: [UUID: Row], as table: [UUID: Row], _ what: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        let found = differences(table: table, live: live)
+        #expect(found.isEmpty, "\(what): \(found)", sourceLocation: sourceLocation)
+    }
+
     /// A rolled-back writer's transaction.
     struct RollBack: Error {}
 
@@ -144,7 +152,8 @@ struct OwnTablesUnderFaultsTests {
                 // The newest rows are the hot ones, changed by every writer and the device.
                 let hot = Array(pool.suffix(12))
                 // Sorted, so two writers updating the same rows lock them in one order.
-                let updates = hot.isEmpty ? [] : Set((0..<Int(roll() % 3)).map { _ in hot[Int(roll()) % hot.count] }).sorted { $0.uuidString < $1.uuidString }
+                let picked = hot.isEmpty ? [] : (0..<Int(roll() % 3)).map { _ in hot[Int(roll()) % hot.count] }
+                let updates = Set(picked).sorted { $0.uuidString < $1.uuidString }
                 // Some changes hand the row to the other user: the device and the field reader lose it, or get it.
                 let flips = kind % 3 == 2
                 let delete = !pool.isEmpty && kind % 7 == 3 ? pool[Int(roll()) % pool.count] : nil
@@ -154,7 +163,10 @@ struct OwnTablesUnderFaultsTests {
                     try database.write { sql in
                         for (key, liters) in inserts {
                             try sql.execute(
-                                "INSERT INTO public.fuel_logs (id, user_id, fleet_id, liters, note) VALUES (CAST(? AS uuid), ?, 'fleet-1', ?, ?)",
+                                """
+                                INSERT INTO public.fuel_logs (id, user_id, fleet_id, liters, note)
+                                VALUES (CAST(? AS uuid), ?, 'fleet-1', ?, ?)
+                                """,
                                 [.text(key.uuidString), .text("u-\(1 + liters % 2)"), .integer(liters), .text(note)])
                         }
                         for key in updates where key != delete {
@@ -192,11 +204,14 @@ struct OwnTablesUnderFaultsTests {
             let device = TestDevice()
             var statuses: [MutationStatus] = []
             for round in 0..<deviceRounds {
-                var mutations = [device.mutation(.create, "fuel_logs", data: ["liters": .int(Int64(round)), "note": .string("device-\(round)")])]
+                var mutations = [
+                    device.mutation(.create, "fuel_logs", data: ["liters": .int(Int64(round)), "note": .string("device-\(round)")])
+                ]
                 let hot = known.current.suffix(12)
                 if !hot.isEmpty {
-                    mutations.append(device.mutation(
-                        .update, "fuel_logs", uuid: hot[hot.startIndex + (round * 7) % hot.count], data: ["note": .string("device-edit-\(round)")]))
+                    let target = hot[hot.startIndex + (round * 7) % hot.count]
+                    mutations.append(
+                        device.mutation(.update, "fuel_logs", uuid: target, data: ["note": .string("device-edit-\(round)")]))
                 }
                 let answer = try await servers[round % servers.count].push(
                     PushRequest(clientID: device.clientID, mutations: mutations), token: deviceToken)
@@ -291,11 +306,11 @@ struct OwnTablesUnderFaultsTests {
         #expect(fieldTail.problems.isEmpty, "the field reader: \(fieldTail.problems.prefix(5))")
         #expect(tail.removals == 0, "an admin was told a record left its scope")
         #expect(unreadable.isEmpty, "copies whose fields are not the table's columns: \(unreadable.prefix(3))")
-        #expect(Self.differences(table: table, live: adminLive).isEmpty, "the reader's copies differ from the table: \(Self.differences(table: table, live: adminLive))")
+        Self.expectSame(adminLive, as: table, "the reader's copies differ from the table")
         #expect(adminLive.count == table.count, "the reader holds \(adminLive.count) rows, the table \(table.count)")
         // The field reader holds exactly u-1's rows: those handed to u-2 left it, those handed to u-1 arrived.
         let owned = table.filter { $0.value.owner == "u-1" }
-        #expect(Self.differences(table: owned, live: fieldLive).isEmpty, "the field reader's copies differ from u-1's rows: \(Self.differences(table: owned, live: fieldLive))")
+        Self.expectSame(fieldLive, as: owned, "the field reader's copies differ from u-1's rows")
         #expect(fieldTail.removals > 0, "rows changed owner while the field reader held them")
         let ghosts = tail.seen.filter { doomedKeys.current.contains($0.uuid) }
         #expect(ghosts.isEmpty, "rows of rolled-back transactions reached the feed: \(ghosts.prefix(3).map(\.uuid))")
@@ -307,7 +322,10 @@ struct OwnTablesUnderFaultsTests {
         // Forty creates, and edits of the backend's rows (some of them the device does not own, or deleted meanwhile).
         #expect(statuses.filter { $0 == .applied }.count > deviceRounds, "the device's writes applied: \(statuses)")
         #expect(!statuses.contains(.rejected), "a device write was refused: \(statuses)")
-        print("OwnTablesUnderFaults: \(table.count) rows, \(committedTransactions.current) backend commits, \(doomedNotes.current.count) rollbacks, \(tail.seen.count) changes in \(tail.pages) pages, \(fieldTail.removals) removals for the field reader")
+        print(
+            "OwnTablesUnderFaults: \(table.count) rows, \(committedTransactions.current) backend commits, "
+                + "\(doomedNotes.current.count) rollbacks, \(tail.seen.count) changes in \(tail.pages) pages, "
+                + "\(fieldTail.removals) removals for the field reader")
     }
 
     /// A backend transaction changes a row and stays open; a device's
@@ -345,7 +363,9 @@ struct OwnTablesUnderFaultsTests {
         }
         try backend.command("COMMIT")
         let answer = try #require(try await push.value(within: .seconds(30), "the push was answered").results.first)
-        #expect(answer.status == .conflict && answer.fields == ["note"], "the device's stale change: \(answer.status) \(answer.fields ?? [])")
+        #expect(
+            answer.status == .conflict && answer.fields == ["note"],
+            "the device's stale change: \(answer.status) \(answer.fields ?? [])")
         #expect(try Self.tableRows(server.database)[key]?.note == "backend", "the backend's committed write was overwritten")
         try await eventually("the backend's write has its version", timeout: .seconds(30)) {
             try await runBlocking { _ = try server.server.ownTables?.drain() }
@@ -353,7 +373,7 @@ struct OwnTablesUnderFaultsTests {
         }
         let table = try Self.tableRows(server.database)
         let copies = try Self.copies(server.database).compactMapValues { $0 }
-        #expect(Self.differences(table: table, live: copies).isEmpty, "\(Self.differences(table: table, live: copies))")
+        Self.expectSame(copies, as: table, "the copies differ from the table")
     }
 
     /// Two servers start together over a table of 7,000 rows and take
@@ -387,7 +407,10 @@ struct OwnTablesUnderFaultsTests {
                     rounds += 1
                     try database.write { sql in
                         try sql.execute(
-                            "INSERT INTO public.fuel_logs (id, user_id, fleet_id, liters, note) VALUES (gen_random_uuid(), 'u-1', 'fleet-1', ?, 'during')",
+                            """
+                            INSERT INTO public.fuel_logs (id, user_id, fleet_id, liters, note)
+                            VALUES (gen_random_uuid(), 'u-1', 'fleet-1', ?, 'during')
+                            """,
                             [.integer(Int64(100_000 + rounds))])
                         try sql.execute(
                             "UPDATE public.fuel_logs SET liters = liters + 1, note = 'changed during' WHERE liters % 97 = ?",
@@ -407,7 +430,7 @@ struct OwnTablesUnderFaultsTests {
         let table = try Self.tableRows(first.database)
         let copies = try Self.copies(first.database)
         let live = copies.compactMapValues { $0 }
-        #expect(Self.differences(table: table, live: live).isEmpty, "the copies differ from the table: \(Self.differences(table: table, live: live))")
+        Self.expectSame(live, as: table, "the copies differ from the table")
         #expect(live.count == table.count)
         let versions = try first.database.read { sql in
             try sql.first("SELECT count(DISTINCT version), count(*) FROM records WHERE collection = 'fuel_logs'")
@@ -418,7 +441,7 @@ struct OwnTablesUnderFaultsTests {
             guard let record = change.record else { continue }
             pulled[record.uuid] = record.deleted ? nil : Row.copy(owner: record.owner, team: record.team, data: record.data)
         }
-        #expect(Self.differences(table: table, live: pulled).isEmpty, "a device pulling from scratch gets a different table: \(Self.differences(table: table, live: pulled))")
+        Self.expectSame(pulled, as: table, "a device pulling from scratch gets a different table")
         print("OwnTablesUnderFaults (two servers backfilling): \(table.count) rows, \(rounds) backend transactions during the backfill")
     }
 
@@ -495,7 +518,10 @@ struct OwnTablesUnderFaultsTests {
             END
             $$
             """,
-            "CREATE TRIGGER fuel_log_audit AFTER INSERT OR UPDATE ON public.fuel_logs FOR EACH ROW EXECUTE FUNCTION public.fuel_log_audit()")
+            """
+            CREATE TRIGGER fuel_log_audit AFTER INSERT OR UPDATE ON public.fuel_logs
+                FOR EACH ROW EXECUTE FUNCTION public.fuel_log_audit()
+            """)
         defer { database.close() }
         let tokens = [try await Self.issue(location, "u-1", "field"), try await Self.issue(location, "u-2", "field")]
         @Sendable func serve() throws -> RunningServer { try OutpostProcess.serve(location, extra: ["--config", config]) }
@@ -541,7 +567,9 @@ struct OwnTablesUnderFaultsTests {
                 var previous: [UUID] = []
                 for batch in 0..<16 {
                     let created = (0..<5).map { item in
-                        (UUID(), Row(owner: "u-\(index + 1)", team: "fleet-1", liters: Int64(batch * 10 + item), note: "d\(index)-\(batch)-\(item)"))
+                        let row = Row(
+                            owner: "u-\(index + 1)", team: "fleet-1", liters: Int64(batch * 10 + item), note: "d\(index)-\(batch)-\(item)")
+                        return (UUID(), row)
                     }
                     var mutations = created.map { key, row in
                         device.mutation(.create, "fuel_logs", uuid: key, data: ["liters": .int(row.liters), "note": .string(row.note)])
@@ -610,11 +638,13 @@ struct OwnTablesUnderFaultsTests {
         let counts = try database.read { sql in
             try sql.query("SELECT CAST(id AS text), count(*) FROM public.fuel_logs GROUP BY id", []).map { $0.int(1) }
         }
-        #expect(counts.count == sent.rows.count && counts.allSatisfy { $0 == 1 }, "\(counts.count) keys in the table for \(sent.rows.count) creates")
+        #expect(
+            counts.count == sent.rows.count && counts.allSatisfy { $0 == 1 },
+            "\(counts.count) keys in the table for \(sent.rows.count) creates")
         let table = try Self.tableRows(database)
-        #expect(Self.differences(table: sent.rows, live: table).isEmpty, "the table differs from what was sent: \(Self.differences(table: sent.rows, live: table))")
+        Self.expectSame(table, as: sent.rows, "the table differs from what was sent")
         let copies = try Self.copies(database).compactMapValues { $0 }
-        #expect(Self.differences(table: table, live: copies).isEmpty, "the copies differ from the table: \(Self.differences(table: table, live: copies))")
+        Self.expectSame(copies, as: table, "the copies differ from the table")
         // Pushes mark their own writes: the trigger queued none of them.
         #expect(try Self.queued(database) == 0)
         let created = try database.read { sql in
@@ -628,7 +658,9 @@ struct OwnTablesUnderFaultsTests {
         }
         let expectedAudit = sent.rows.keys.map { "\($0.uuidString) INSERT 1" } + sent.updated.map { "\($0.uuidString) UPDATE 1" }
         let wrongAudit = Set(audit).symmetricDifference(expectedAudit).sorted()
-        #expect(audit.count == expectedAudit.count && wrongAudit.isEmpty, "the table's trigger did not see each write once: \(wrongAudit.prefix(5))")
+        #expect(
+            audit.count == expectedAudit.count && wrongAudit.isEmpty,
+            "the table's trigger did not see each write once: \(wrongAudit.prefix(5))")
         #expect(sent.updated.count == 2 * 15 * 5)
         print("OwnTablesUnderFaults (SIGKILL): \(sent.rows.count) creates, \(kills.current) kills, \(resent.current) pushes resent")
     }
@@ -729,7 +761,7 @@ struct OwnTablesUnderFaultsTests {
         let copies = try Self.copies(database)
         let live = copies.compactMapValues { $0 }
         #expect(table.count == 9_000 + 60 - 20 - 14, "the table as the test wrote it (\(table.count) rows)")
-        #expect(Self.differences(table: table, live: live).isEmpty, "the copies differ from the table: \(Self.differences(table: table, live: live))")
+        Self.expectSame(live, as: table, "the copies differ from the table")
         #expect(live.count == table.count)
         #expect(copies.keys.allSatisfy { table[$0] != nil || copies[$0]! == nil }, "a live copy of a deleted row")
         let versions = try database.read { sql in
@@ -737,7 +769,7 @@ struct OwnTablesUnderFaultsTests {
         }
         #expect(versions.map { $0.int(0) == $0.int(1) } == true, "two copies share a version: \(String(describing: versions))")
         let pulled = try await Self.pullAll(server, token: admin)
-        #expect(Self.differences(table: table, live: pulled).isEmpty, "a device pulling from scratch gets a different table: \(Self.differences(table: table, live: pulled))")
+        Self.expectSame(pulled, as: table, "a device pulling from scratch gets a different table")
         #expect(pulled.count == table.count)
     }
 }
