@@ -100,12 +100,14 @@ extension PushSession {
     /// Locks the app's row (another writer of it waits for this push) and
     /// its queue entry; says whether each is there.
     private func lockRow(_ table: MappedTable, _ uuid: String) throws -> (row: Bool, queued: Bool) {
-        let found = try sql.first(
-            """
-            SELECT (SELECT 1 FROM \(table.tableSQL) r WHERE r.\(table.key.quoted) = CAST(? AS \(table.key.sqlType)) FOR UPDATE),
-                (SELECT 1 FROM own_table_pending WHERE collection = ? AND uuid = ? FOR UPDATE)
-            """, [.text(uuid), .text(table.name), .text(uuid)])
-        return (found.map { !$0.isNull(0) } ?? false, found.map { !$0.isNull(1) } ?? false)
+        let row = try sql.first(
+            "SELECT 1 FROM \(table.tableSQL) r WHERE r.\(table.key.quoted) = CAST(? AS \(table.key.sqlType)) FOR UPDATE",
+            [.text(uuid)])
+        // A statement of its own, so its snapshot follows the row lock and sees the
+        // queue row of a backend transaction this push waited for (one taken before the wait missed it).
+        let queued = try sql.first(
+            "SELECT 1 FROM own_table_pending WHERE collection = ? AND uuid = ? FOR UPDATE", [.text(table.name), .text(uuid)])
+        return (row != nil, queued != nil)
     }
 
     enum TableWrite {
