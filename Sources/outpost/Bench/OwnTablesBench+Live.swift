@@ -6,6 +6,9 @@ import OutpostTesting
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension OwnTablesBench {
     /// A row the app's backend writes (plain libpq, no Outpost) reaching a
@@ -21,7 +24,7 @@ extension OwnTablesBench {
         let backend = try PostgresDatabase(url: url, poolSize: 1)
         defer { backend.close() }
         try createAppTable(in: backend)
-        _ = try SyncServer(database: backend, config: try ServerConfig(tables: [try mapping(schema: schema.name)]))
+        _ = try SyncServer(database: backend, config: try ServerConfig(collections: [DefaultCollections.catalogs], tables: [try mapping(schema: schema.name)]))
         let token = try TokenStore(database: backend).issue(user: user, role: .field, team: team, ttl: nil)
         let config = directory.path("config.json")
         try writeConfig(schema: schema.name, to: config)
@@ -47,6 +50,10 @@ extension OwnTablesBench {
         let deadline = Date() + 30
         while Date() < deadline, await engine.currentStatus.live != .live { try await Task.sleep(for: .milliseconds(10)) }
         guard await engine.currentStatus.live == .live else { throw CommandFailure("The device never held a live channel.") }
+        // The server's share: the same changes read off a raw stream, no engine or store behind it.
+        guard let socket = openStream(port: server.port, token: token) else { throw CommandFailure("No stream could be opened.") }
+        defer { close(socket) }
+        try await Task.sleep(for: .milliseconds(300))
 
         /// Waits up to 10 s for the `count`th arrival of `uuid`; when it came.
         func arrival(_ uuid: UUID, _ count: Int) async -> UInt64? {
@@ -63,6 +70,7 @@ extension OwnTablesBench {
         var backendTimes: [Double] = []
         var inserts: [Double] = []
         var updates: [Double] = []
+        var onSocket: [Double] = []
         var missed = 0
         var last = UUID()
         for round in 0..<rounds {
@@ -70,6 +78,8 @@ extension OwnTablesBench {
             if inserting { last = UUID() }
             let key = last
             let text = key.uuidString.lowercased()
+            LiveBench.drain(socket)
+            let reader = Task.detached { LiveBench.awaitMarker(Array(key.wireText.utf8), on: [socket], within: 10) }
             _ = try backend.write { sql in
                 if inserting {
                     try sql.execute(
@@ -91,6 +101,7 @@ extension OwnTablesBench {
             } else {
                 missed += 1
             }
+            if let arrived = await reader.value.first { onSocket.append(milliseconds(committed, arrived)) }
             try await Task.sleep(for: .milliseconds(20))
         }
 
@@ -99,6 +110,7 @@ extension OwnTablesBench {
         let client = UUID()
         for round in 0..<rounds {
             let uuid = UUID()
+            LiveBench.drain(socket)
             let request = try pushRequest(server.url, token: token, client: client, seq: Int64(round + 1), uuid: uuid)
             let sent = DispatchTime.now().uptimeNanoseconds
             _ = try await TestSession.shared.data(for: request)
@@ -123,12 +135,34 @@ extension OwnTablesBench {
             "update_p50_ms": Bench.percentile(updates, 50), "update_p99_ms": Bench.percentile(updates, 99),
             "push_to_device_p50_ms": Bench.percentile(pushed, 50), "push_to_device_p99_ms": floorP99,
             "push_round_trip_p50_ms": Bench.percentile(pushTimes, 50), "rounds": Double(rounds), "missed": Double(missed),
+            "stream_p50_ms": Bench.percentile(onSocket, 50), "stream_p99_ms": Bench.percentile(onSocket, 99),
+            "over_50_ms": Double(backendTimes.filter { $0 > 50 }.count),
         ]
         result.notes = [
             "one row a transaction, \(rounds / 2 + rounds % 2) INSERTs and \(rounds / 2) UPDATEs, 20 ms apart; the device's engine in this process, `outpost serve` in its own"
         ]
         if missed > 0 { result.notes.append("\(missed) changes did not reach the device within 10 s") }
         return result
+    }
+
+    /// A raw socket holding `GET /v1/stream` of the mapped collection open.
+    static func openStream(port: UInt16, token: String) -> Int32? {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return nil }
+        var remote = sockaddr_in()
+        remote.sin_family = sa_family_t(AF_INET)
+        remote.sin_port = port.bigEndian
+        remote.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &remote) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(socket)
+            return nil
+        }
+        let request = "GET /v1/stream?collections=fuel_logs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+        _ = request.withCString { send(socket, $0, strlen($0), 0) }
+        return socket
     }
 
     static func pushRequest(_ base: URL, token: String, client: UUID, seq: Int64, uuid: UUID) throws -> URLRequest {

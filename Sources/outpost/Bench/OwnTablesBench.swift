@@ -59,11 +59,13 @@ enum OwnTablesBench {
             readOnlyColumns: ["total_cost"])
     }
 
-    /// A configuration file mapping `schema.fuel_logs`, for `outpost serve --config`.
+    /// A configuration file mapping `schema.fuel_logs`, for `outpost serve
+    /// --config`; with the catalogs every device's engine pulls.
     static func writeConfig(schema: String, to path: String) throws {
+        let catalogs = String(decoding: try WireCoding.encode(DefaultCollections.catalogs), as: UTF8.self)
         let text = """
-            {"collections": [{"name": "fuel_logs", "table": "\(schema).fuel_logs", "key": "id", "owner_column": "user_id",
-              "team_column": "fleet_id", "read_only_columns": ["total_cost"]}]}
+            {"collections": [\(catalogs), {"name": "fuel_logs", "table": "\(schema).fuel_logs", "key": "id",
+              "owner_column": "user_id", "team_column": "fleet_id", "read_only_columns": ["total_cost"]}]}
             """
         try Data(text.utf8).write(to: URL(fileURLWithPath: path))
     }
@@ -93,7 +95,7 @@ enum OwnTablesBench {
         let database = try PostgresDatabase(url: url, poolSize: 1)
         try createAppTable(in: database)
         try createAppTable("fuel_logs_floor", in: database)
-        _ = try SyncServer(database: database, config: try ServerConfig(tables: [try mapping(schema: schema.name)]))
+        _ = try SyncServer(database: database, config: try ServerConfig(collections: [DefaultCollections.catalogs], tables: [try mapping(schema: schema.name)]))
         let token = try TokenStore(database: database).issue(user: user, role: .field, team: team, ttl: nil)
 
         // The median of three floors, the table emptied before each.
