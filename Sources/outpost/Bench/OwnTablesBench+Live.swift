@@ -24,7 +24,7 @@ extension OwnTablesBench {
         let backend = try PostgresDatabase(url: url, poolSize: 1)
         defer { backend.close() }
         try createAppTable(in: backend)
-        _ = try SyncServer(database: backend, config: try ServerConfig(collections: [DefaultCollections.catalogs], tables: [try mapping(schema: schema.name)]))
+        _ = try SyncServer(database: backend, config: try mappedConfig(schema: schema.name))
         let token = try TokenStore(database: backend).issue(user: user, role: .field, team: team, ttl: nil)
         let config = directory.path("config.json")
         try writeConfig(schema: schema.name, to: config)

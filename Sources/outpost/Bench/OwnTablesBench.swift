@@ -59,6 +59,11 @@ enum OwnTablesBench {
             readOnlyColumns: ["total_cost"])
     }
 
+    /// The configuration `writeConfig` writes, for a server in this process.
+    static func mappedConfig(schema: String) throws -> ServerConfig {
+        try ServerConfig(collections: [DefaultCollections.catalogs], tables: [try mapping(schema: schema)])
+    }
+
     /// A configuration file mapping `schema.fuel_logs`, for `outpost serve
     /// --config`; with the catalogs every device's engine pulls.
     static func writeConfig(schema: String, to path: String) throws {
@@ -95,7 +100,7 @@ enum OwnTablesBench {
         let database = try PostgresDatabase(url: url, poolSize: 1)
         try createAppTable(in: database)
         try createAppTable("fuel_logs_floor", in: database)
-        _ = try SyncServer(database: database, config: try ServerConfig(collections: [DefaultCollections.catalogs], tables: [try mapping(schema: schema.name)]))
+        _ = try SyncServer(database: database, config: try mappedConfig(schema: schema.name))
         let token = try TokenStore(database: database).issue(user: user, role: .field, team: team, ttl: nil)
 
         // The median of three floors, the table emptied before each.
@@ -105,12 +110,64 @@ enum OwnTablesBench {
 
         let config = directory.path("config.json")
         try writeConfig(schema: schema.name, to: config)
-        let log = directory.path("server.log")
-        let server = try ServerProcess(database: url, logPath: log, extra: ["--config", config])
+        let mapped = try await drain(
+            url: url, token: token, extra: ["--config", config], directory: directory, name: "mapped", collection: "fuel_logs",
+            count: mutations, fields: fuelLog)
+        let check = try PostgresDatabase(url: url, poolSize: 1)
+        let stored = try check.read { try $0.first("SELECT COUNT(*), COUNT(total_cost) FROM fuel_logs") }
+        check.close()
+        guard stored?.int(0) == Int64(mutations), stored?.int(1) == Int64(mutations) else {
+            throw CommandFailure("The app's table holds \(stored?.int(0) ?? 0) rows of the \(mutations) pushed.")
+        }
+        // The same number of creates into a collection of Outpost's own
+        // records on the same PostgreSQL: what the table's side adds.
+        let plainSchema = try ScratchSchema(on: postgres)
+        defer { plainSchema.drop() }
+        let plainURL = plainSchema.url(postgres)
+        let plainDatabase = try PostgresDatabase(url: plainURL, poolSize: 1)
+        _ = try SyncServer(database: plainDatabase, config: ServerConfig())
+        let plainToken = try TokenStore(database: plainDatabase).issue(user: user, role: .field, team: team, ttl: nil)
+        plainDatabase.close()
+        let plain = try await drain(
+            url: plainURL, token: plainToken, extra: [], directory: directory, name: "records", collection: "people", count: mutations,
+            fields: Bench.recordObject)
+
+        let (serverSeconds, requests, seconds) = mapped
+        let intake = Double(mutations) / serverSeconds
+        let plainIntake = Double(mutations) / plain.serverSeconds
+        let floorRate = Double(mutations) / floorSeconds
+        var result = BenchResult(
+            name: "own-tables-push", figure: intake, unit: "rows/s (server intake into the app's table)",
+            baseline: floorRate,
+            baselineLabel: "the same rows INSERTed through libpq into an identical table (same trigger, no Outpost triggers), one INSERT a row, \(batchSize) a transaction (median of three runs)",
+            ratio: intake / floorRate, ratioMeaning: "server intake / floor", target: "at least 0.5x the floor",
+            met: intake / floorRate >= 0.5)
+        result.details = [
+            "rows": Double(mutations), "push_requests": Double(requests), "server_seconds": serverSeconds,
+            "floor_seconds": floorSeconds, "floor_seconds_fastest": floorRuns[0], "floor_seconds_slowest": floorRuns[2],
+            "end_to_end_seconds": seconds, "end_to_end_rows_per_second": Double(mutations) / seconds,
+            "records_collection_rows_per_second": plainIntake, "ratio_to_records_collection": intake / plainIntake,
+        ]
+        result.notes = [
+            "creates of fuel logs (4 fields sent, total_cost computed by the table's trigger), batches of \(batchSize) over HTTP on loopback",
+            "records_collection: the same number of creates of ~300-byte people into a collection of Outpost's own records, same PostgreSQL, same run",
+        ]
+        return result
+    }
+
+    /// A device's creates of `count` records of `collection`, drained to a
+    /// fresh `outpost serve` in pushes of `batchSize`: the seconds the
+    /// server spent answering them (its request log) and the device's whole sync.
+    static func drain(
+        url: String, token: String, extra: [String], directory: TemporaryDirectory, name: String, collection: String,
+        count: Int, fields: @escaping @Sendable (Int) -> JSONObject
+    ) async throws -> (serverSeconds: Double, requests: Int, seconds: Double) {
+        let log = directory.path("\(name).log")
+        let server = try ServerProcess(database: url, logPath: log, extra: extra)
         defer { server.stop() }
-        let store = try deviceStore(directory.path("device.sqlite"))
+        let store = try LocalStore(path: directory.path("\(name).sqlite"), collections: [CollectionDescriptor(name: collection)])
         try await store.write { tx in
-            for index in 0..<mutations { _ = try tx.create(in: "fuel_logs", fuelLog(index)) }
+            for index in 0..<count { _ = try tx.create(in: collection, fields(index)) }
         }
         var options = SyncOptions()
         options.liveUpdates = false
@@ -123,32 +180,10 @@ enum OwnTablesBench {
         await engine.stop()
         await store.close()
         server.stop()
-        guard left == 0 else { throw CommandFailure("\(left) of \(mutations) fuel logs were never confirmed.") }
-        let check = try PostgresDatabase(url: url, poolSize: 1)
-        let stored = try check.read { try $0.first("SELECT COUNT(*), COUNT(total_cost) FROM fuel_logs") }
-        check.close()
-        guard stored?.int(0) == Int64(mutations), stored?.int(1) == Int64(mutations) else {
-            throw CommandFailure("The app's table holds \(stored?.int(0) ?? 0) rows of the \(mutations) pushed.")
-        }
+        guard left == 0 else { throw CommandFailure("\(left) of \(count) \(collection) creates were never confirmed.") }
         let (serverSeconds, requests) = ServerProcess.serverSeconds(log: log, path: "/v1/push")
         guard serverSeconds > 0 else { throw CommandFailure("The server's log holds no answered push.") }
-        let intake = Double(mutations) / serverSeconds
-        let floorRate = Double(mutations) / floorSeconds
-        var result = BenchResult(
-            name: "own-tables-push", figure: intake, unit: "rows/s (server intake into the app's table)",
-            baseline: floorRate,
-            baselineLabel: "the same rows INSERTed through libpq into an identical table (same trigger, no Outpost triggers), one INSERT a row, \(batchSize) a transaction (median of three runs)",
-            ratio: intake / floorRate, ratioMeaning: "server intake / floor", target: "at least 0.5x the floor",
-            met: intake / floorRate >= 0.5)
-        result.details = [
-            "rows": Double(mutations), "push_requests": Double(requests), "server_seconds": serverSeconds,
-            "floor_seconds": floorSeconds, "floor_seconds_fastest": floorRuns[0], "floor_seconds_slowest": floorRuns[2],
-            "end_to_end_seconds": seconds, "end_to_end_rows_per_second": Double(mutations) / seconds,
-        ]
-        result.notes = [
-            "creates of fuel logs (4 fields sent, total_cost computed by the table's trigger), batches of \(batchSize) over HTTP on loopback"
-        ]
-        return result
+        return (serverSeconds, requests, seconds)
     }
 
     /// The floor: the rows a push writes, INSERTed through libpq into a table
