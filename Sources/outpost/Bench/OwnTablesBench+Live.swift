@@ -136,7 +136,7 @@ extension OwnTablesBench {
             "push_to_device_p50_ms": Bench.percentile(pushed, 50), "push_to_device_p99_ms": floorP99,
             "push_round_trip_p50_ms": Bench.percentile(pushTimes, 50), "rounds": Double(rounds), "missed": Double(missed),
             "stream_p50_ms": Bench.percentile(onSocket, 50), "stream_p99_ms": Bench.percentile(onSocket, 99),
-            "over_50_ms": Double(backendTimes.filter { $0 > 50 }.count),
+            "over_50_ms": Double(backendTimes.filter { $0 > 50 }.count), "first_round_ms": backendTimes.first ?? 0,
         ]
         result.notes = [
             "one row a transaction, \(rounds / 2 + rounds % 2) INSERTs and \(rounds / 2) UPDATEs, 20 ms apart; the device's engine in this process, `outpost serve` in its own"
