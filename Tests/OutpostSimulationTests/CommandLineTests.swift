@@ -256,6 +256,27 @@ struct CommandLineTests {
                 == (Self.pushRunsOnACoreEach ? 18 : 16))
     }
 
+    /// The own-tables benchmark (PostgreSQL only) runs and reports each
+    /// figure beside its floor; timings are not asserted.
+    @Test(
+        .enabled(if: ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] != nil, "needs scripts/with-postgres"),
+        .timeLimit(.minutes(3)))
+    func benchOwnTablesQuickReportsEveryFigure() async throws {
+        let station = try Workstation()
+        let json = station.directory.path("bench.json")
+        let postgres = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] ?? ""
+        let result = try await station.run(["bench", "own-tables", "--quick", "--postgres", postgres, "--json", json])
+        #expect(result.status == 0, "\(result.stderr)")
+        let names = ["own-tables-push", "own-tables-backfill", "own-tables-download", "own-tables-backend-to-device"]
+        for name in names { #expect(result.stdout.contains("\(name):"), "\(name) missing") }
+        let data = try #require(FileManager.default.contents(atPath: json))
+        guard case .array(let results)? = try JSONValue.parse(data).objectValue?["results"] else {
+            Issue.record("no results in \(String(decoding: data, as: UTF8.self))")
+            return
+        }
+        #expect(results.count == names.count)
+    }
+
     /// The download of records whose uuids arrive in no key order (as from
     /// many devices) brings every record, beside the in-order one.
     @Test func benchMixedKeysDownloadsEveryRecord() async throws {

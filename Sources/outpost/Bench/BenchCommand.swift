@@ -4,7 +4,7 @@ import OutpostCore
 /// `outpost bench`: every figure with its baseline measured in the same run.
 enum BenchCommand {
     static let help = """
-        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [--quick] [--json FILE]
+        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [own-tables] [--quick] [--json FILE]
                              [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series] [--mixed-keys] [--repeat N]
 
         Runs the benchmarks (all when none is named) and prints each figure, its baseline
@@ -13,7 +13,8 @@ enum BenchCommand {
 
           --records N      records for initial-sync (default 235,613, the field platform's size)
           --postgres URL   also run initial-sync and push on PostgreSQL; push then also compares
-                           several servers with every write behind one lock and with row locks
+                           several servers with every write behind one lock and with row locks;
+                           own-tables runs only with it
           --servers N      push on PostgreSQL: the servers of the scale-out comparison (default 3)
           --db-latency MS  push on PostgreSQL: milliseconds a proxy adds to each round trip between the
                            servers and the database in the scale-out comparison (default 1, as "1ms" or "1")
@@ -28,9 +29,15 @@ enum BenchCommand {
 
         attachments uploads 100 photos of 2 MB through the engine against curl PUTting the same
         bytes (same run), then through a proxy that cuts the upload every 5 MB.
+
+        own-tables (needs --postgres) maps a table of the app's own database: 10,000 device creates
+        pushed into it against the same INSERTs through libpq; 235,613 rows it held before Outpost
+        came (backfilled, then downloaded by one device) against SQLite copying them; 300 rows the
+        backend writes reaching a live device against rows another device pushes. --quick: 1,000,
+        20,000 and 50.
         """
 
-    static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments"]
+    static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments", "own-tables"]
 
     static func run(_ words: [String]) async throws {
         var arguments = try Arguments(words, flagNames: ["quick", "series", "mixed-keys"])
@@ -103,6 +110,18 @@ enum BenchCommand {
                     report(try await LiveBench.run(deviceCounts: liveDevices, rounds: quick ? 10 : 50, idleConnections: idle))
                 case "attachments":
                     report(try await AttachmentBench.run(photos: quick ? 4 : 100, photoBytes: quick ? 500_000 : 2_000_000))
+                case "own-tables":
+                    // Mapped tables are PostgreSQL's alone.
+                    guard let postgres else {
+                        if arguments.positional.contains(name) { throw UsageError("own-tables needs --postgres URL.") }
+                        print("own-tables: skipped, it needs --postgres URL")
+                        continue
+                    }
+                    report(
+                        try await OwnTablesBench.run(
+                            postgres: postgres,
+                            sizes: OwnTablesBench.Sizes(
+                                pushes: quick ? 1_000 : 10_000, existingRows: quick ? 20_000 : 235_613, liveRounds: quick ? 50 : 300)))
                 default: break
                 }
             }
