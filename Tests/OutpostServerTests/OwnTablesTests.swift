@@ -44,6 +44,10 @@ struct OwnTablesTests {
         """,
     ]
 
+    /// Text that array literals and JSON must carry exactly: quotes, a
+    /// backslash, commas, braces and the word NULL.
+    static let awkward = #"full "tank", {a\b} NULL ü"#
+
     static func config() throws -> ServerConfig {
         try ServerConfig(
             collections: DefaultCollections.all,
@@ -104,7 +108,10 @@ struct OwnTablesTests {
             phone.request(
                 phone.mutation(
                     .create, "fuel_logs", uuid: uuid,
-                    data: ["vehicle_id": .string(Self.van), "liters": 40, "price_per_liter": 1.5, "note": "full", "extra": ["pump": 4]])),
+                    data: [
+                        "vehicle_id": .string(Self.van), "liters": 40, "price_per_liter": 1.5, "note": .string(Self.awkward),
+                        "extra": ["pump": 4],
+                    ])),
             token: ana)
         let applied = try #require(created.results.first)
         #expect(applied.status == .applied)
@@ -118,7 +125,7 @@ struct OwnTablesTests {
                 "SELECT user_id, fleet_id, CAST(liters AS text), CAST(total_cost AS text), note FROM fuel_logs WHERE id = CAST(? AS uuid)",
                 [.text(uuid.wireText)])
         }
-        #expect(row?.values == [.text("u-1"), .text("t-1"), .text("40.00"), .text("60.00"), .text("full")])
+        #expect(row?.values == [.text("u-1"), .text("t-1"), .text("40.00"), .text("60.00"), .text(Self.awkward)])
         let queued = try live.database.read { try $0.first("SELECT count(*) FROM own_table_pending")?.int(0) }
         #expect(queued == 0, "Outpost's own write is not queued again by the trigger")
 
