@@ -27,8 +27,11 @@ enum OutpostProcess {
 
     /// Starts `outpost serve` on a free port and waits until it listens.
     /// `log`: a file for the server's request log (otherwise `--quiet`).
-    static func serve(_ location: String, extra: [String] = [], scheme: String = "http", log: String? = nil) throws -> RunningServer {
-        var arguments = ["serve", "--database", location, "--port", "0"] + (log == nil ? ["--quiet"] : []) + extra
+    /// `port`: 0 for a free one; a server started again on its predecessor's port keeps its address.
+    static func serve(
+        _ location: String, extra: [String] = [], scheme: String = "http", log: String? = nil, port: Int = 0
+    ) throws -> RunningServer {
+        var arguments = ["serve", "--database", location, "--port", String(port)] + (log == nil ? ["--quiet"] : []) + extra
         // The tests' PostgreSQL is shared by every test, and so is its write lock.
         if DatabaseLocation.isPostgres(location) {
             arguments += ["--lock-timeout", "60", "--statement-timeout", "120", "--feed-hold-ms", "20000"]
