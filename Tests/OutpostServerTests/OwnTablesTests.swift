@@ -420,4 +420,25 @@ struct OwnTablesTests {
         let copy = try live.database.read { try $0.first("SELECT data FROM records WHERE uuid = ?", [.text(Self.van)])?.string(0) }
         #expect(copy?.contains("Van 1") == true)
     }
+
+    @Test func aPhotoColumnNeedsItsBlobOnTheServerAsEverywhere() async throws {
+        let config = try ServerConfig(
+            collections: DefaultCollections.all,
+            tables: [
+                TableMapping(
+                    name: "inspections", table: "public.inspections", key: "id", ownerColumn: "user_id",
+                    declaredFields: ["photo": FieldSchema(.attachment)])
+            ])
+        let live = try Self.server(
+            config: config, extra: ["CREATE TABLE inspections (id uuid PRIMARY KEY, user_id text NOT NULL, photo jsonb, note text)"])
+        let ana = try live.token("u-1", team: "t-1")
+        let phone = TestDevice()
+        let photo: JSONValue = ["sha256": .string(String(repeating: "ab", count: 32)), "size": 10, "content_type": "image/jpeg"]
+        let answer = try await live.push(
+            phone.request(phone.mutation(.create, "inspections", data: ["photo": photo, "note": "gate"])), token: ana)
+        #expect(answer.results[0].status == .rejected)
+        #expect(answer.results[0].code == "missing_attachment", "a photo never uploaded is refused before the table sees it")
+        let rows = try live.database.read { try $0.first("SELECT count(*) FROM inspections")?.int(0) }
+        #expect(rows == 0)
+    }
 }

@@ -72,6 +72,9 @@ extension PushSession {
             // References are checked by the table's foreign keys (a refusal names the column).
             let problems = try Validator(schema: schema) { _, _ in true }.problems(changed: sent, merged: merged)
             guard problems.isEmpty else { return result(.rejected, code: "invalid_field", errors: problems) }
+            // A photo a field names must be on the server whole, as for every collection.
+            let missing = try missingAttachments(schema, changed: sent, before: try existing?.data())
+            guard missing.isEmpty else { return result(.rejected, code: "missing_attachment", errors: missing) }
         }
 
         let written: OwnTableCopies.TableRow?
@@ -94,6 +97,8 @@ extension PushSession {
         let stored = try OwnTableCopies.write(
             table, key: uuid, copy: existing, row: written, team: team, by: writer, versions: &versions, now: now,
             notice: &notice, in: sql)
+        // Whoever can read the record can read the photos it names.
+        try recordReferences(schema, collection: table.name, uuid: uuid, data: try stored?.data())
         return result(.applied, stored)
     }
 

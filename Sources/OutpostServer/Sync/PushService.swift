@@ -305,7 +305,7 @@ struct PushSession {
     /// Attachment fields this mutation sets to a blob the server does not
     /// hold completely, or that the caller never uploaded (knowing a hash is
     /// not having the photo). A value the record already had passes.
-    private func missingAttachments(_ schema: CollectionSchema, changed: JSONObject, before: JSONObject?) throws -> [String: String] {
+    func missingAttachments(_ schema: CollectionSchema, changed: JSONObject, before: JSONObject?) throws -> [String: String] {
         var missing: [String: String] = [:]
         for (field, attachment) in AttachedFile.all(in: changed, schema: schema) {
             if let before, before[field] == changed[field] { continue }
@@ -320,7 +320,7 @@ struct PushSession {
     }
 
     /// Which blobs the record names now (read access to a blob follows its records).
-    private func recordReferences(_ schema: CollectionSchema, collection: String, uuid: String, data: JSONObject?) throws {
+    func recordReferences(_ schema: CollectionSchema, collection: String, uuid: String, data: JSONObject?) throws {
         guard schema.fields.values.contains(where: { $0.type == .attachment }) else { return }
         try sql.execute("DELETE FROM blob_refs WHERE collection = ? AND uuid = ?", [.text(collection), .text(uuid)])
         for sha in Set(AttachedFile.all(in: data, schema: schema).values.map(\.sha256)) {
