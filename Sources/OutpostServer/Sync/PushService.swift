@@ -219,9 +219,19 @@ struct PushSession {
         guard let original = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8)) else {
             return MutationResult(seq: mutation.seq, id: mutation.id, status: .duplicate)
         }
+        let originalStatus = original.status == .duplicate ? original.originalStatus : original.status
+        var record = original.record
+        // A change that lost a conflict is told the server's copy as it is
+        // now, not as it was when the lost answer was written: the device may
+        // already hold a newer copy, which the old one would replace (and its
+        // cursor is past the newer one, so it would never come again).
+        if originalStatus == .conflict, let current = try load(mutation.collection, mutation.uuid.wireText),
+            scope.canRead(current)
+        {
+            record = try current.wire()
+        }
         return MutationResult(
-            seq: mutation.seq, id: mutation.id, status: .duplicate, record: original.record,
-            originalStatus: original.status == .duplicate ? original.originalStatus : original.status,
+            seq: mutation.seq, id: mutation.id, status: .duplicate, record: record, originalStatus: originalStatus,
             code: original.code, errors: original.errors, fields: original.fields, message: original.message)
     }
 
