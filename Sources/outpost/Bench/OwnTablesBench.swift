@@ -191,6 +191,8 @@ enum OwnTablesBench {
     /// would; the values made before the clock starts.
     static func floor(_ database: PostgresDatabase, rows count: Int) throws -> Double {
         _ = try database.write { try $0.execute("TRUNCATE fuel_logs_floor", []) }
+        // Time-ordered keys, as the device's store makes them.
+        let ids = UUIDv7Generator()
         let rows: [[SQLValue]] = (0..<count).map { index in
             let fields = fuelLog(index)
             func text(_ name: String) -> SQLValue {
@@ -201,7 +203,7 @@ enum OwnTablesBench {
                 }
             }
             return [
-                .text(UUID().uuidString.lowercased()), .text(user), .text(team), text("liters"), text("price_per_liter"),
+                .text(ids.next().wireText), .text(user), .text(team), text("liters"), text("price_per_liter"),
                 text("filled_at"), text("note"),
             ]
         }
