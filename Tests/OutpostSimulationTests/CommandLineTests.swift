@@ -267,7 +267,9 @@ struct CommandLineTests {
         let postgres = ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] ?? ""
         let result = try await station.run(["bench", "own-tables", "--quick", "--postgres", postgres, "--json", json])
         #expect(result.status == 0, "\(result.stderr)")
-        let names = ["own-tables-push", "own-tables-backfill", "own-tables-download", "own-tables-backend-to-device"]
+        let names = [
+            "own-tables-push", "own-tables-backfill", "own-tables-download", "own-tables-backend-bulk", "own-tables-backend-to-device",
+        ]
         for name in names { #expect(result.stdout.contains("\(name):"), "\(name) missing") }
         let data = try #require(FileManager.default.contents(atPath: json))
         guard case .array(let results)? = try JSONValue.parse(data).objectValue?["results"] else {

@@ -32,9 +32,10 @@ enum BenchCommand {
 
         own-tables (needs --postgres) maps a table of the app's own database: 10,000 device creates
         pushed into it against the same INSERTs through libpq; 235,613 rows it held before Outpost
-        came (backfilled, then downloaded by one device) against SQLite copying them; 300 rows the
+        came (backfilled, then downloaded by one device) against SQLite copying them; 50,000 of them
+        updated by one backend statement, sequenced, against the backfill's pace; 300 rows the
         backend writes reaching a live device against rows another device pushes. --quick: 1,000,
-        20,000 and 50.
+        20,000, 2,000 and 50.
         """
 
     static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments", "own-tables"]
@@ -121,7 +122,8 @@ enum BenchCommand {
                         try await OwnTablesBench.run(
                             postgres: postgres,
                             sizes: OwnTablesBench.Sizes(
-                                pushes: quick ? 1_000 : 10_000, existingRows: quick ? 20_000 : 235_613, liveRounds: quick ? 50 : 300)))
+                                pushes: quick ? 1_000 : 10_000, existingRows: quick ? 20_000 : 235_613, bulkRows: quick ? 2_000 : 50_000,
+                                liveRounds: quick ? 50 : 300)))
                 default: break
                 }
             }

@@ -10,11 +10,14 @@ import OutpostTesting
 /// - a device downloading rows that were in the table before Outpost came,
 ///   against SQLite copying the same rows;
 /// - a row the backend writes reaching a live device, against a row another
-///   device pushes reaching it.
+///   device pushes reaching it;
+/// - rows one backend statement updates, sequenced, against the backfill's pace.
 enum OwnTablesBench {
     struct Sizes {
         var pushes: Int
         var existingRows: Int
+        /// Existing rows the backend then updates in one statement.
+        var bulkRows: Int
         var liveRounds: Int
     }
 
@@ -24,7 +27,7 @@ enum OwnTablesBench {
 
     static func run(postgres: String, sizes: Sizes) async throws -> [BenchResult] {
         var results = [try await pushIntake(postgres: postgres, mutations: sizes.pushes)]
-        results += try await download(postgres: postgres, rows: sizes.existingRows)
+        results += try await download(postgres: postgres, rows: sizes.existingRows, bulkRows: sizes.bulkRows)
         results.append(try await backendToDevice(postgres: postgres, rounds: sizes.liveRounds))
         return results
     }
@@ -191,6 +194,8 @@ enum OwnTablesBench {
     /// would; the values made before the clock starts.
     static func floor(_ database: PostgresDatabase, rows count: Int) throws -> Double {
         _ = try database.write { try $0.execute("TRUNCATE fuel_logs_floor", []) }
+        // Time-ordered keys, as the device's store makes them.
+        let ids = UUIDv7Generator()
         let rows: [[SQLValue]] = (0..<count).map { index in
             let fields = fuelLog(index)
             func text(_ name: String) -> SQLValue {
@@ -201,7 +206,7 @@ enum OwnTablesBench {
                 }
             }
             return [
-                .text(UUID().uuidString.lowercased()), .text(user), .text(team), text("liters"), text("price_per_liter"),
+                .text(ids.next().wireText), .text(user), .text(team), text("liters"), text("price_per_liter"),
                 text("filled_at"), text("note"),
             ]
         }
