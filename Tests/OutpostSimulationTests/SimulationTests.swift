@@ -76,6 +76,21 @@ struct SimulationTests {
         #expect(backendWrites > 100, "the backend wrote \(backendWrites) times")
     }
 
+    /// Found by the seeds on an app's own table: a coordinator's edit lost a
+    /// conflict whose answer was lost; the backend changed the record again
+    /// and the device received the newer copy live; its resend was answered
+    /// `duplicate` with the original answer's older copy, which replaced the
+    /// newer one, past the device's cursor (I5). A duplicate of a lost
+    /// conflict now carries the server's copy as it is.
+    @Test(
+        .enabled(if: ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"] != nil, "needs scripts/with-postgres"))
+    func aResentLostConflictNeverBringsBackAnOlderCopy() async throws {
+        let cluster = try #require(ProcessInfo.processInfo.environment["OUTPOST_TEST_POSTGRES_URL"])
+        let result = try await Simulation.run(
+            SimulationConfig(seed: 5216, devices: 4, operations: 50, mergeFields: true, ownTables: cluster))
+        #expect(result.violations.isEmpty, "\(result.violations.map(\.description))")
+    }
+
     /// Found by the seeds with conflicts by field: a coordinator restored
     /// from a backup taken before its create of a person was answered edits
     /// the person's address and deletes it (the create and the delete cancel
