@@ -10,20 +10,27 @@ import OutpostServer
 /// server's sequencer thread is off), so a seed replays the same way.
 final class SimulatedBackend {
     let location: String
-    private let clusterURL: String
-    private let name: String
+    private let scratch: String
+    private let schema: String
     private let database: PostgresDatabase
     private var random: SeededRandom
     private var added = 0
 
-    /// A database of its own for this run, with the app's table.
+    /// A schema of its own for this run (Outpost's tables and the app's
+    /// table in it), in one database per process and cluster: a database
+    /// per run copied its template into the write-ahead log every time, and
+    /// a replica of the same cluster fell behind replaying it.
     init(clusterURL: String, seed: UInt64) throws {
-        self.clusterURL = clusterURL
-        name = "sim_\(seed)_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(10)
-        try PostgresDatabase.clusterCommand("CREATE DATABASE \(name)", at: clusterURL)
-        guard var components = URLComponents(string: clusterURL) else { throw URLError(.badURL) }
-        components.path = "/\(name)"
-        location = components.string ?? clusterURL
+        let scratch = try Self.scratchDatabase(clusterURL)
+        let schema = "sim_\(seed)_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(10)
+        self.scratch = scratch
+        self.schema = schema
+        let admin = try PostgresDatabase(url: scratch, poolSize: 1)
+        defer { admin.close() }
+        _ = try admin.write { try $0.execute("CREATE SCHEMA \(schema)", []) }
+        guard var components = URLComponents(string: scratch) else { throw URLError(.badURL) }
+        components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "options", value: "-csearch_path=\(schema)")]
+        location = components.string ?? scratch
         database = try PostgresDatabase(url: location, poolSize: 1)
         try database.write { sql in
             _ = try sql.execute(
@@ -41,7 +48,7 @@ final class SimulatedBackend {
             collections: [DefaultCollections.visits, DefaultCollections.catalogs],
             tables: [
                 TableMapping(
-                    name: "people", table: "public.app_people", key: "id", ownerColumn: "owner_id", teamColumn: "team_id",
+                    name: "people", table: "\(schema).app_people", key: "id", ownerColumn: "owner_id", teamColumn: "team_id",
                     windowField: "created_at", policy: mergeFields ? .mergeFields : .serverWins,
                     declaredFields: ["name": FieldSchema(.text, required: true)])
             ])
@@ -109,9 +116,45 @@ final class SimulatedBackend {
         return violations
     }
 
-    /// Drops the run's database.
+    /// Drops the run's schema.
     func close() {
         database.close()
-        try? PostgresDatabase.clusterCommand("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", at: clusterURL)
+        guard let admin = try? PostgresDatabase(url: scratch, poolSize: 1) else { return }
+        defer { admin.close() }
+        _ = try? admin.write { try $0.execute("DROP SCHEMA IF EXISTS \(schema) CASCADE", []) }
     }
+
+    /// The scratch database of this process on `clusterURL`, made at first use.
+    private static let scratchDatabases = Locked<[String: String]>([:])
+
+    private static func scratchDatabase(_ clusterURL: String) throws -> String {
+        try scratchDatabases.withLock { known in
+            if let url = known[clusterURL] { return url }
+            let name = "outpost_sim_\(getpid())_" + UUID().uuidString.lowercased().prefix(8)
+            try PostgresDatabase.clusterCommand("CREATE DATABASE \(name)", at: clusterURL)
+            guard var components = URLComponents(string: clusterURL) else { throw URLError(.badURL) }
+            components.path = "/\(name)"
+            let url = components.string ?? clusterURL
+            known[clusterURL] = url
+            return url
+        }
+    }
+
+    /// Drops the scratch databases this process made (after its last run).
+    static func dropScratchDatabases() {
+        let made = scratchDatabases.withLock { known -> [(String, String)] in
+            defer { known.removeAll() }
+            return known.map { ($0.key, $0.value) }
+        }
+        for (cluster, url) in made {
+            guard let name = URLComponents(string: url)?.path.dropFirst() else { continue }
+            try? PostgresDatabase.clusterCommand("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", at: cluster)
+        }
+    }
+}
+
+extension Simulation {
+    /// Drops the PostgreSQL databases this process's `--own-tables` runs
+    /// made (one per cluster; each run's schema is dropped as it ends).
+    package static func dropOwnTableDatabases() { SimulatedBackend.dropScratchDatabases() }
 }

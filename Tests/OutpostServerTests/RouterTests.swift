@@ -28,6 +28,7 @@ struct RouterTests {
         ("GET", "/v1/pull", "GET v1/pull"),
         ("GET", "/v1/stream", "GET v1/stream"),
         ("GET", "/v1/scope", "GET v1/scope"),
+        ("GET", "/v1/collections", "GET v1/collections"),
         ("GET", "/v1/search", "GET v1/search"),
         ("GET", "/v1/mutations/\(uuid)", "GET v1/mutations/:id"),
         ("GET", "/v1/records/people/\(uuid)", "GET v1/records/:collection/:id"),

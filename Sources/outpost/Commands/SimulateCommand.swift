@@ -67,6 +67,7 @@ enum SimulateCommand {
         var violations = 0
         var failing: [String] = []
         let started = Date()
+        defer { Simulation.dropOwnTableDatabases() }
         for offset in 0..<UInt64(seeds) {
             let config = SimulationConfig(
                 seed: first + offset, devices: devices, operations: operations, faultRate: faultRate, liveChannels: live,
