@@ -56,7 +56,7 @@ public final class SyncServer: Sendable {
         var mapped: [String: MappedTable] = [:]
         if !config.tableMappings.isEmpty {
             try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
-            mapped = try OwnTables.resolve(config, in: database)
+            try Self.retryingWhileBusy { mapped = try OwnTables.resolve(config, in: database) }
             config = try OwnTables.serving(config, tables: mapped)
             try Self.retryingWhileBusy { try OwnTables.install(mapped, in: database) }
         }

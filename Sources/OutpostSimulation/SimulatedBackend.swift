@@ -61,7 +61,7 @@ final class SimulatedBackend {
     func step(server: SyncServer, owners: [(user: String, team: String)], trace: (String) -> Void) throws -> Bool {
         guard random.next() % 100 < 15 else { return false }
         let kind = random.next() % 10
-        try database.write { sql in
+        try Self.retryingTransient { try database.write { sql in
             let people = try sql.query("SELECT CAST(id AS text) FROM app_people ORDER BY id", []).map { $0.string(0) }
             switch kind {
             case 0..<5 where !people.isEmpty:
@@ -84,12 +84,28 @@ final class SimulatedBackend {
                 try sql.execute("DELETE FROM app_people WHERE id = CAST(? AS uuid)", [.text(target)])
                 trace("backend: delete person \(target)")
             }
-        }
+        } }
         if random.next() % 2 == 0 {
-            let count = try server.ownTables?.drain() ?? 0
+            let count = try Self.retryingTransient { try server.ownTables?.drain() ?? 0 }
             trace("backend: \(count) queued row(s) sequenced")
         }
         return true
+    }
+
+    /// Runs `body` again when PostgreSQL said "not now" (a connection lost
+    /// under a loaded test run, a serialization failure): as a backend's own
+    /// job would. The pool replaces a lost connection; nothing of a failed
+    /// transaction was kept.
+    static func retryingTransient<T>(_ body: () throws -> T) throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try body()
+            } catch let error as DatabaseError where error.kind == .transient && attempt < 5 {
+                attempt += 1
+                Thread.sleep(forTimeInterval: 0.05 * Double(attempt))
+            }
+        }
     }
 
     /// A random (version 4) uuid from the seed, as a backend's database would make.
@@ -104,9 +120,14 @@ final class SimulatedBackend {
             ))
     }
 
+    /// Sequences everything queued (again while PostgreSQL says "not now").
+    func drain(_ server: SyncServer) throws -> Int? {
+        try Self.retryingTransient { try server.ownTables?.drain() }
+    }
+
     /// Where the copies disagree with the table, after the queue is drained.
     func mismatches(server: SyncServer) throws -> [Violation] {
-        try server.ownTables?.drain()
+        try Self.retryingTransient { _ = try server.ownTables?.drain() }
         var violations: [Violation] = []
         for table in server.config.mappedTables.values {
             for mismatch in try OwnTables.copyMismatches(table, in: server.database) {

@@ -392,7 +392,7 @@ public enum Simulation {
         }
         trace("quiescence")
         // The backend's last writes are sequenced before the devices converge.
-        if let count = try server.ownTables?.drain() { trace("backend: \(count) queued row(s) sequenced") }
+        if let backend, let count = try backend.drain(server) { trace("backend: \(count) queued row(s) sequenced") }
         if config.liveChannels {
             // Each device pushed and took a snapshot when it signed in; what
             // the others pushed after that reaches it on its live channel,
