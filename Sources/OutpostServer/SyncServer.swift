@@ -50,12 +50,15 @@ public final class SyncServer: Sendable {
         let feed = FeedReader(
             primary: database, replica: readDatabase.map { MeteredDatabase($0, metrics: metrics) }, metrics: metrics)
         self.feed = feed
+        // Servers starting together take turns: the one that waits behind
+        // another's migration (longer than a request's lock wait) tries
+        // again instead of failing to start.
+        try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
         // The app's own tables are read from the catalog before anything is
         // served: a table Outpost cannot sync stops the start.
         var config = config
         var mapped: [String: MappedTable] = [:]
         if !config.tableMappings.isEmpty {
-            try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
             try Self.retryingWhileBusy { mapped = try OwnTables.resolve(config, in: database) }
             config = try OwnTables.serving(config, tables: mapped)
             try Self.retryingWhileBusy { try OwnTables.install(mapped, in: database) }
@@ -79,10 +82,6 @@ public final class SyncServer: Sendable {
                 database: database, tables: mapped, clock: clock, origin: hub.origin,
                 log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }, committed: { hub.committed($0) })
         self.ownTables = sequencer
-        // Servers starting together take turns: the one that waits behind
-        // another's migration (longer than a request's lock wait) tries
-        // again instead of failing to start.
-        try Self.retryingWhileBusy { try ServerSchema.migrate(database) }
         try Self.retryingWhileBusy { try FeedVersions.keepAhead(database) }
         try Self.retryingWhileBusy { try CatalogSeed.seedIfEmpty(database, config: config, clock: clock) }
         try Self.retryingWhileBusy { try runMaintenance() }

@@ -89,7 +89,7 @@ struct OwnTablesTests {
         let mine = Self.records(changes)
         #expect(mine.count == 1_251, "1,250 logs and one vehicle of u-1's, none of u-2's")
         #expect(mine.values.allSatisfy { $0.owner == "u-1" && $0.team == "t-1" })
-        let log = try #require(mine[UUID.fromWire("3ecf23d7-d21e-2f25-51c3-ee1f64e74a38")?.wireText ?? ""] ?? mine.values.first { $0.collection == "fuel_logs" })
+        let log = try #require(mine.values.first { $0.collection == "fuel_logs" })
         #expect(log.data?["vehicle_id"] == .string(Self.van))
         #expect(log.data?["total_cost"] == .double(22.49), "computed by the table's trigger")
         // Numbers keep the column's exact decimal text on the wire, times are the server's format.
@@ -293,15 +293,34 @@ struct OwnTablesTests {
     }
 
     @Test func aScriptAppliedByHandIsFoundInPlaceAndNotInstalledAgain() throws {
-        let live = try Self.server()
-        let script = try OwnTables.script(for: live.server.config, in: live.database)
-        #expect(script.contains("CREATE TRIGGER \"outpost_fuel_logs_note\""))
-        func functionVersions() throws -> [String] {
-            try live.database.read { try $0.query("SELECT CAST(xmin AS text) FROM pg_proc WHERE proname LIKE 'outpost%' ORDER BY proname", []).map { $0.string(0) } }
+        func functionVersions(_ database: any ServerDatabase) throws -> [String] {
+            try database.read { try $0.query("SELECT CAST(xmin AS text) FROM pg_proc WHERE proname LIKE 'outpost%' ORDER BY proname", []).map { $0.string(0) } }
         }
-        let installed = try functionVersions()
+        // An administrator applies what `outpost tables sql` prints, statement by statement, before any server starts.
+        let applied = Locked<[String]>([])
+        let live = try LiveServer(
+            .postgres, config: try Self.config(),
+            prepare: { database in
+                try database.write { sql in for statement in Self.schema { try sql.execute(statement, []) } }
+                let script = try OwnTables.script(for: try Self.config(), in: database)
+                #expect(script.contains("CREATE TRIGGER \"outpost_fuel_logs_note\""))
+                let tables = try OwnTables.resolve(try Self.config(), in: database)
+                let schema = try OwnTables.outpostSchema(database)
+                try database.write { sql in
+                    for table in tables.values {
+                        for statement in OwnTableSQL.installScript(
+                            table, outpostSchema: schema, channel: PostgresCommitListener.channel(schema: schema))
+                        {
+                            try sql.execute(statement, [])
+                        }
+                    }
+                }
+                applied.withLock { $0 = (try? functionVersions(database)) ?? [] }
+            })
+        #expect(applied.current.count == 4, "two trigger functions per table, applied by hand")
+        #expect(try functionVersions(live.database) == applied.current, "the server found the same mark and installed nothing")
         _ = try SyncServer(database: live.database, config: live.server.config)
-        #expect(try functionVersions() == installed, "a second start finds the same mark and installs nothing")
+        #expect(try functionVersions(live.database) == applied.current, "nor does a second start")
     }
 
     @Test func aTableOutpostCannotSyncStopsTheStartNamingTableColumnAndType() throws {

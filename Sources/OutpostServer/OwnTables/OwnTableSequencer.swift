@@ -14,21 +14,20 @@ import OutpostCore
 /// other write, so the feed stays gap-free whatever the backend's
 /// transactions do (a rolled-back one never queued anything).
 package final class OwnTableSequencer: @unchecked Sendable {
-    // @unchecked Sendable: the mutable state is `wakeups` (a condition) and `stopped`, guarded by it.
+    // @unchecked Sendable: the mutable state (`pending`, `stopped`) is guarded by `wakeups`.
     let database: any ServerDatabase
     let tables: [String: MappedTable]
     let clock: any WallClock
     /// Told what each round wrote (this process's live channels).
     let committed: @Sendable (CommitNotice) -> Void
-    /// Called with the notice's payload text inside each round's transaction,
-    /// for the other servers (`ServerDatabase.announce`).
+    /// This process's tag on the notices each round announces to the other
+    /// servers (`ServerDatabase.announce`), so it does not hear its own.
     let origin: String
     let log: @Sendable (String) -> Void
 
     private let wakeups = NSCondition()
     private var pending = false
     private var stopped = false
-    private var thread: Thread?
 
     /// Keys sequenced in one transaction (well below a transaction's 4,096 versions: a
     /// row whose owner changed takes two).
@@ -55,7 +54,6 @@ package final class OwnTableSequencer: @unchecked Sendable {
     func start() {
         let thread = Thread { [weak self] in self?.run() }
         thread.name = "outpost-own-tables"
-        self.thread = thread
         thread.start()
     }
 

@@ -26,40 +26,7 @@ extension PushSession {
             existing = try load(table.name, uuid, forUpdate: true)
         }
         let schema = table.schema
-        switch mutation.op {
-        case .create:
-            // As for every collection: the same client's create arriving
-            // again took effect already; anyone else's is a conflict.
-            if let existing {
-                if existing.createdByUser == principal.user && existing.createdByClient == client {
-                    return result(.duplicate, existing)
-                }
-                return result(.conflict, scope.canRead(existing) ? existing : nil)
-            }
-        case .update, .delete:
-            guard let existing, scope.owns(owner: existing.owner, team: existing.team) else {
-                return result(.notFound, code: "not_found")
-            }
-            if existing.deleted { return result(mutation.op == .delete ? .applied : .conflict, existing) }
-            if let base = mutation.baseVersion, base != existing.version {
-                switch schema.policy {
-                case .serverWins:
-                    return result(.conflict, existing)
-                case .lastWriteWins:
-                    overwritten = existing
-                case .mergeFields:
-                    guard mutation.op == .update, let changed = try FieldChanges.since(base, of: existing, in: sql) else {
-                        return result(.conflict, existing)
-                    }
-                    let both = changed.intersection((mutation.data ?? [:]).keys).sorted()
-                    if !both.isEmpty {
-                        var outcome = result(.conflict, existing)
-                        outcome.fields = both
-                        return outcome
-                    }
-                }
-            }
-        }
+        if let outcome = try meets(mutation, existing, policy: schema.policy) { return outcome }
         let sent = mutation.op == .delete ? [:] : (mutation.data ?? [:])
         let readOnly = sent.keys.filter { table.field($0)?.readOnly == true }.sorted()
         if !readOnly.isEmpty {

@@ -105,9 +105,7 @@ enum TableCatalog {
             schemaFields[name] = schema
         }
         if let window = mapping.windowField {
-            guard let field = columns[window], fields.contains(field) || fields.contains(where: { $0.name == window }),
-                field.kind.fieldType == .timestamp
-            else {
+            guard let field = fields.first(where: { $0.name == window }), field.kind.fieldType == .timestamp else {
                 throw ConfigError("the window field '\(mapping.name).\(window)' must be a timestamp, timestamptz or date column")
             }
         }
@@ -128,9 +126,8 @@ enum TableCatalog {
             if !names.isEmpty { constraintColumns[row.string(0)] = names }
         }
 
-        var schema = CollectionSchema(
+        let schema = CollectionSchema(
             name: mapping.name, fields: schemaFields, policy: mapping.policy, windowField: mapping.windowField)
-        schema.readOnly = false
         return MappedTable(
             mapping: mapping, key: key, owner: owner, team: team, fields: fields, constraintColumns: constraintColumns,
             schema: schema)

@@ -28,7 +28,7 @@ enum TableStatements {
             var columns = [table.key.quoted, table.owner.quoted]
             var values = [cast(table.key), cast(table.owner)]
             var arguments: [SQLValue] = [.text(uuid), .text(user)]
-            if let teamColumn = table.team, sent[teamColumn.name] == nil {
+            if let teamColumn = table.team {
                 columns.append(teamColumn.quoted)
                 values.append(cast(teamColumn))
                 arguments.append(.text(team))
@@ -71,7 +71,7 @@ enum TableStatements {
         switch value {
         case .null: return .null
         case .string(let text): return column.kind == .json ? .text((try? value.jsonText()) ?? "null") : .text(text)
-        case .bool(let flag): return column.kind == .json ? .text(flag ? "true" : "false") : .text(flag ? "true" : "false")
+        case .bool(let flag): return .text(flag ? "true" : "false")
         case .int(let number): return .text(String(number))
         case .double(let number): return .text(column.kind == .json ? ((try? value.jsonText()) ?? "null") : "\(number)")
         case .array, .object: return .text((try? value.jsonText()) ?? "null")

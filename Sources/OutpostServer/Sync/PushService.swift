@@ -62,9 +62,11 @@ struct PushService {
             var statuses: [MutationStatus] = []
             let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
             // Creates into the app's own tables, written for the whole batch at once where they are plain.
-            let once = Dictionary(grouping: request.mutations, by: \.uuid).filter { $0.value.count == 1 }
-            try session.prepareTableCreates(
-                request.mutations.filter { $0.seq > lastSeq && earlier[$0.id.wireText] == nil && once[$0.uuid] != nil })
+            if !config.mappedTables.isEmpty {
+                let once = Dictionary(grouping: request.mutations, by: \.uuid).filter { $0.value.count == 1 }
+                try session.prepareTableCreates(
+                    request.mutations.filter { $0.seq > lastSeq && earlier[$0.id.wireText] == nil && once[$0.uuid] != nil })
+            }
             for mutation in request.mutations {
                 if mutation.seq <= lastSeq {
                     let result = try session.duplicate(of: mutation)
@@ -254,61 +256,66 @@ struct PushSession {
             return result(
                 .forbidden, code: "read_only", errors: [WireKey.collection.name: "'\(schema.name)' is read-only"])
         }
-        switch mutation.op {
-        case .create:
-            if let existing {
-                // The same client's create arriving again (its answer was lost):
-                // it already took effect. Anyone else's: a conflict.
-                if existing.createdByUser == principal.user && existing.createdByClient == client {
-                    return result(.duplicate, existing)
-                }
-                return result(.conflict, scope.canRead(existing) ? existing : nil)
-            }
+        if let outcome = try meets(mutation, existing, policy: schema.policy) { return outcome }
+        if mutation.op == .create {
             let data = mutation.data ?? [:]
             let problems = try validator(schema).problems(changed: data, merged: data)
             guard problems.isEmpty else { return result(.rejected, code: "invalid_field", errors: problems) }
             let missing = try missingAttachments(schema, changed: data, before: nil)
             guard missing.isEmpty else { return result(.rejected, code: "missing_attachment", errors: missing) }
             return result(.applied, try insert(schema, mutation, data))
+        }
+        // `meets` answered an update or delete of a record that is not there.
+        guard let existing else { return result(.notFound, code: "not_found") }
+        if mutation.op == .delete {
+            return result(.applied, try write(existing, data: nil, schema: schema, mutation: mutation))
+        }
+        let patch = mutation.data ?? [:]
+        let merged = (try existing.data() ?? [:]).applyingPatch(patch)
+        let problems = try validator(schema).problems(changed: patch, merged: merged)
+        guard problems.isEmpty else { return result(.rejected, code: "invalid_field", errors: problems) }
+        let missing = try missingAttachments(schema, changed: patch, before: try existing.data())
+        guard missing.isEmpty else { return result(.rejected, code: "missing_attachment", errors: missing) }
+        return result(.applied, try write(existing, data: merged, schema: schema, mutation: mutation))
+    }
+
+    /// What a change meets before it writes, the same for every collection:
+    /// a create of a record that exists (the same client's, answered
+    /// `duplicate`: its answer was lost; anyone else's a conflict); an update
+    /// or delete of a record out of the caller's scope (`not_found`), of a
+    /// tombstone (a delete is done, an edit conflicts and cannot resurrect
+    /// it), or from a stale base, decided by the collection's policy. Nil:
+    /// the change goes on (under `last_write_wins`, noting what it overwrites).
+    mutating func meets(_ mutation: Mutation, _ existing: ServerRecord?, policy: ConflictPolicy) throws -> PushOutcome? {
+        switch mutation.op {
+        case .create:
+            guard let existing else { return nil }
+            if existing.createdByUser == principal.user && existing.createdByClient == client {
+                return PushOutcome(status: .duplicate, record: existing)
+            }
+            return PushOutcome(status: .conflict, record: scope.canRead(existing) ? existing : nil)
         case .update, .delete:
             guard let existing, scope.owns(owner: existing.owner, team: existing.team) else {
-                return result(.notFound, code: "not_found")
+                return PushOutcome(status: .notFound, code: "not_found")
             }
-            if existing.deleted {
-                // Deleting twice is done; editing a deleted record is a conflict
-                // that shows the tombstone, so the edit cannot resurrect it.
-                return result(mutation.op == .delete ? .applied : .conflict, existing)
-            }
-            if let base = mutation.baseVersion, base != existing.version {
-                switch schema.policy {
-                case .serverWins:
-                    return result(.conflict, existing)
-                case .lastWriteWins:
-                    overwritten = existing
-                case .mergeFields:
-                    // Applied only when no field it sends changed since its base; a
-                    // delete, or a base whose copy is no longer held, conflicts.
-                    guard mutation.op == .update, let changed = try FieldChanges.since(base, of: existing, in: sql) else {
-                        return result(.conflict, existing)
-                    }
-                    let both = changed.intersection((mutation.data ?? [:]).keys).sorted()
-                    if !both.isEmpty {
-                        var outcome = result(.conflict, existing)
-                        outcome.fields = both
-                        return outcome
-                    }
+            if existing.deleted { return PushOutcome(status: mutation.op == .delete ? .applied : .conflict, record: existing) }
+            guard let base = mutation.baseVersion, base != existing.version else { return nil }
+            switch policy {
+            case .serverWins:
+                return PushOutcome(status: .conflict, record: existing)
+            case .lastWriteWins:
+                overwritten = existing
+                return nil
+            case .mergeFields:
+                // Applied only when no field it sends changed since its base; a
+                // delete, or a base whose copy is no longer held, conflicts.
+                guard mutation.op == .update, let changed = try FieldChanges.since(base, of: existing, in: sql) else {
+                    return PushOutcome(status: .conflict, record: existing)
                 }
+                let both = changed.intersection((mutation.data ?? [:]).keys).sorted()
+                guard both.isEmpty else { return PushOutcome(status: .conflict, record: existing, fields: both) }
+                return nil
             }
-            if mutation.op == .delete {
-                return result(.applied, try write(existing, data: nil, schema: schema, mutation: mutation))
-            }
-            let patch = mutation.data ?? [:]
-            let merged = (try existing.data() ?? [:]).applyingPatch(patch)
-            let problems = try validator(schema).problems(changed: patch, merged: merged)
-            guard problems.isEmpty else { return result(.rejected, code: "invalid_field", errors: problems) }
-            let missing = try missingAttachments(schema, changed: patch, before: try existing.data())
-            guard missing.isEmpty else { return result(.rejected, code: "missing_attachment", errors: missing) }
-            return result(.applied, try write(existing, data: merged, schema: schema, mutation: mutation))
         }
     }
 
