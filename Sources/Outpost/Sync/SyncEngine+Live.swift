@@ -127,14 +127,19 @@ extension SyncEngine {
                 guard liveChannel.isCurrent(generation), !Task.isCancelled else { break }
                 let failure = (error as? SyncFailure) ?? .noAnswer
                 if failure == .offline {
-                    // No network at all: the path monitor or the next request
-                    // notices its return, and the cycle then reopens the channel.
                     await record(.notSent)
-                    break
+                    // The OS says there is no network: its path monitor tells
+                    // of the return, and the cycle then reopens the channel.
+                    if connectivity.hint?.isConnected == false { break }
+                    // Otherwise the connection was refused (a proxy or a
+                    // server restarting) or no path monitor speaks: the
+                    // channel tries again on its own backoff, never left off
+                    // until the next periodic sync.
+                } else {
+                    // Not now (a dead socket, no answer, a busy server): say so.
+                    await record(failure == .noAnswer ? .noAnswer : .serverStruggling)
                 }
-                // Not now (a dead socket, no answer, a busy server): say so,
-                // and reconnect after a backoff with full jitter.
-                await record(failure == .noAnswer ? .noAnswer : .serverStruggling)
+                // Reconnect after a backoff with full jitter.
                 setLive(.connecting)
                 let delay: Duration
                 let attempt = reconnection.failed()
