@@ -164,6 +164,10 @@ public final class SyncServer: Sendable {
     /// Writes the device sightings noted since the last time (the HTTP
     /// server's timer calls this every few seconds). A busy database keeps
     /// them for the next round.
+    /// Reads the configured JWKS again (SIGHUP): nil when tokens are not
+    /// JWTs, else whether keys were loaded (on failure the known ones stay).
+    public func reloadSigningKeys() -> Bool? { tokens.jwt?.reload() }
+
     func writeSightings() { try? sightings.write(to: database) }
 
     /// The body as sent, or inflated when it came with a `Content-Encoding`

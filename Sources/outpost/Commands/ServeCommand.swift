@@ -187,15 +187,26 @@ enum ServeCommand {
         }
         let shown = DatabaseLocation.isPostgres(location) ? "PostgreSQL" : location
         Terminal.note("Outpost server listening on \(tls == nil ? "http" : "https")://\(host):\(http.port) (database: \(shown))")
-        if tls != nil {
-            SignalWatcher.shared.onReload {
+        // SIGHUP reloads what can change while serving, and never stops the
+        // server (a signal left at its default would end the process).
+        let servesTLS = tls != nil
+        SignalWatcher.shared.onReload {
+            var reloaded: [String] = []
+            if servesTLS {
                 do {
                     try http.reloadCertificate()
-                    Terminal.note("Reloaded the TLS certificate and key; new connections use them.")
+                    reloaded.append("the TLS certificate and key (new connections use them)")
                 } catch {
                     Terminal.note("The TLS certificate was not reloaded (\(error)); the previous one stays in use.")
                 }
             }
+            if let keys = server.reloadSigningKeys() {
+                if keys { reloaded.append("the JWKS") }
+            }
+            Terminal.note(
+                reloaded.isEmpty
+                    ? "Received SIGHUP: nothing to reload (no TLS certificate or JWKS configured); still serving."
+                    : "Reloaded " + reloaded.joined(separator: " and ") + ".")
         }
         // Scripts and tests read the port from this line.
         FileHandle.standardOutput.write(Data("listening on port \(http.port)\n".utf8))

@@ -161,6 +161,10 @@ final class JWTVerifier: Sendable {
         return find(state.current.keys)
     }
 
+    /// Fetches the JWKS now, whatever the refetch interval (SIGHUP);
+    /// returns whether keys were loaded (on failure the known ones stay).
+    package func reload() -> Bool { refresh(force: true) }
+
     /// Fetches the JWKS unless an unknown `kid` made it try within the
     /// refetch interval (`force`: the load at start); returns whether keys were loaded.
     @discardableResult
