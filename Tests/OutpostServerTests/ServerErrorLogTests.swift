@@ -111,5 +111,16 @@ struct ServerErrorLogTests {
         #expect(try await clients(trusting: nil, forwardedFor: "203.0.113.7") == ["127.0.0.1"])
         #expect(try await clients(trusting: "192.0.2.1", forwardedFor: "203.0.113.7") == ["127.0.0.1"])
         #expect(try await clients(trusting: "127.0.0.1", forwardedFor: "<script>") == ["127.0.0.1"])
+
+        // A proxy that appends a second header line after the client's own
+        // (haproxy's `option forwardfor`): the last line is the proxy's.
+        let lines = LogLines()
+        let http = try HTTPServer(port: 0, log: lines.append, trustedProxy: "127.0.0.1", server: server)
+        defer { http.stop() }
+        let request = "GET /v1/health HTTP/1.1\r\nHost: outpost\r\nX-Forwarded-For: 6.6.6.6\r\n"
+            + "X-Forwarded-For: 203.0.113.7\r\nConnection: close\r\n\r\n"
+        let reply = try await runBlocking { try HostileSocket.exchange(port: http.port, request: Array(request.utf8)) }
+        #expect(reply.status == 200)
+        #expect(try lines.all.map { try JSONObject.parseObject($0)["client"]?.stringValue } == ["203.0.113.7"])
     }
 }

@@ -497,11 +497,34 @@ public final class HTTPServer: @unchecked Sendable {
         guard outpost_mhd_peer_address(connection, &buffer, socklen_t(buffer.count)) != 0 else { return nil }
         let peer = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard let trustedProxy, peer == trustedProxy,
-            let forwarded = MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "X-Forwarded-For"),
-            let last = String(cString: forwarded).split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
+            let forwarded = Self.lastValue(connection, header: "X-Forwarded-For"),
+            let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
             !last.isEmpty, last.utf8.count <= 64, last.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: ":") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) })
         else { return peer }
         return last
+    }
+
+    /// The last line of a header sent more than once: a proxy that appends
+    /// (haproxy's `option forwardfor`) adds its own line after any the
+    /// client wrote, and libmicrohttpd's lookup gives the first.
+    private static func lastValue(_ connection: OpaquePointer, header: String) -> String? {
+        final class Box {
+            let name: String
+            var last: String?
+            init(_ name: String) { self.name = name }
+        }
+        let box = Box(header.lowercased())
+        let iterator: MHD_KeyValueIterator = { context, _, key, value in
+            guard let context, let key, let value else { return outpost_mhd_yes() }
+            let box = Unmanaged<Box>.fromOpaque(context).takeUnretainedValue()
+            if String(cString: key).lowercased() == box.name { box.last = String(cString: value) }
+            return outpost_mhd_yes()
+        }
+        withExtendedLifetime(box) {
+            _ = MHD_get_connection_values(
+                connection, outpost_mhd_header_kind(), iterator, Unmanaged.passUnretained(box).toOpaque())
+        }
+        return box.last
     }
 
     /// The decoded query arguments of the request.
