@@ -77,5 +77,12 @@ struct AttachmentCommandLineTests {
         #expect(FileManager.default.contents(atPath: out) == bytes)
         let bad = try await station.run(["get-blob", "not-a-hash", "--profile", "boss"])
         #expect(bad.status != 0 && bad.stderr.contains("64 hexadecimal digits"), "\(bad.stderr)")
+        // The 12 digits `list` prints are enough.
+        let short = station.directory.path("short.jpg")
+        let byPrefix = try await station.run(["get-blob", String(sha.prefix(12)), "--profile", "boss", "--output", short])
+        #expect(byPrefix.status == 0, "\(byPrefix.stderr)")
+        #expect(FileManager.default.contents(atPath: short) == bytes)
+        let unknown = try await station.run(["get-blob", "00000000", "--profile", "boss"])
+        #expect(unknown.status != 0 && unknown.stderr.contains("No attachment on this computer starts with 00000000"), "\(unknown.stderr)")
     }
 }

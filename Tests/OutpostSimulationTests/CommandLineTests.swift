@@ -131,6 +131,12 @@ struct CommandLineTests {
         #expect(try await station.run(["list", "people"]).stdout.contains("synced"))
         let count = try station.server.database.read { try $0.first("SELECT COUNT(*) FROM records WHERE collection = 'people'")?.int(0) }
         #expect(count == 1)
+
+        // A list cut at its limit says how many it left out.
+        for name in ["Bea", "Caro"] { _ = try await station.run(["add", "people", "name=\(name)"]) }
+        let cut = try await station.run(["list", "people", "--limit", "2"])
+        #expect(cut.stdout.contains("… 2 of 3 people records shown (the newest); --limit 3 shows them all."), "\(cut.stdout)")
+        #expect(!(try await station.run(["list", "people"])).stdout.contains(" shown "), "a whole list says nothing more")
     }
 
     @Test func statusWhileOfflineShowsTheLastSyncAndTheOfflineMessage() async throws {

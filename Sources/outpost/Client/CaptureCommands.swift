@@ -17,8 +17,10 @@ enum CaptureCommands {
         (e.g. section:=3). In edit, field:=null clears a field.
         field=@FILE attaches a file (a photo): it is copied into this computer's store and
         uploaded before the record by 'outpost sync' (e.g. photo=@./door.jpg).
-        list shows each attachment's state; get-blob writes an attachment's bytes to
-        standard output (or FILE), downloading them if they are not on this computer.
+        list shows the newest N records of each collection (50 by default; it says when it
+        left some out) and each attachment's state; get-blob writes an attachment's bytes to
+        standard output (or FILE), downloading them if they are not on this computer (the
+        first 12 digits list prints are enough for one on this computer).
         """
 
     /// A `field=@FILE` word: the file to attach to the field.
@@ -148,8 +150,15 @@ enum CaptureCommands {
             let names = arguments.positional.first.map { [$0] } ?? profile.collections.map(\.name)
             let now = Date()
             var shown = 0
+            let counts = try await store.localCounts()
             for name in names {
                 let records = try await store.query(RecordQuery(name, order: [.localUpdatedAt()], limit: limit))
+                // A cut list says so: the newest `limit` of how many, and how to see the rest.
+                defer {
+                    if let total = counts[name], total > records.count {
+                        print("… \(records.count) of \(total) \(name) records shown (the newest); --limit \(total) shows them all.")
+                    }
+                }
                 for record in records {
                     let age = record.localUpdatedAt ?? record.serverUpdatedAt?.date
                     let attachments = AttachedFile.all(in: record.value)
@@ -180,22 +189,35 @@ extension CaptureCommands {
         let profile = try Profile.from(&arguments)
         let output = arguments.option("output")
         try arguments.checkAllUsed()
-        guard let sha = arguments.positional.first?.lowercased(), arguments.positional.count == 1 else {
+        guard let given = arguments.positional.first?.lowercased(), arguments.positional.count == 1 else {
             throw UsageError("Say which attachment: outpost get-blob <sha256>")
         }
-        guard AttachedFile.isBlobName(sha) else { throw UsageError("'\(sha)' is not a SHA-256: 64 hexadecimal digits.") }
+        // The whole SHA-256, or the start of one that `list` prints (at least 8 digits).
+        let isHex = given.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }
+        guard isHex, (8...64).contains(given.utf8.count) else {
+            throw UsageError("'\(given)' is not a SHA-256: 64 hexadecimal digits (or the first 8 or more of them).")
+        }
         let account = try profile.loadAccount()
         try await profile.withStore { store in
             let engine = try profile.engine(store: store, account: account, timeout: 30)
             // The record naming it says its size; else the server does.
-            var known: AttachedFile?
-            for name in profile.collections.map(\.name) where known == nil {
+            var matching: [String: AttachedFile] = [:]
+            for name in profile.collections.map(\.name) {
                 for record in try await store.query(RecordQuery(name)) {
-                    if let found = AttachedFile.all(in: record.value).values.first(where: { $0.sha256 == sha }) {
-                        known = found
-                        break
+                    for file in AttachedFile.all(in: record.value).values where file.sha256.hasPrefix(given) {
+                        matching[file.sha256] = file
                     }
                 }
+            }
+            guard matching.count <= 1 else {
+                throw UsageError(
+                    "'\(given)' starts \(matching.count) attachments on this computer; give more digits: "
+                        + matching.keys.sorted().map { String($0.prefix(16)) + "…" }.joined(separator: ", "))
+            }
+            let known = matching.values.first
+            guard let sha = known?.sha256 ?? (AttachedFile.isBlobName(given) ? given : nil) else {
+                throw CommandFailure(
+                    "No attachment on this computer starts with \(given); give all 64 digits to ask the server for it.")
             }
             let attachment: AttachedFile
             if let known {
