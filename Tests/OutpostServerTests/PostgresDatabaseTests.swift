@@ -24,6 +24,18 @@ struct PostgresDatabaseTests {
         _ = try? database.write { try $0.execute("DROP TABLE IF EXISTS \(table)", []) }
     }
 
+    /// An operator looking in `pg_stat_activity` tells Outpost's sessions
+    /// from the app's; a name in the URL wins.
+    @Test func connectionsNameThemselvesUnlessTheURLDoes() throws {
+        let database = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
+        defer { database.close() }
+        #expect(try database.read { try $0.first("SELECT current_setting('application_name')")?.string(0) } == "outpost")
+        let named = url + (url.contains("?") ? "&" : "?") + "application_name=fleet-a"
+        let other = try PostgresDatabase(url: named, timeouts: .sharedTestDatabase)
+        defer { other.close() }
+        #expect(try other.read { try $0.first("SELECT current_setting('application_name')")?.string(0) } == "fleet-a")
+    }
+
     @Test func executeAndQueryRoundTripIntegersTextAndNull() throws {
         let database = try PostgresDatabase(url: url, timeouts: .sharedTestDatabase)
         defer { database.close() }

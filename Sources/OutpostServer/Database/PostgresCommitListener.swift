@@ -65,7 +65,7 @@ final class PostgresCommitListener: CommitListening {
 
     /// A connection listening on this schema's channel, or nil (logged).
     private func connect() -> OpaquePointer? {
-        guard let connection = PostgresConnect.open(url) else { return nil }
+        guard let connection = PostgresConnect.open(url, name: "outpost listen") else { return nil }
         guard PQstatus(connection) == CONNECTION_OK else {
             log("commit listener: cannot connect to PostgreSQL at \(redactedURL): \(String(cString: PQerrorMessage(connection)))")
             PQfinish(connection)

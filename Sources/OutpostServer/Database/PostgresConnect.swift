@@ -9,12 +9,17 @@ import Foundation
 /// (`k5_mutex_lock: Received error 22`, an abort at exit). Outpost's
 /// PostgreSQL connections are TCP or Unix sockets with TLS if the URL says
 /// so; a deployment on Kerberos names `gssencmode` in its URL, which wins.
+///
+/// Every connection names itself (`application_name`, unless the URL or
+/// `PGAPPNAME` gives one): `pg_stat_activity` then tells Outpost's sessions,
+/// and what each is doing (`outpost` for requests, `outpost listen` for the
+/// connection that hears other servers' commits), from the app's own.
 enum PostgresConnect {
-    static func open(_ url: String) -> OpaquePointer? {
+    static func open(_ url: String, name: String = "outpost") -> OpaquePointer? {
         // Key words are read in order and the last value of each wins: the
-        // URL, expanded from `dbname`, overrides the default before it.
-        let keywords = ["gssencmode", "dbname"]
-        let values = ["disable", url]
+        // URL, expanded from `dbname`, overrides the defaults before it.
+        let keywords = ["gssencmode", "fallback_application_name", "dbname"]
+        let values = ["disable", name, url]
         return withCStrings(keywords) { keywordPointers in
             withCStrings(values) { valuePointers in
                 PQconnectdbParams(keywordPointers, valuePointers, 1)
