@@ -57,6 +57,27 @@ struct JWTTests {
         #expect(try await pull(setup.live, try await setup.provider.token(claims, key: setup.rsa)).status == 200)
     }
 
+    /// A JWKS that cannot be read (a path typo, the provider down at start)
+    /// leaves every JWT refused: the server says it is not ready, with why,
+    /// until a key arrives.
+    @Test func aServerWhoseJWKSGaveNoKeyIsNotReadyUntilOneArrives() async throws {
+        let provider = try TestIdentityProvider()
+        let rsa = try await provider.makeKey("rsa-1", "RS256")
+        provider.publish([rsa])
+        provider.setReachable(false)
+        var config = try ServerConfig()
+        var settings = provider.settings()
+        settings.refetchInterval = 0
+        config.jwt = settings
+        let live = try LiveServer(.sqlite, config: config, log: LogLines().append)
+        let down = try await live.get("/v1/ready", token: nil)
+        #expect(down.status == 503)
+        #expect(down.text.contains("gave no usable key"), "\(down.text)")
+        #expect(down.headers["retry-after"] != nil)
+        provider.setReachable(true)
+        try await eventually("ready once the provider answers") { try await live.get("/v1/ready", token: nil).status == 200 }
+    }
+
     @Test func everyWrongTokenIsRefusedWith401() async throws {
         let setup = try await Self.setUp()
         let provider = setup.provider

@@ -4,7 +4,8 @@ import OutpostCore
 /// `GET /v1/ready`: whether this server can serve requests now, for a load
 /// balancer or an orchestrator deciding where to send traffic. `/v1/health`
 /// says the process answers; this also reads the database and checks that
-/// its schema is the one this server was built for.
+/// its schema is the one this server was built for, and that a configured
+/// JWKS gave at least one key.
 extension SyncServer {
     struct Readiness: Encodable {
         var status = "ready"
@@ -38,6 +39,18 @@ extension SyncServer {
                 APIError(
                     .unavailable,
                     "The database's schema is at version \(applied), this server needs \(expected): \(fix).",
+                    retryAfter: 30),
+                user: nil)
+        }
+        if let jwt = tokens.jwt, !jwt.hasUsableKeys() {
+            // Every JWT would get 401 "sign in again": the devices of a fleet
+            // would all stop syncing behind a load balancer that thought this
+            // server healthy.
+            return Self.errorResponse(
+                APIError(
+                    .unavailable,
+                    "The JWKS at \(jwt.settings.jwks) gave no usable key, so every JWT would be refused: check the path or "
+                        + "URL and that the identity provider answers (SIGHUP reads it again).",
                     retryAfter: 30),
                 user: nil)
         }

@@ -161,6 +161,15 @@ final class JWTVerifier: Sendable {
         return find(state.current.keys)
     }
 
+    /// Whether any key is known, after one more try (within the refetch
+    /// interval) when none is: without one every JWT is refused, so the
+    /// server is not ready.
+    package func hasUsableKeys() -> Bool {
+        if !state.current.keys.isEmpty { return true }
+        _ = refresh(force: false)
+        return !state.current.keys.isEmpty
+    }
+
     /// Fetches the JWKS now, whatever the refetch interval (SIGHUP);
     /// returns whether keys were loaded (on failure the known ones stay).
     package func reload() -> Bool { refresh(force: true) }
