@@ -135,8 +135,10 @@ public final class HTTPServer: @unchecked Sendable {
             total: connections.total, perAddress: connections.perAddress,
             headerDeadlineSeconds: connections.headerDeadlineSeconds)
         // libmicrohttpd may hold more than the total (the gate answers
-        // those past it), as far as open files allow.
-        FileDescriptorLimit.raise(toAtLeast: connections.filesNeeded(threads: threads))
+        // those past it), as far as open files allow: out of them, it
+        // stops accepting until a connection closes.
+        let files = FileDescriptorLimit.raise(toAtLeast: connections.filesNeeded(threads: threads))
+        let acceptLimit = min(connections.acceptLimit, max(connections.total, files - threads - 256))
         let context = Unmanaged.passUnretained(self).toOpaque()
         // libmicrohttpd 0.9.75 has no deadline for a request's headers to
         // arrive: its connection timeout is an idle timeout, restarted by
@@ -145,7 +147,7 @@ public final class HTTPServer: @unchecked Sendable {
         // share of connections not yet authenticated, itself.
         guard
             let daemon = outpost_mhd_start(
-                port, host, UInt32(max(1, threads)), UInt32(connections.acceptLimit),
+                port, host, UInt32(max(1, threads)), UInt32(acceptLimit),
                 UInt32(connections.idleTimeoutSeconds), Self.accessHandler, context, Self.completedHandler, context,
                 Self.connectionHandler, context, tls == nil ? nil : outpost_tls_certificate_callback())
         else {

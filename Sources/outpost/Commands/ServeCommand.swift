@@ -178,9 +178,10 @@ enum ServeCommand {
             readDatabase = try openDatabase(readLocation, poolSize: threads, timeouts: config.databaseTimeouts)
         }
         let server = try SyncServer(database: database, readDatabase: readDatabase, config: config)
-        // Each open connection is a descriptor; room for the limit, the pool and the files.
-        let needed = config.connections.filesNeeded(threads: threads)
-        let files = FileDescriptorLimit.raise(toAtLeast: needed)
+        // Each open connection is a descriptor; room for the limit (and the
+        // connections past it that are answered 503), the pool and the files.
+        let files = FileDescriptorLimit.raise(toAtLeast: config.connections.filesNeeded(threads: threads))
+        let needed = config.connections.total + threads + 256
         if files < needed {
             Terminal.note(
                 "This system allows \(files) open files; fewer than \(config.connections.total) connections can be held "
