@@ -356,6 +356,9 @@ struct ConnectionGateTests {
         let signed = gate.opened(address: 7, socket: pairs[2].gateEnd)
         #expect(gate.headersArrived(signed, mayPass: true) == nil)
         #expect(!pairs.contains { $0.wasCut })
+        // The refused one closes after its answer: it no longer counts.
+        #expect(gate.unprovenConnections(from: 7) == 2)
+        #expect(gate.openConnections == 2)
     }
 }
 

@@ -121,15 +121,17 @@ final class ConnectionGate: @unchecked Sendable {
         defer { lock.unlock() }
         connection.ticket = 0
         trimQueue(of: connection.address)
-        guard !connection.proven, !connection.cut else { return nil }
-        if connection.overTotal {
-            guard open > total else {
-                connection.overTotal = false
-                return headersArrivedOverShare(connection, mayPass: mayPass)
-            }
-            return .total
+        guard !connection.proven, !connection.retired else { return nil }
+        let refusal: Refusal?
+        if connection.overTotal && open > total {
+            refusal = .total
+        } else {
+            connection.overTotal = false
+            refusal = headersArrivedOverShare(connection, mayPass: mayPass)
         }
-        return headersArrivedOverShare(connection, mayPass: mayPass)
+        // Closed after its answer: from now on it leaves room for the next one.
+        if refusal != nil { retire(connection) }
+        return refusal
     }
 
     private func headersArrivedOverShare(_ connection: GatedConnection, mayPass: Bool) -> Refusal? {
@@ -146,7 +148,7 @@ final class ConnectionGate: @unchecked Sendable {
     func prove(_ connection: GatedConnection) {
         lock.lock()
         defer { lock.unlock() }
-        guard !connection.proven, !connection.cut, !connection.closed else { return }
+        guard !connection.proven, !connection.retired, !connection.closed else { return }
         connection.proven = true
         connection.ticket = 0
         connection.overShare = false
@@ -160,7 +162,7 @@ final class ConnectionGate: @unchecked Sendable {
     func requestEnded(_ connection: GatedConnection) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        if !connection.proven && !connection.cut && !connection.closed {
+        if !connection.proven && !connection.retired && !connection.closed {
             enqueue(connection, now: DispatchTime.now().uptimeNanoseconds)
         }
         return open * 2 >= total
@@ -174,7 +176,7 @@ final class ConnectionGate: @unchecked Sendable {
         guard !connection.closed else { return }
         connection.closed = true
         connection.ticket = 0
-        if !connection.cut {
+        if !connection.retired {
             open -= 1
             if !connection.proven { release(unprovenAt: connection.address) }
         }
@@ -232,12 +234,17 @@ final class ConnectionGate: @unchecked Sendable {
     /// descriptor is still this connection's, since libmicrohttpd closes
     /// it only after `closed`, which waits for the lock held here.
     private func cut(_ connection: GatedConnection) {
-        connection.cut = true
+        retire(connection)
+        cuts += 1
+        _ = shutdown(connection.socket, Int32(SHUT_RDWR))
+    }
+
+    /// The connection stops counting: it is about to close.
+    private func retire(_ connection: GatedConnection) {
+        connection.retired = true
         connection.ticket = 0
         open -= 1
         if !connection.proven { release(unprovenAt: connection.address) }
-        cuts += 1
-        _ = shutdown(connection.socket, Int32(SHUT_RDWR))
     }
 
     private func release(unprovenAt address: UInt32) {

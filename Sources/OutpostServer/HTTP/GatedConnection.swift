@@ -14,9 +14,9 @@ final class GatedConnection: @unchecked Sendable {
     /// A request on it authenticated: it no longer counts against its
     /// address and is never cut.
     var proven = false
-    /// Shut down by the gate; libmicrohttpd closes it soon after, and it
-    /// no longer counts anywhere.
-    var cut = false
+    /// Cut by the gate (its socket shut down), or refused (closed after its
+    /// 503): libmicrohttpd closes it soon after, and it no longer counts anywhere.
+    var retired = false
     /// Closed by libmicrohttpd.
     var closed = false
     /// Its place in the queues of connections waiting for a request's
@@ -43,7 +43,7 @@ struct HeaderQueue {
         /// When it began to wait (monotonic nanoseconds).
         let since: UInt64
         let connection: GatedConnection
-        var isCurrent: Bool { connection.ticket == ticket && !connection.cut && !connection.closed }
+        var isCurrent: Bool { connection.ticket == ticket && !connection.retired && !connection.closed }
     }
 
     private var entries: [Entry] = []

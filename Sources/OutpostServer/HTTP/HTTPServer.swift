@@ -9,10 +9,10 @@ import OutpostCore
 
 /// The sync server on a real socket: libmicrohttpd with its own epoll thread
 /// pool, a body-size limit, connection limits (in all, and per client
-/// address for connections not yet authenticated; see `ConnectionGate`),
-/// a deadline for request headers and an idle timeout. Each request is answered by the handler on
-/// one of libmicrohttpd's threads and logged as one JSON line (never bodies
-/// or tokens); a 5xx line also names its cause.
+/// address for connections not yet authenticated; see `ConnectionGate`), a
+/// deadline for request headers and an idle timeout. Each request is
+/// answered by the handler on one of libmicrohttpd's threads and logged as
+/// one JSON line (never bodies or tokens); a 5xx line also names its cause.
 ///
 /// `@unchecked Sendable`: `daemon` is set once in `init` and cleared only in
 /// `stop()` under `lock`; libmicrohttpd's threads only read the immutable
