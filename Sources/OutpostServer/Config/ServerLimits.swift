@@ -85,5 +85,5 @@ public struct ConnectionLimits: Sendable, Equatable {
 
     /// Open files `outpost serve` needs for these limits with `threads`
     /// request threads (each connection holds one; the pool and files a few).
-    public func filesNeeded(threads: Int) -> Int { acceptLimit + threads + 256 }
+    package func filesNeeded(threads: Int) -> Int { acceptLimit + threads + 256 }
 }
