@@ -14,12 +14,16 @@
 
 // libmicrohttpd's own messages, on stderr, except the ones every live stream
 // causes when its client goes away ("…socket is no longer available for
-// sending"): that is how a stream normally ends, not an error.
+// sending"): that is how a stream normally ends, not an error. Nor a line
+// for each socket that ended before its request's headers did (the server
+// cuts idle and trickling ones by the hundred during a flood).
 static void outpost_mhd_log(void *context, const char *format, va_list arguments) {
     (void)context;
     char line[512];
     vsnprintf(line, sizeof line, format, arguments);
     if (strstr(line, "no longer available for sending") != NULL) return;
+    if (strstr(line, "closed when reading request") != NULL) return;
+    if (strstr(line, "disconnected when reading request") != NULL) return;
     fputs(line, stderr);
 }
 
@@ -27,9 +31,11 @@ static void outpost_mhd_log(void *context, const char *format, va_list arguments
 static struct MHD_OptionItem outpost_mhd_no_options[] = {{MHD_OPTION_END, 0, NULL}};
 
 // Starts a daemon with an internal epoll thread pool and the limits Outpost needs.
+// No per-address limit: the server counts connections by address itself
+// (only those not yet authenticated), and answers a request over a limit.
 static inline struct MHD_Daemon *outpost_mhd_start(
     uint16_t port, const char *bind_ip_v4, unsigned int threads,
-    unsigned int connection_limit, unsigned int per_address_limit, unsigned int connection_timeout_seconds,
+    unsigned int connection_limit, unsigned int connection_timeout_seconds,
     MHD_AccessHandlerCallback handler, void *handler_context,
     MHD_RequestCompletedCallback completed, void *completed_context,
     MHD_NotifyConnectionCallback notify_connection, void *notify_connection_context, void *certificate_callback)
@@ -54,7 +60,6 @@ static inline struct MHD_Daemon *outpost_mhd_start(
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_THREAD_POOL_SIZE, threads,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_seconds,
         MHD_OPTION_NOTIFY_COMPLETED, completed, completed_context,
         MHD_OPTION_NOTIFY_CONNECTION, notify_connection, notify_connection_context,
@@ -130,6 +135,18 @@ static inline uint32_t outpost_mhd_peer_ipv4(struct MHD_Connection *connection) 
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (info == NULL || info->client_addr == NULL || info->client_addr->sa_family != AF_INET) return 0;
     return ntohl(((const struct sockaddr_in *)info->client_addr)->sin_addr.s_addr);
+}
+
+// The connection's socket (for shutting it down from another thread: libmicrohttpd then closes it).
+static inline int outpost_mhd_socket(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
+// What the connection-notify callback stored for this connection.
+static inline void *outpost_mhd_socket_context(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
 }
 
 // Whether a connection notification says it opened (else it closed).

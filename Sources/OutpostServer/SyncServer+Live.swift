@@ -26,10 +26,9 @@ extension SyncServer {
         let principal = try request.caller()
         let (collections, pull) = try livePull(http)
         // Registered before the first read: a commit after that read wakes it.
-        guard let connection = liveHub.open(
+        let connection = try liveHub.open(
             kind: .longPoll, interest: interest(principal, collections, http), token: Authentication.bearer(http),
             wait: .seconds(seconds), changesPending: false)
-        else { throw APIError.unavailable }
         let first: PullService.Page
         do {
             first = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal)
@@ -53,10 +52,9 @@ extension SyncServer {
         let http = request.http
         let principal = try request.caller()
         let (collections, pull) = try livePull(http)
-        guard let connection = liveHub.open(
+        let connection = try liveHub.open(
             kind: .stream, interest: interest(principal, collections, http), token: Authentication.bearer(http), wait: .zero,
             changesPending: false)
-        else { throw APIError.unavailable }
         // The first page is read here, so a bad cursor or a needed
         // resync is a plain error answer, not a stream that ends at once.
         do {

@@ -73,7 +73,7 @@ public final class SyncServer: Sendable {
         self.limiter = config.rateLimit.map { RateLimiter($0, clock: clock) }
         self.liveHub = LiveHub(settings: LiveHub.Settings(
             heartbeat: .seconds(config.heartbeatSeconds), maxStreamDuration: .seconds(config.maxStreamSeconds),
-            tokenRecheck: config.liveTokenRecheck))
+            tokenRecheck: config.liveTokenRecheck, maxPerUser: config.connections.livePerUser))
         let hub = liveHub
         let sequencer =
             mapped.isEmpty

@@ -18,8 +18,10 @@ struct ConnectionFloodTests {
     // Each scenario runs on a thread of its own: its timing must not wait on
     // the cooperative pool, which other tests may hold for seconds.
 
-    @Test func withoutAPerAddressCapAFloodFromOneAddressStopsEveryoneElse() async throws {
-        // The old settings: only a total cap, and a long idle timeout.
+    @Test func aFloodThatFillsTheTotalLosesItsOldestSocketsToOthers() async throws {
+        // Only a total cap (the address's share is as large), and a long idle
+        // timeout: the flood fills the total, yet the oldest half-sent socket
+        // is cut for each newcomer (once, every slot stayed taken).
         let live = try LiveServer.sqlite(total: 64, perAddress: 64, idleTimeoutSeconds: 30)
         let port = live.http.port
         let http = live.http
@@ -31,7 +33,7 @@ struct ConnectionFloodTests {
         }
         print("ConnectionFlood[total cap only]: the flood holds \(held) connections; \(answered.count) of 3 legitimate requests answered within 1 s")
         #expect(held >= 64)
-        #expect(answered.isEmpty, "expected the flood to take every slot")
+        #expect(answered.count == 3, "\(answered.count) of 3 requests answered past a flood holding the total")
     }
 
     @Test func withAPerAddressCapOthersAreServedPromptlyAndSilentSocketsAreClosed() async throws {

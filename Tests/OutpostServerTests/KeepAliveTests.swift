@@ -55,14 +55,14 @@ struct KeepAliveTests {
             try socket.ask()
             sleep(UInt32(HTTPServer.keepAliveSeconds) + 2)
             let reused = (try? socket.ask()) != nil
-            let counted = http.occupancy.openConnections
+            let counted = http.gate.openConnections
             socket.close()
             return (reused, counted)
         }
         #expect(outcome.reused, "an answered connection of a quiet server was closed after \(HTTPServer.keepAliveSeconds) s")
         #expect(outcome.counted == 1)
         try await eventually("the closed connection is no longer counted", timeout: .seconds(10)) {
-            live.http.occupancy.openConnections == 0
+            live.http.gate.openConnections == 0
         }
     }
 

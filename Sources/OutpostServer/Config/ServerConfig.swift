@@ -146,6 +146,7 @@ public struct ServerConfig: Sendable {
             var connectionLimit: Int?
             var connectionsPerAddress: Int?
             var idleTimeoutSeconds: Int?
+            var maxLivePerUser: Int?
             var minSchema: Int?
             var heartbeatSeconds: Int?
             var maxStreamSeconds: Int?
@@ -177,6 +178,7 @@ public struct ServerConfig: Sendable {
                 case connectionLimit = "connection_limit"
                 case connectionsPerAddress = "connections_per_address"
                 case idleTimeoutSeconds = "idle_timeout_seconds"
+                case maxLivePerUser = "max_live_per_user"
                 case minSchema = "min_schema"
                 case heartbeatSeconds = "heartbeat_seconds"
                 case maxStreamSeconds = "max_stream_seconds"
@@ -210,7 +212,8 @@ public struct ServerConfig: Sendable {
             config.connections = try ConnectionLimits(
                 total: file.connectionLimit ?? config.connections.total,
                 perAddress: file.connectionsPerAddress ?? config.connections.perAddress,
-                idleTimeoutSeconds: file.idleTimeoutSeconds ?? config.connections.idleTimeoutSeconds)
+                idleTimeoutSeconds: file.idleTimeoutSeconds ?? config.connections.idleTimeoutSeconds,
+                livePerUser: file.maxLivePerUser ?? config.connections.livePerUser)
             config.minSchema = file.minSchema
             if let seconds = file.heartbeatSeconds {
                 guard (1...300).contains(seconds) else { throw ConfigError("heartbeat_seconds must be 1 to 300") }

@@ -8,10 +8,11 @@ import Glibc
 import OutpostCore
 
 /// The sync server on a real socket: libmicrohttpd with its own epoll thread
-/// pool, a body-size limit, connection limits (in all and per client
-/// address) and an idle timeout. Each request is answered by the handler on
-/// one of libmicrohttpd's threads and logged as one JSON line (never bodies
-/// or tokens); a 5xx line also names its cause.
+/// pool, a body-size limit, connection limits (in all, and per client
+/// address for connections not yet authenticated; see `ConnectionGate`), a
+/// deadline for request headers and an idle timeout. Each request is
+/// answered by the handler on one of libmicrohttpd's threads and logged as
+/// one JSON line (never bodies or tokens); a 5xx line also names its cause.
 ///
 /// `@unchecked Sendable`: `daemon` is set once in `init` and cleared only in
 /// `stop()` under `lock`; libmicrohttpd's threads only read the immutable
@@ -38,7 +39,7 @@ public final class HTTPServer: @unchecked Sendable {
     let idleWithinRequest: UInt32
     /// Seconds a connection may stay silent between an answer and its next
     /// request once half of a connection limit is taken (see
-    /// `ConnectionOccupancy`; until then, `idleWithinRequest`). A device's
+    /// `ConnectionGate`; until then, `idleWithinRequest`). A device's
     /// requests in one sync follow each other within milliseconds, and its
     /// next sync is minutes away: a socket kept longer only holds a slot of
     /// the limits (the address's share, behind an office NAT) that another
@@ -47,8 +48,8 @@ public final class HTTPServer: @unchecked Sendable {
     /// slots and 245 streams waited in the listen queue until they were
     /// given up for long polls.
     let idleBetweenRequests: UInt32
-    /// How full the connection limits are (see `ConnectionOccupancy`).
-    let occupancy: ConnectionOccupancy
+    /// Who holds the sockets, and who must make room (see `ConnectionGate`).
+    let gate: ConnectionGate
     private var daemon: OpaquePointer?
     private let lock = NSLock()
     /// The server's periodic work beside the sockets (device sightings), stopped with them.
@@ -130,20 +131,27 @@ public final class HTTPServer: @unchecked Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.idleWithinRequest = UInt32(connections.idleTimeoutSeconds)
         self.idleBetweenRequests = UInt32(min(connections.idleTimeoutSeconds, Self.keepAliveSeconds))
-        self.occupancy = ConnectionOccupancy(total: connections.total, perAddress: connections.perAddress)
+        self.gate = ConnectionGate(
+            total: connections.total, perAddress: connections.perAddress,
+            headerDeadlineSeconds: connections.headerDeadlineSeconds)
+        // libmicrohttpd may hold more than the total (the gate answers
+        // those past it), as far as open files allow: out of them, it
+        // stops accepting until a connection closes.
+        let files = FileDescriptorLimit.raise(toAtLeast: connections.filesNeeded(threads: threads))
+        let acceptLimit = min(connections.acceptLimit, max(connections.total, files - threads - 256))
         let context = Unmanaged.passUnretained(self).toOpaque()
         // libmicrohttpd 0.9.75 has no deadline for a request's headers to
         // arrive: its connection timeout is an idle timeout, restarted by
         // every byte, so a client trickling one header byte at a time keeps
-        // its socket. What protects everyone else is the per-address cap (a
-        // flood from one address fills only that address's share), and the
-        // short idle timeout frees silent half-sent sockets within seconds.
+        // its socket. The gate keeps that deadline, and the per-address
+        // share of connections not yet authenticated, itself.
         guard
             let daemon = outpost_mhd_start(
-                port, host, UInt32(max(1, threads)), UInt32(connections.total), UInt32(connections.perAddress),
+                port, host, UInt32(max(1, threads)), UInt32(acceptLimit),
                 UInt32(connections.idleTimeoutSeconds), Self.accessHandler, context, Self.completedHandler, context,
                 Self.connectionHandler, context, tls == nil ? nil : outpost_tls_certificate_callback())
         else {
+            gate.stop()
             throw ServeError("could not listen on \(host):\(port) (is the port in use, or the address not local?)")
         }
         self.daemon = daemon
@@ -201,6 +209,7 @@ public final class HTTPServer: @unchecked Sendable {
             timer?.cancel()
             timer = nil
         }
+        gate.stop()
         lock.lock()
         let daemon = self.daemon
         self.daemon = nil
@@ -277,12 +286,18 @@ public final class HTTPServer: @unchecked Sendable {
             if server.log != nil { state.client = server.clientAddress(connection) }
             let methodName = method.map { String(cString: $0) } ?? "GET"
             let target = url.map { String(cString: $0) } ?? "/"
+            if let refusal = server.admit(connection) {
+                return server.refuse(refusal, on: connection, state: state, method: methodName, path: target)
+            }
             if let start = server.uploads?(methodName, target, {
                 HTTPRequest(method: methodName, path: target, headers: HTTPServer.headers(connection, HTTPServer.requestHeaders))
             }) {
                 // A blob's body streams to storage, whatever its size up to the blob limit.
                 switch start {
-                case .accept(let upload): state.upload = upload
+                case .accept(let upload):
+                    // Accepted only once its token checked out.
+                    state.upload = upload
+                    server.proved(connection)
                 case .refuse(let response, _): state.refusal = response
                 }
                 requestContext.pointee = Unmanaged.passRetained(state).toOpaque()
@@ -343,7 +358,9 @@ public final class HTTPServer: @unchecked Sendable {
             request.overTLS = server.tls != nil
                 || (server.trustedProxy != nil && request.headers["x-forwarded-proto"]?.lowercased() == "https")
             longPoll = request.query["wait"] != nil
-            switch server.handler(request) {
+            let answer = server.handler(request)
+            if answer.authenticated { server.proved(connection) }
+            switch answer {
             case .now(let answer):
                 response = answer
             case .wait(let poll):
@@ -375,30 +392,28 @@ public final class HTTPServer: @unchecked Sendable {
     /// while the connection limits are filling up.
     static let keepAliveSeconds = 2
 
-    /// Counts connections as they open and close, by the peer's address
-    /// (kept in the connection's socket context for its closing).
+    /// Tells the gate as connections open and close (its record of the
+    /// connection is kept, retained, in the connection's socket context).
     static let connectionHandler: MHD_NotifyConnectionCallback = { context, connection, socketContext, code in
         guard let context, let connection, let socketContext else { return }
         let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
         if outpost_mhd_connection_started(code) != 0 {
-            let address = outpost_mhd_peer_ipv4(connection)
-            // The address, plus one so that 0.0.0.0 (unknown) is not a null pointer.
-            socketContext.pointee = UnsafeMutableRawPointer(bitPattern: UInt(address) + 1)
-            server.occupancy.opened(address: address)
+            let gated = server.gate.opened(address: outpost_mhd_peer_ipv4(connection), socket: outpost_mhd_socket(connection))
+            socketContext.pointee = Unmanaged.passRetained(gated).toOpaque()
         } else if let stored = socketContext.pointee {
-            server.occupancy.closed(address: UInt32(UInt(bitPattern: stored) - 1))
+            let gated = Unmanaged<GatedConnection>.fromOpaque(stored).takeRetainedValue()
+            server.gate.closed(gated)
             socketContext.pointee = nil
         }
     }
 
     static let completedHandler: MHD_RequestCompletedCallback = { context, connection, requestContext, termination in
-        // Answered in full (MHD_REQUEST_TERMINATED_COMPLETED_OK): the connection now waits for its next
-        // request, briefly when the limits are filling up (see ConnectionOccupancy).
-        if termination.rawValue == 0, let context, let connection {
+        if let context, let connection, let gated = gated(connection) {
             let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
-            if server.idleBetweenRequests < server.idleWithinRequest,
-                server.occupancy.isCrowded(address: outpost_mhd_peer_ipv4(connection))
-            {
+            let crowded = server.gate.requestEnded(gated)
+            // Answered in full (MHD_REQUEST_TERMINATED_COMPLETED_OK): the connection now waits for its next
+            // request, briefly when the limits are filling up (see ConnectionGate).
+            if termination.rawValue == 0, crowded, server.idleBetweenRequests < server.idleWithinRequest {
                 outpost_mhd_set_idle_timeout(connection, server.idleBetweenRequests)
             }
         }
@@ -408,6 +423,30 @@ public final class HTTPServer: @unchecked Sendable {
         // Cut mid-body: the pieces that arrived stay, the next PUT resumes after them.
         state.upload?.abandon()
         requestContext.pointee = nil
+    }
+
+    /// Answers a request the gate refused, from its headers: `503` with
+    /// `Retry-After` and the JSON error body, logged and counted like any
+    /// answer. The connection closes after it, and libmicrohttpd reads none
+    /// of the request's body (a slow body would hold the slot).
+    func refuse(
+        _ refusal: ConnectionGate.Refusal, on connection: OpaquePointer, state: RequestState, method: String, path: String
+    ) -> MHD_Result {
+        var response = SyncServer.errorResponse(refusal.error, user: nil, cause: refusal.cause)
+        response.headers["Connection"] = "close"
+        response.headers["X-Request-Id"] = state.requestID
+        response.body = RequestID.stamped(response.body, state.requestID)
+        let queued = send(response, on: connection)
+        let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
+        let longPoll = MHD_lookup_connection_value(connection, outpost_mhd_argument_kind(), "wait") != nil
+        RequestMetrics.answered(
+            metrics, method: method, path: path, longPoll: longPoll, response: response, seconds: millis / 1000,
+            requestID: state.requestID)
+        if let log {
+            log(RequestLogLine(id: state.requestID, method: method, path: path, status: response.status,
+                               milliseconds: millis, user: nil, client: state.client, cause: response.cause).text)
+        }
+        return queued
     }
 
     /// Answers `200 text/event-stream` and hands the body to the stream's reader.

@@ -16,6 +16,9 @@ final class LiveHub: Sendable {
         var maxStreamDuration: Duration = .seconds(300)
         /// A stream checks its token again after this long.
         var tokenRecheck: Duration = .seconds(1)
+        /// Live channels (streams and long polls) one user may hold at once:
+        /// what bounds a signed-in fleet, whatever address it shares.
+        var maxPerUser = 16
     }
 
     enum Kind: Sendable { case longPoll, stream }
@@ -30,6 +33,8 @@ final class LiveHub: Sendable {
         var entries: [UInt64: Entry] = [:]
         var byUser: [String: Set<UInt64>] = [:]
         var byTeam: [String: Set<UInt64>] = [:]
+        /// Live channels held by each user, whatever the role.
+        var perUser: [String: Int] = [:]
         /// Admins: every commit in their collections concerns them.
         var everyone: Set<UInt64> = []
         var nextID: UInt64 = 0
@@ -78,13 +83,17 @@ final class LiveHub: Sendable {
         UInt64(max(0, duration.components.seconds)) * 1_000_000_000 + UInt64(max(0, duration.components.attoseconds / 1_000_000_000))
     }
 
-    /// Registers a waiting connection; nil while the server shuts down
-    /// (the caller answers `unavailable`). `wait` is the long poll's wait,
-    /// ignored for streams (they last up to the maximum duration).
-    func open(kind: Kind, interest: LiveInterest, token: String?, wait: Duration, changesPending: Bool) -> LiveConnection? {
+    /// Registers a waiting connection. Throws `unavailable` while the
+    /// server shuts down, and when the user holds `maxPerUser` live
+    /// channels already. `wait` is the long poll's wait, ignored for
+    /// streams (they last up to the maximum duration).
+    func open(kind: Kind, interest: LiveInterest, token: String?, wait: Duration, changesPending: Bool) throws -> LiveConnection {
         let now = Self.now()
-        return state.withLock { state -> LiveConnection? in
-            guard state.closing == nil else { return nil }
+        let user = interest.principal.user
+        return try state.withLock { state -> LiveConnection in
+            guard state.closing == nil else { throw APIError.unavailable }
+            guard state.perUser[user, default: 0] < settings.maxPerUser else { throw Self.tooManyChannels(settings.maxPerUser) }
+            state.perUser[user, default: 0] += 1
             state.nextID += 1
             let id = state.nextID
             let lasts = kind == .stream ? settings.maxStreamDuration : wait
@@ -105,6 +114,7 @@ final class LiveHub: Sendable {
         state.withLock { state in
             guard state.entries.removeValue(forKey: connection.id) != nil else { return }
             let principal = connection.interest.principal
+            if let held = state.perUser[principal.user] { state.perUser[principal.user] = held > 1 ? held - 1 : nil }
             state.everyone.remove(connection.id)
             state.byUser[principal.user]?.remove(connection.id)
             if state.byUser[principal.user]?.isEmpty == true { state.byUser[principal.user] = nil }
@@ -115,6 +125,19 @@ final class LiveHub: Sendable {
 
     /// Connections waiting now.
     var count: Int { state.withLock { $0.entries.count } }
+
+    /// Live channels `user` holds now.
+    func count(of user: String) -> Int { state.withLock { $0.perUser[user] ?? 0 } }
+
+    /// A user's live channel past the cap: the device tries again later (a
+    /// stream falls back to pulls meanwhile); one of its channels ends by then.
+    static func tooManyChannels(_ cap: Int) -> APIError {
+        APIError(
+            .unavailable,
+            "This account already holds \(cap) live connections (streams and long polls), the most one account may. "
+                + "Your device tries again in a moment; close the app on a device you no longer use.",
+            retryAfter: 30)
+    }
 
     /// Who is connected now: each waiting connection's user and device (nil
     /// when its request did not say).

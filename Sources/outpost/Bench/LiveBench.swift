@@ -28,12 +28,12 @@ enum LiveBench {
     }
 
     /// A server on SQLite in a temporary folder, on a socket, with room
-    /// for `connections` streams from one address.
+    /// for `connections` streams of one user from one address.
     static func liveServer(connections: Int) async throws -> (TemporaryDirectory, SyncServer, HTTPServer, URL) {
         let directory = try TemporaryDirectory(prefix: "outpost-bench-live")
         var config = try ServerConfig()
         config.connections = try ConnectionLimits(
-            total: connections + 256, perAddress: connections + 256, idleTimeoutSeconds: 30)
+            total: connections + 256, perAddress: connections + 256, idleTimeoutSeconds: 30, livePerUser: connections + 256)
         let server = try SyncServer(database: try SQLiteServerDatabase(path: directory.path("server.sqlite")), config: config)
         let http = try HTTPServer(port: 0, threads: 4, connections: config.connections, server: server)
         let base = URL(string: "http://127.0.0.1:\(http.port)")!
@@ -228,7 +228,10 @@ enum LiveBench {
         let database = directory.path("server.sqlite")
         let server = try ServerProcess(
             database: database, threads: 8,
-            extra: ["--connection-limit", String(connections + 512), "--connections-per-address", String(connections + 512)])
+            extra: [
+                "--connection-limit", String(connections + 512), "--connections-per-address", String(connections + 512),
+                "--max-live-per-user", String(connections + 512),
+            ])
         defer { server.stop() }
         try await waitUntilServing(server.url)
         let tokenServer = try SyncServer(database: try SQLiteServerDatabase(path: database), config: ServerConfig())

@@ -7,7 +7,8 @@ enum ServeCommand {
     static let help = """
         Usage: outpost serve [--database PATH|URL] [--read-database URL] [--port N] [--host ADDRESS] [--config FILE] [--threads N]
                              [--rate-limit N] [--lock-timeout S] [--statement-timeout S]
-                             [--connection-limit N] [--connections-per-address N] [--idle-timeout S]
+                             [--connection-limit N] [--connections-per-address N] [--max-live-per-user N]
+                             [--idle-timeout S]
                              [--write-lock rows|schema] [--feed-hold-ms N] [--max-blob-mib N] [--blob-grace-days N]
                              [--tls-cert FILE --tls-key FILE] [--trusted-proxy ADDRESS]
                              [--metrics-token-file FILE] [--metrics-public]
@@ -31,14 +32,21 @@ enum ServeCommand {
                                503 (default 5; "lock_timeout_seconds" in the configuration)
           --statement-timeout S
                                PostgreSQL: seconds a statement may run (default 15; "statement_timeout_seconds")
-          --connection-limit N open connections in all (default 16384; "connection_limit")
+          --connection-limit N open connections in all (default 16384; "connection_limit"); a request
+                               past it is answered 503 with Retry-After
           --connections-per-address N
-                               open connections from one client address (default 256, enough for a
-                               few hundred phones behind one NAT; "connections_per_address")
+                               connections from one client address that have not yet sent a request
+                               with a valid token (default 256; "connections_per_address"). Signed-in
+                               devices do not count: any number of phones behind one NAT is served.
+                               Past it, the oldest such connection still sending its headers is cut
+          --max-live-per-user N
+                               streams and long polls one user may hold at once (default 16;
+                               "max_live_per_user"); one more is answered 503 with Retry-After
           --idle-timeout S     seconds a connection may stay silent within a request before it is
                                closed (default 10; "idle_timeout_seconds"); after an answer it waits
                                as long for its next request, or at most 2 s once half of a
-                               connection limit is taken
+                               connection limit is taken. A connection not yet signed in has 10 s
+                               to send a request's headers, however it trickles them
           --write-lock rows|schema
                                PostgreSQL: how writes of several servers are kept apart. "rows" (the
                                default): row locks only, writes of different users run in parallel and
@@ -86,6 +94,7 @@ enum ServeCommand {
         let statementTimeout = try arguments.integer("statement-timeout", in: 1...3600)
         let connectionLimit = try arguments.integer("connection-limit", in: 1...100_000)
         let perAddress = try arguments.integer("connections-per-address", in: 1...100_000)
+        let livePerUser = try arguments.integer("max-live-per-user", in: 1...100_000)
         let idleTimeout = try arguments.integer("idle-timeout", in: 1...3600)
         let writeLockName = arguments.option("write-lock") ?? PostgresDatabase.WriteConcurrency.rowLocks.rawValue
         guard let writeLock = PostgresDatabase.WriteConcurrency(rawValue: writeLockName) else {
@@ -118,7 +127,8 @@ enum ServeCommand {
             config.connections = try ConnectionLimits(
                 total: connectionLimit ?? config.connections.total,
                 perAddress: perAddress ?? min(config.connections.perAddress, connectionLimit ?? config.connections.total),
-                idleTimeoutSeconds: idleTimeout ?? config.connections.idleTimeoutSeconds)
+                idleTimeoutSeconds: idleTimeout ?? config.connections.idleTimeoutSeconds,
+                livePerUser: livePerUser ?? config.connections.livePerUser)
             if let feedHold { config.feedHoldWait = .milliseconds(feedHold) }
             if let maxBlobMiB { config.maxBlobBytes = maxBlobMiB * 1_048_576 }
             if let blobGraceDays { config.blobGrace = TimeInterval(blobGraceDays) * 86_400 }
@@ -168,9 +178,10 @@ enum ServeCommand {
             readDatabase = try openDatabase(readLocation, poolSize: threads, timeouts: config.databaseTimeouts)
         }
         let server = try SyncServer(database: database, readDatabase: readDatabase, config: config)
-        // Each open connection is a descriptor; room for the limit, the pool and the files.
+        // Each open connection is a descriptor; room for the limit (and the
+        // connections past it that are answered 503), the pool and the files.
+        let files = FileDescriptorLimit.raise(toAtLeast: config.connections.filesNeeded(threads: threads))
         let needed = config.connections.total + threads + 256
-        let files = FileDescriptorLimit.raise(toAtLeast: needed)
         if files < needed {
             Terminal.note(
                 "This system allows \(files) open files; fewer than \(config.connections.total) connections can be held "
