@@ -44,3 +44,37 @@ struct ServerConfigLimitsTests {
         }
     }
 }
+
+/// A key the configuration does not know stops the start with its name,
+/// never a default served in silence.
+@Suite("Configuration keys", .timeLimit(.minutes(1)))
+struct ServerConfigKeysTests {
+    let limits = ServerConfigLimitsTests()
+
+    @Test func aMisspelledKeyIsRefusedNamingItAndTheKeyMeant() throws {
+        let cases: [(json: String, says: String)] = [
+            (#"{"tombstone_horizon_dayz": 30}"#, #"the key "tombstone_horizon_dayz", which Outpost does not know (did you mean "tombstone_horizon_days"?)"#),
+            (#"{"jwt": {"jwks": "/k.json", "issuer": "i", "audience": "a", "role_claims": "r"}}"#, #""jwt" has the key "role_claims""#),
+            (#"{"collections": [{"name": "notes", "fields": {"text": {"type": "text"}}, "read_onyl": true}]}"#, #"the collection 'notes' has the key "read_onyl""#),
+            (#"{"collections": [{"name": "notes", "fields": {"text": {"type": "text", "requird": true}}}]}"#, #"field 'text' has the key "requird""#),
+            (#"{"frobnicate": 1}"#, #"the key "frobnicate", which Outpost does not know; docs/operations.md"#),
+        ]
+        for (json, says) in cases {
+            do {
+                _ = try limits.load(json)
+                Issue.record("accepted \(json)")
+            } catch let error as ConfigError {
+                #expect(error.description.contains(says), "\(error.description)")
+            }
+        }
+    }
+
+    /// No collections: the defaults alone; `conflict` is the policy's other spelling on any collection.
+    @Test func collectionsAreOptionalAndConflictNamesThePolicy() throws {
+        let bare = try limits.load(#"{"tombstone_horizon_days": 30}"#)
+        #expect(bare.collections.keys.sorted() == (try ServerConfig()).collections.keys.sorted())
+        let merged = try limits.load(#"{"collections": [{"name": "notes", "conflict": "merge_fields", "fields": {"text": {"type": "text"}}}]}"#)
+        #expect(merged.collections["notes"]?.policy == .mergeFields)
+        #expect(merged.collections["people"] != nil, "the defaults stay beside the file's collections")
+    }
+}

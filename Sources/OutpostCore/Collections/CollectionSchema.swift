@@ -131,6 +131,9 @@ public struct CollectionSchema: Sendable, Equatable, Codable {
         case readOnly = "read_only"
     }
 
+    /// The policy's other spelling in a configuration (the one the app's own tables use).
+    private enum PolicyAlias: String, CodingKey { case conflict }
+
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         name = try container.decodeNonEmpty(.name)
@@ -140,7 +143,9 @@ public struct CollectionSchema: Sendable, Equatable, Codable {
                 debugDescription: "must start with a lowercase letter and hold only a-z, 0-9 and _ (at most 63)")
         }
         fields = try container.decode([String: FieldSchema].self, forKey: .fields)
-        policy = try container.decodeIfPresent(ConflictPolicy.self, forKey: .policy) ?? .serverWins
+        policy =
+            try decoder.container(keyedBy: PolicyAlias.self).decodeIfPresent(ConflictPolicy.self, forKey: .conflict)
+            ?? container.decodeIfPresent(ConflictPolicy.self, forKey: .policy) ?? .serverWins
         windowField = try container.decodeIfPresent(String.self, forKey: .windowField)
         readOnly = try container.decodeIfPresent(Bool.self, forKey: .readOnly) ?? false
         if let windowField, fields[windowField] == nil {

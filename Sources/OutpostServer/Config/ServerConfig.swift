@@ -137,7 +137,8 @@ public struct ServerConfig: Sendable {
             throw ConfigError("cannot read the configuration file \(path)")
         }
         struct File: Decodable {
-            var collections: [CollectionEntry]
+            /// Added to the defaults; none given serves the defaults alone.
+            var collections: [CollectionEntry]?
             var tombstoneHorizonDays: Double?
             var rateLimitPerMinute: Int?
             var rateLimitBurst: Int?
@@ -187,10 +188,18 @@ public struct ServerConfig: Sendable {
             }
         }
         do {
+            guard let document = try? JSONValue.parse(String(decoding: data, as: UTF8.self)) else {
+                throw ConfigError("the configuration file \(path) is not valid JSON")
+            }
+            do {
+                try ConfigKeys.check(document)
+            } catch let error as ConfigError {
+                throw ConfigError("the configuration file \(path): \(error.description)")
+            }
             let file = try WireCoding.decode(File.self, from: data)
             var schemas: [CollectionSchema] = []
             var tables: [TableMapping] = []
-            for entry in file.collections {
+            for entry in file.collections ?? [] {
                 switch entry {
                 case .records(let schema): schemas.append(schema)
                 case .table(let mapping): tables.append(mapping)
