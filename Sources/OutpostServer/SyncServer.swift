@@ -130,7 +130,9 @@ public final class SyncServer: Sendable {
 
     /// A pull's page: the one built ahead for it, if there is one; and when
     /// the page is full, the page after it is built ahead in turn.
-    func pullPage(_ pull: PullService.Request, as principal: Principal) throws -> PullService.Page {
+    /// `encodeAhead`: the coding the download's requests accept; a page
+    /// built ahead is compressed in it there, so its request only sends bytes.
+    func pullPage(_ pull: PullService.Request, as principal: Principal, encodeAhead: DeflateFormat? = nil) throws -> PullService.Page {
         // What the cursor's scope tag is a hash of: one caller's scope.
         let scope = "\(principal.role.rawValue)|\(principal.team)|\(principal.user)"
         func key(_ cursor: String?) -> PagesAhead.Key {
@@ -146,7 +148,13 @@ public final class SyncServer: Sendable {
         var next = pull
         next.cursor = page.cursor
         pagesAhead.build(key(page.cursor)) { [feed, config, clock, next] in
-            try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(next, as: principal)
+            var page = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(next, as: principal)
+            if let format = encodeAhead, page.body.count >= AnswerCompression.minimumBytes,
+                let body = AnswerCompression.compress(page.body, as: format)
+            {
+                page.encoded = (format, body)
+            }
+            return page
         }
         return page
     }
