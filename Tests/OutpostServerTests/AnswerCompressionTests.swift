@@ -80,7 +80,7 @@ struct AnswerCompressionTests {
         let token = try live.token("f-1")
         let device = TestDevice()
         let creates = (0..<records).map {
-            device.mutation(.create, data: ["name": .string("Person \($0)"), "city": .string("City \($0 % 7)")])
+            device.mutation(.create, data: ["name": .string("Person number \($0), living in city \($0 % 7)")])
         }
         _ = try await live.push(PushRequest(clientID: device.clientID, mutations: creates), token: token)
         return (live, token)

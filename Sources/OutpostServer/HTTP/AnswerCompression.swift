@@ -13,9 +13,9 @@ package enum AnswerCompression {
     package static let minimumBytes = 1024
 
     /// zlib's level for answers: the cheapest whose bytes stay within 1.15x
-    /// of level 6's on a page of records (docs/benchmarks.md: level 1 costs
-    /// about a third of level 6's time for about 1.1x its bytes).
-    package static let level: Int32 = 1
+    /// of level 6's on a page of records. Levels 1 to 3 give 1.19-1.24x
+    /// on pages of 1,000 records, level 4 1.11x (docs/benchmarks.md).
+    package static let level: Int32 = 4
 
     /// The coding `acceptEncoding` allows, preferring gzip when both are
     /// allowed alike; nil for a plain answer (no header, `identity`, or
