@@ -35,9 +35,21 @@ extension SyncServer {
             collections: http.query["collections"].map { $0.split(separator: ",").map(String.init) },
             cursor: http.query["cursor"], limit: limit, windowStart: http.query["window_start"],
             own: try Self.ownWritesArgument(http))
-        let page = try pullPage(pull, as: try request.caller())
+        // Only a socket's answers are encoded (in process, bodies stay plain).
+        let format = http.fromSocket ? AnswerCompression.negotiate(http.headers["accept-encoding"]) : nil
+        let page = try pullPage(pull, as: try request.caller(), encodeAhead: format)
         metrics.pulled(records: page.changes)
-        return .now(.json(200, page.body, user: request.user))
+        var answer = HTTPResponse.json(200, page.body, user: request.user)
+        // The next page's cursor ahead of the body: a client may ask for that
+        // page while this one's bytes are still arriving.
+        if page.hasMore { answer.headers[PullHeaders.nextCursor] = page.cursor }
+        if let encoded = page.encoded, encoded.format == format {
+            // Compressed where it was built ahead: the HTTP layer sends it as it is.
+            answer.body = encoded.body
+            answer.headers["Content-Encoding"] = encoded.format.rawValue
+            answer.headers["Vary"] = "Accept-Encoding"
+        }
+        return .now(answer)
     }
 
     func scope(_ request: RouteRequest) throws -> HTTPResponse {

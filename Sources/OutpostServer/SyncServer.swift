@@ -130,10 +130,12 @@ public final class SyncServer: Sendable {
 
     /// A pull's page: the one built ahead for it, if there is one; and when
     /// the page is full, the page after it is built ahead in turn.
-    func pullPage(_ pull: PullService.Request, as principal: Principal) throws -> PullService.Page {
+    /// `encodeAhead`: the coding the download's requests accept; a page
+    /// built ahead is compressed in it there, so its request only sends bytes.
+    func pullPage(_ pull: PullService.Request, as principal: Principal, encodeAhead: DeflateFormat? = nil) throws -> PullService.Page {
         // What the cursor's scope tag is a hash of: one caller's scope.
         let scope = "\(principal.role.rawValue)|\(principal.team)|\(principal.user)"
-        func key(_ cursor: String?) -> PagesAhead.Key {
+        let key: @Sendable (String?) -> PagesAhead.Key = { [pull] cursor in
             PagesAhead.Key(
                 scope: scope, collections: pull.collections, limit: pull.limit, windowStart: pull.windowStart, own: pull.own,
                 cursor: cursor)
@@ -143,12 +145,38 @@ public final class SyncServer: Sendable {
             try (config.buildsPagesAhead ? pagesAhead.take(key(pull.cursor)) : nil)
             ?? PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal, holdWait: config.feedHoldWait)
         guard config.buildsPagesAhead, page.hasMore, !page.heldBack else { return page }
-        var next = pull
-        next.cursor = page.cursor
-        pagesAhead.build(key(page.cursor)) { [feed, config, clock, next] in
-            try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(next, as: principal)
-        }
+        Self.buildAhead(
+            pull, after: page.cursor, as: principal, pages: 2, encodeAhead: encodeAhead, key: key, pagesAhead: pagesAhead, feed: feed,
+            config: config, clock: clock)
         return page
+    }
+
+    /// Builds the page after `cursor` ahead, and once it is read (before
+    /// it is compressed), the page after that one, `pages` in all. Built
+    /// one after another, each page's compression (30 ms for 5,000 records
+    /// at level 4) held the next read back, and the download's next
+    /// request, asked for on the headers, waited for both.
+    private static func buildAhead(
+        _ pull: PullService.Request, after cursor: String, as principal: Principal, pages: Int, encodeAhead: DeflateFormat?,
+        key: @escaping @Sendable (String?) -> PagesAhead.Key, pagesAhead: PagesAhead, feed: FeedReader, config: ServerConfig,
+        clock: any WallClock
+    ) {
+        var next = pull
+        next.cursor = cursor
+        pagesAhead.build(key(cursor)) { [next] in
+            var page = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(next, as: principal)
+            if pages > 1, page.hasMore, !page.heldBack {
+                buildAhead(
+                    pull, after: page.cursor, as: principal, pages: pages - 1, encodeAhead: encodeAhead, key: key,
+                    pagesAhead: pagesAhead, feed: feed, config: config, clock: clock)
+            }
+            if let format = encodeAhead, page.body.count >= AnswerCompression.minimumBytes,
+                let body = AnswerCompression.compress(page.body, as: format)
+            {
+                page.encoded = (format, body)
+            }
+            return page
+        }
     }
 
     /// Removes tombstones past the horizon and old push results.

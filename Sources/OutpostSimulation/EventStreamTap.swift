@@ -45,7 +45,9 @@ struct EventStreamTap {
                 if line.count >= 4, line.suffix(4).elementsEqual([13, 10, 13, 10]) {
                     let head = String(decoding: line, as: UTF8.self).lowercased()
                     line.removeAll()
+                    // A compressed stream's events cannot be read (nor old ones put between them).
                     let isStream = head.contains("text/event-stream") && head.contains("transfer-encoding: chunked")
+                        && !head.contains("content-encoding:")
                     phase = isStream ? .size : .other
                 } else if line.count > 65_536 {
                     phase = .other

@@ -15,8 +15,9 @@ public final class ReverseProxy: Sendable {
         /// (which honours the server's `X-Accel-Buffering: no`).
         case nginx
         /// nginx set up to hold streams back, as a common configuration
-        /// does: `X-Accel-Buffering` ignored and every text answer gzipped,
-        /// so events wait in the compressor until its buffer fills.
+        /// does: `X-Accel-Buffering` ignored and every text answer gzipped
+        /// by nginx (the server asked for plain answers, so it has them to
+        /// compress), so events wait in the compressor until its buffer fills.
         case bufferingNginx = "nginx-buffering"
     }
 
@@ -75,7 +76,7 @@ public final class ReverseProxy: Sendable {
         case .nginx, .bufferingNginx:
             let ignore =
                 kind == .bufferingNginx
-                ? "proxy_ignore_headers X-Accel-Buffering;\n        gzip on;\n        gzip_types text/event-stream;\n        gzip_min_length 0;"
+                ? "proxy_ignore_headers X-Accel-Buffering;\n        proxy_set_header Accept-Encoding \"\";\n        gzip on;\n        gzip_types text/event-stream;\n        gzip_min_length 0;"
                 : ""
             try """
             worker_processes 1;

@@ -65,8 +65,9 @@ struct PagesAheadTests {
         let (live, token) = try await Self.seeded(backend, buildsAhead: true, records: 30)
         let first = try await live.get("/v1/pull?collections=people&limit=10", token: token).decode(PullResponse.self)
         #expect(first.hasMore)
-        // The second page is built (or being built) now; then two writes land.
-        try await eventually("the next page is kept", timeout: .seconds(5)) { live.server.pagesAhead.count == 1 }
+        // The second and third pages are built now (the third once the second
+        // was read); then two writes land.
+        try await eventually("the next two pages are kept", timeout: .seconds(5)) { live.server.pagesAhead.count == 2 }
         let writer = TestDevice()
         let fresh = writer.mutation(.create, data: ["name": "Late"])
         _ = try await live.push(writer.request(fresh), token: token)
@@ -92,14 +93,14 @@ struct PagesAheadTests {
     @Test func aPageBuiltAheadIsOnlyServedToTheRequestItWasBuiltFor() async throws {
         let (live, token) = try await Self.seeded(.sqlite, buildsAhead: true, records: 25)
         let first = try await live.get("/v1/pull?collections=people&limit=10", token: token).decode(PullResponse.self)
-        try await eventually("the next page is kept", timeout: .seconds(5)) { live.server.pagesAhead.count == 1 }
+        try await eventually("the next two pages are kept", timeout: .seconds(5)) { live.server.pagesAhead.count == 2 }
         let other = try live.token("f-2")
         let stranger = try await live.get("/v1/pull?collections=people&limit=10&cursor=\(first.cursor.rawValue)", token: other)
         #expect(stranger.status == 410)
         let wider = try await live.get("/v1/pull?collections=people&limit=20&cursor=\(first.cursor.rawValue)", token: token)
             .decode(PullResponse.self)
         #expect(wider.changes.count == 15 && !wider.hasMore)
-        #expect(live.server.pagesAhead.count == 1, "the page built ahead waits for its own request")
+        #expect(live.server.pagesAhead.count == 2, "the pages built ahead wait for their own requests")
     }
 
     @Test func aPageIsKeptBrieflyServedOnceAndBuildsAreBounded() throws {

@@ -85,8 +85,14 @@ final class SpoilingTransport: SyncTransport, Sendable {
         return try await wrapped.send(request)
     }
 
+    /// Streams asked for plain (`Accept-Encoding: identity`): a proxy that
+    /// reads their events (the chaos proxy's replay) cannot read compressed ones.
+    let plainStreams = Locked(false)
+
     func openStream(_ request: TransportRequest) async throws -> TransportStream {
         try await waitOutStall(request)
+        var request = request
+        if plainStreams.current { request.headers["Accept-Encoding"] = "identity" }
         let real = try await wrapped.openStream(request)
         let mode = self.mode.current
         let (bytes, continuation) = AsyncThrowingStream.makeStream(of: Data.self, throwing: (any Error).self)
@@ -407,6 +413,7 @@ struct LiveSyncTests {
         let proxy = try await rig.chaosProxy(.replayOldEvents)
         defer { proxy.stop() }
         let device = try rig.device("c-1", name: "coordinator", role: .coordinator, options: .quickLive, via: proxy.url)
+        device.transport.plainStreams.withLock { $0 = true }
         let worker = try rig.device("u-1", name: "worker")
         // The reconnection's snapshot brings the new name, and the proxy
         // then repeats the first stream's event (Ana, as she was) on the

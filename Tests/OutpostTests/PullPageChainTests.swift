@@ -67,4 +67,63 @@ struct PullPageChainTests {
         try await Task.sleep(for: .milliseconds(50))
         #expect(feed.cursorsAsked == [nil, "1", "2", "3"])
     }
+
+    /// A fake server whose answers name the next cursor in their headers
+    /// (`early`) and whose bodies arrive only when released: the next page
+    /// is asked for on the headers, before the body before it is whole.
+    final class SlowBodies: Sendable {
+        let pages: Int
+        /// Cursors named in headers: page n names `named(n)` (a wrong one to test the check).
+        let named: @Sendable (Int) -> String
+        private let asked = Locked<[String?]>([])
+        private let released = Locked<Int>(0)
+
+        init(pages: Int, named: @escaping @Sendable (Int) -> String = { String($0) }) {
+            self.pages = pages
+            self.named = named
+        }
+
+        var cursorsAsked: [String?] { asked.current }
+        func release(through page: Int) { released.withLock { $0 = max($0, page) } }
+
+        func fetch(_ cursor: PullCursor?, early: @Sendable (PullCursor) -> Void) async throws -> Page {
+            asked.withLock { $0.append(cursor?.rawValue) }
+            let number = (cursor.flatMap { Int($0.rawValue) } ?? 0) + 1
+            if number < pages { early(PullCursor(rawValue: named(number))) }
+            try await eventually("page \(number)'s body released", timeout: .seconds(30)) { self.released.current >= number }
+            return Page(number: number, hasMore: number < pages)
+        }
+
+        func chain(depth: Int) -> PullPageChain<Page> {
+            PullPageChain(
+                after: nil, depth: depth, following: { $0.hasMore ? PullCursor(rawValue: String($0.number)) : nil },
+                earlyFetch: { try await self.fetch($0, early: $1) })
+        }
+    }
+
+    @Test func theNextPageIsAskedForOnTheHeadersBeforeTheBodyBeforeItArrives() async throws {
+        let feed = SlowBodies(pages: 5)
+        var chain = feed.chain(depth: 3)
+        defer { chain.cancel() }
+        // No body has arrived, yet three requests are out.
+        try await eventually("three pages asked for on headers alone") { feed.cursorsAsked.count == 3 }
+        #expect(feed.cursorsAsked == [nil, "1", "2"])
+        feed.release(through: 5)
+        var numbers: [Int] = []
+        while let page = try await chain.next() { numbers.append(page.number) }
+        #expect(numbers == [1, 2, 3, 4, 5])
+        #expect(feed.cursorsAsked == [nil, "1", "2", "3", "4"], "each page once; none past the last")
+    }
+
+    @Test func aPageAskedForWithACursorTheBodyDoesNotGiveIsAskedForAgain() async throws {
+        // Page 2's headers name a cursor its body does not give.
+        let feed = SlowBodies(pages: 4, named: { $0 == 2 ? "9" : String($0) })
+        feed.release(through: 10)
+        var chain = feed.chain(depth: 2)
+        defer { chain.cancel() }
+        var numbers: [Int] = []
+        while let page = try await chain.next() { numbers.append(page.number) }
+        #expect(numbers == [1, 2, 3, 4], "the body's cursor decides")
+        #expect(feed.cursorsAsked.contains("9") && feed.cursorsAsked.filter { $0 == "2" }.count == 1)
+    }
 }

@@ -266,6 +266,8 @@ extension SyncEngine {
                     case .head(let status):
                         sent.finish()
                         heads.yield(status)
+                    case .headers:
+                        break
                     }
                 }
             }

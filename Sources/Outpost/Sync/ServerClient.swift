@@ -64,16 +64,26 @@ struct ServerClient: Sendable {
     /// to that many seconds until there is one (a long poll).
     /// `own`: this client and the seq through which its store holds the
     /// answers of its own changes; the server leaves those writes out.
+    /// `nextCursor`: told the next page's cursor when the answer's headers
+    /// name it, before its body is whole.
     func pull(
         collections: [String], cursor: PullCursor?, limit: Int, windowStart: ServerTimestamp?, wait: Int? = nil,
-        own: (client: UUID, through: Int64)? = nil
+        own: (client: UUID, through: Int64)? = nil, nextCursor: (@Sendable (PullCursor) -> Void)? = nil
     ) async throws -> Answer<RawPullPage> {
         var target = "/v1/pull?collections=\(collections.joined(separator: ","))&limit=\(limit)"
         if let cursor { target += "&cursor=\(Self.escape(cursor.rawValue))" }
         if let own { target += "&client_id=\(own.client.wireText)&own_through=\(own.through)" }
         if let windowStart { target += "&window_start=\(Self.escape(windowStart.rawValue))" }
         if let wait { target += "&wait=\(wait)" }
-        return try await call("GET", target) { try RawPullPage.parse($0) }
+        guard let nextCursor else { return try await call("GET", target) { try RawPullPage.parse($0) } }
+        return try await call(
+            "GET", target,
+            progress: { progress in
+                if case .headers(let headers) = progress, let next = headers[PullHeaders.nextCursor.lowercased()], !next.isEmpty {
+                    nextCursor(PullCursor(rawValue: next))
+                }
+            }
+        ) { try RawPullPage.parse($0) }
     }
 
     /// The request headers every call carries.

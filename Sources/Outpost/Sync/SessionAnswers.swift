@@ -65,7 +65,18 @@ final class SessionAnswers: NSObject, URLSessionDataDelegate, Sendable {
         }
         completionHandler(.allow)
         // Called outside the lock: the engine may start its next request from it.
-        progress?(.head((response as? HTTPURLResponse)?.statusCode ?? 0))
+        let http = response as? HTTPURLResponse
+        progress?(.head(http?.statusCode ?? 0))
+        progress?(.headers(SessionAnswers.headers(of: http)))
+    }
+
+    /// An answer's headers, names in lowercase.
+    static func headers(of response: HTTPURLResponse?) -> [String: String] {
+        var headers: [String: String] = [:]
+        for (key, value) in response?.allHeaderFields ?? [:] {
+            if let key = key as? String, let value = value as? String { headers[key.lowercased()] = value }
+        }
+        return headers
     }
 
     func urlSession(

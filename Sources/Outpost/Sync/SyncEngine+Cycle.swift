@@ -164,8 +164,9 @@ extension SyncEngine {
         let client = self.client
         let limit = options.pullPageSize
         var chain = PullPageChain(after: cursor, depth: Self.pullPagesAhead, following: { $0.body.hasMore ? $0.body.cursor : nil }) {
-            cursor in
-            try await client.pull(collections: plan.collections, cursor: cursor, limit: limit, windowStart: plan.windowStart, own: own)
+            cursor, early in
+            try await client.pull(
+                collections: plan.collections, cursor: cursor, limit: limit, windowStart: plan.windowStart, own: own, nextCursor: early)
         }
         defer { chain.cancel() }
         if cursor == nil {

@@ -57,13 +57,17 @@ public enum TransportError: Error, Sendable, Equatable {
 }
 
 /// What a request's sender learns before its answer is whole, in order:
-/// `bodySent`, then `head` (a server may answer before it has read the
-/// whole body: then the head comes alone).
+/// `bodySent`, then `head` and right after it `headers` (a server may
+/// answer before it has read the whole body: then the head comes alone).
 public enum RequestProgress: Sendable, Equatable {
     /// The request's body has been handed to the network in full.
     case bodySent
     /// The answer's head arrived with this status; its body may still be coming.
     case head(Int)
+    /// The answer's headers (names in lowercase), told right after `head`:
+    /// a pull's answer names the next page's cursor there, so the next
+    /// request can leave while this body is still arriving.
+    case headers([String: String])
 }
 
 /// A response whose body keeps arriving (`GET /v1/stream`).
@@ -110,13 +114,14 @@ public protocol SyncTransport: Sendable {
 
 extension SyncTransport {
     /// By default the request counts as sent when it is handed over, and
-    /// the head is known when the whole answer is.
+    /// the head and headers are known when the whole answer is.
     public func send(_ request: TransportRequest, progress: @escaping @Sendable (RequestProgress) -> Void) async throws
         -> TransportResponse
     {
         progress(.bodySent)
         let response = try await send(request)
         progress(.head(response.status))
+        progress(.headers(response.headers))
         return response
     }
 

@@ -60,12 +60,18 @@ public final class URLSessionTransport: SyncTransport {
         }
     }
 
+    /// What every request and stream says it reads (`Accept-Encoding`).
+    package static let acceptEncoding = "gzip, deflate"
+
     private func urlRequest(_ request: TransportRequest, timeout: TimeInterval) throws -> URLRequest {
         guard let url = URL(string: request.target, relativeTo: baseURL) else {
             throw TransportError.notSent("the address \(request.target) is not valid")
         }
         var urlRequest = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
         urlRequest.httpMethod = request.method
+        // Answers and streams compressed: URLSession inflates them itself
+        // (Foundation on Apple platforms, libcurl in FoundationNetworking).
+        urlRequest.setValue(Self.acceptEncoding, forHTTPHeaderField: "Accept-Encoding")
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         urlRequest.httpBody = request.body
         return urlRequest
@@ -126,6 +132,7 @@ public final class URLSessionTransport: SyncTransport {
                     let (data, response) = try await uploads.answer(to: urlRequest)
                     progress?(.bodySent)
                     progress?(.head((response as? HTTPURLResponse)?.statusCode ?? 0))
+                    progress?(.headers(SessionAnswers.headers(of: response as? HTTPURLResponse)))
                     return (data, response)
                 }
                 return try await answers.answer(to: urlRequest, progress: progress)

@@ -244,7 +244,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// The headers the sync server reads.
     static let requestHeaders = [
-        "Authorization", "Content-Type", "Content-Encoding", "Content-Length", "Content-Range", "Range", "Outpost-Schema", "Outpost-Client",
+        "Accept-Encoding", "Authorization", "Content-Type", "Content-Encoding", "Content-Length", "Content-Range", "Range", "Outpost-Schema", "Outpost-Client",
         "Outpost-Device", "Cookie", "Origin", "Host", "Sec-Fetch-Site", "X-CSRF-Token", "X-Forwarded-Proto",
     ]
 
@@ -262,9 +262,12 @@ public final class HTTPServer: @unchecked Sendable {
     final class StreamContext {
         let stream: LiveStream
         let handle: ConnectionHandle
-        init(stream: LiveStream, handle: ConnectionHandle) {
+        /// Set when the stream goes compressed.
+        let compression: EventCompression?
+        init(stream: LiveStream, handle: ConnectionHandle, compression: EventCompression?) {
             self.stream = stream
             self.handle = handle
+            self.compression = compression
         }
     }
 
@@ -453,7 +456,9 @@ public final class HTTPServer: @unchecked Sendable {
     private func startStream(
         _ stream: LiveStream, on handle: ConnectionHandle, request: HTTPRequest, state: RequestState
     ) -> MHD_Result {
-        let context = Unmanaged.passRetained(StreamContext(stream: stream, handle: handle)).toOpaque()
+        let format = AnswerCompression.negotiate(request.headers["accept-encoding"])
+        let compression = format.flatMap { EventCompression(format: $0) }
+        let context = Unmanaged.passRetained(StreamContext(stream: stream, handle: handle, compression: compression)).toOpaque()
         guard let response = outpost_mhd_stream_response(16 * 1024, Self.streamReader, context, Self.streamFreed) else {
             Unmanaged<StreamContext>.fromOpaque(context).release()
             stream.finished()
@@ -462,6 +467,8 @@ public final class HTTPServer: @unchecked Sendable {
         defer { MHD_destroy_response(response) }
         let requestID = state.requestID
         for (name, value) in streamHeaders { _ = MHD_add_response_header(response, name, value) }
+        _ = MHD_add_response_header(response, "Vary", "Accept-Encoding")
+        if let format, compression != nil { _ = MHD_add_response_header(response, "Content-Encoding", format.rawValue) }
         _ = MHD_add_response_header(response, "X-Request-Id", requestID)
         let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
         RequestMetrics.answered(
@@ -478,7 +485,11 @@ public final class HTTPServer: @unchecked Sendable {
         guard let context, let buffer else { return outpost_mhd_content_end() }
         let stream = Unmanaged<StreamContext>.fromOpaque(context).takeUnretainedValue()
         let handle = stream.handle
-        switch stream.stream.read(into: buffer, capacity: capacity, park: { handle.suspend() }, resume: { handle.resume() }) {
+        let read = { (into: UnsafeMutableRawPointer, capacity: Int) in
+            stream.stream.read(into: into, capacity: capacity, park: { handle.suspend() }, resume: { handle.resume() })
+        }
+        let output = stream.compression.map { $0.read(into: buffer, capacity: capacity, from: read) } ?? read(buffer, capacity)
+        switch output {
         case .bytes(let count): return count
         case .parked: return 0
         case .end: return outpost_mhd_content_end()
@@ -508,6 +519,9 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func send(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+        let response = AnswerCompression.encoded(
+            response,
+            acceptEncoding: MHD_lookup_connection_value(connection, outpost_mhd_header_kind(), "Accept-Encoding").map { String(cString: $0) })
         let mhdResponse: OpaquePointer?
         if let reader = response.bodyReader {
             let context = Unmanaged.passRetained(reader).toOpaque()

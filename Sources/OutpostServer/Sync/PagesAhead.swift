@@ -7,7 +7,10 @@ import Foundation
 /// crossed the network and was read, and the device waited while the next
 /// one was built (9-15 ms for 5,000 records). When a full page goes out,
 /// the page after it is built at once, on another thread, and kept for a
-/// moment for the request that will ask for it.
+/// moment for the request that will ask for it. It is compressed there in
+/// the coding the download accepts (`Page.encoded`), so that request only
+/// sends bytes; and once it is read, the page after it is built too (see
+/// `SyncServer.pullPage`).
 ///
 /// A page built ahead is what a pull made at that moment would have
 /// answered. It is only ever served to the same scope, for the same

@@ -70,6 +70,9 @@ struct PullService {
         /// a transaction that may commit below them is still running: read
         /// again shortly (a live channel does; a pull waits a little first).
         var heldBack = false
+        /// The body compressed where it was built (a page built ahead, on
+        /// its own thread), for a request that accepts this coding.
+        var encoded: (format: DeflateFormat, body: [UInt8])?
 
         var changesJSON: ArraySlice<UInt8> { body[changesRange] }
 
@@ -81,6 +84,7 @@ struct PullService {
                 ? given! : PullCursorCodec.encode(lastVersion, purgedThrough: purgedThrough, scopeTag: scopeTag)
             var page = self
             page.cursor = cursor
+            page.encoded = nil
             var body: [UInt8] = []
             body.reserveCapacity(changesRange.count + 200)
             body.append(contentsOf: Self.opening)

@@ -1,5 +1,6 @@
 import Foundation
 import OutpostCore
+import OutpostTesting
 
 /// `outpost bench`: every figure with its baseline measured in the same run.
 enum BenchCommand {
@@ -26,6 +27,9 @@ enum BenchCommand {
           --json FILE      also write the results as JSON
           --idle N         live: idle streams held open on one server (default 10,000)
           --live-devices L live: the device counts to measure propagation with (default 1,100,1000)
+          --link RATE:RTT  initial-sync over a link paced to RATE each way with RTT added to each round
+                           trip (such as 10mbit:50ms), instead of loopback: bytes on the wire against the
+                           pages gzipped at level 6, time against bytes ÷ bandwidth
 
         attachments uploads 100 photos of 2 MB through the engine against curl PUTting the same
         bytes (same run), then through a proxy that cuts the upload every 5 MB.
@@ -63,6 +67,13 @@ enum BenchCommand {
         guard let latency = Double(latencyText.hasSuffix("ms") ? String(latencyText.dropLast(2)) : latencyText),
             latency >= 0, latency <= 1_000
         else { throw UsageError("--db-latency takes milliseconds from 0 to 1000, such as 1ms or 0.5.") }
+        let link = try arguments.option("link").map { text in
+            do {
+                return try LinkRelay.Link(parsing: text)
+            } catch {
+                throw UsageError("--link: \(error)")
+            }
+        }
         try arguments.checkAllUsed()
         for name in arguments.positional where !names.contains(name) {
             throw UsageError("'\(name)' is not a benchmark; choose from \(names.joined(separator: ", ")).")
@@ -80,6 +91,10 @@ enum BenchCommand {
             for name in chosen {
                 switch name {
                 case "initial-sync":
+                    if let link {
+                        report(try await InitialSyncBench.runOverLink(records: records, link: link))
+                        continue
+                    }
                     let sizes = series ? [10_000, 50_000, 100_000, records] : [records]
                     for size in sizes {
                         report(

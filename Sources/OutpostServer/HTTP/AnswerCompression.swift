@@ -1,0 +1,145 @@
+import Foundation
+package import OutpostCore
+
+/// Answers sent gzip- or deflate-encoded when the request's
+/// `Accept-Encoding` allows it. A first download is 451 bytes of JSON a
+/// record and about a tenth of that compressed: on a 10 Mbit/s mobile link,
+/// 85 s against 8 s for 235,613 records.
+///
+/// Blob downloads are never encoded here: their bodies are read from
+/// storage as stored, and a `Range` counts stored bytes.
+package enum AnswerCompression {
+    /// Bodies smaller than this go plain: a packet or two either way.
+    package static let minimumBytes = 1024
+
+    /// zlib's level for answers: the cheapest whose bytes stay within 1.15x
+    /// of level 6's on a page of records. Levels 1 to 3 give 1.19-1.24x
+    /// on pages of 1,000 records, level 4 1.11x (docs/benchmarks.md).
+    package static let level: Int32 = 4
+
+    /// The coding `acceptEncoding` allows, preferring gzip when both are
+    /// allowed alike; nil for a plain answer (no header, `identity`, or
+    /// both refused with `q=0`). A coding not named is refused unless `*`
+    /// allows it; a q-value that is not a number refuses its coding.
+    package static func negotiate(_ acceptEncoding: String?) -> DeflateFormat? {
+        guard BodyCompression.isAvailable, let acceptEncoding else { return nil }
+        var weights: [String: Double] = [:]
+        for item in acceptEncoding.split(separator: ",") {
+            let parts = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard let name = parts.first, !name.isEmpty else { continue }
+            var weight = 1.0
+            for parameter in parts.dropFirst() where parameter.hasPrefix("q=") {
+                weight = Double(parameter.dropFirst(2)).flatMap { (0...1).contains($0) ? $0 : nil } ?? 0
+            }
+            weights[name == "x-gzip" ? "gzip" : name] = weight
+        }
+        func weight(_ name: String) -> Double { weights[name] ?? weights["*"] ?? 0 }
+        let gzip = weight("gzip")
+        let deflate = weight("deflate")
+        let best = max(gzip, deflate)
+        // Plain wins only when asked for by name with a higher weight.
+        guard best > 0, (weights["identity"] ?? 0) <= best else { return nil }
+        return gzip >= deflate ? .gzip : .deflate
+    }
+
+    /// `body` in `format`, with a deflate state from the pool.
+    package static func compress(_ body: [UInt8], as format: DeflateFormat) -> [UInt8]? {
+        guard let stream = pool.take(format) else { return nil }
+        defer { pool.give(stream) }
+        return body.withUnsafeBytes { stream.compress($0) }
+    }
+
+    /// An answer as it goes on a socket whose request said `acceptEncoding`:
+    /// encoded when it is large enough, allowed, not already encoded and not
+    /// a blob's bytes (a body read from storage, or any `Range` answer).
+    static func encoded(_ response: HTTPResponse, acceptEncoding: String?) -> HTTPResponse {
+        guard response.bodyReader == nil, response.declaredLength == nil, response.body.count >= minimumBytes,
+            !response.headers.keys.contains(where: { exempt.contains($0.lowercased()) })
+        else { return response }
+        var response = response
+        if let vary = response.headers.first(where: { $0.key.lowercased() == "vary" }) {
+            response.headers[vary.key] = vary.value + ", Accept-Encoding"
+        } else {
+            response.headers["Vary"] = "Accept-Encoding"
+        }
+        guard let format = negotiate(acceptEncoding), let body = compress(response.body, as: format) else { return response }
+        response.body = body
+        response.headers["Content-Encoding"] = format.rawValue
+        return response
+    }
+
+    /// Headers that say an answer must go as it is: already encoded, or a
+    /// range of stored bytes.
+    private static let exempt: Set<String> = ["content-encoding", "content-range", "accept-ranges"]
+
+    /// Deflate states kept between answers (resetting one is far cheaper
+    /// than setting one up); as many as answers compressed at once.
+    private static let pool = DeflatePool(level: level)
+}
+
+/// Deflate states for answers, by format, handed to one answer at a time.
+final class DeflatePool: Sendable {
+    private let level: Int32
+    private let idle = Locked<[DeflateFormat: [DeflateStream]]>([:])
+    /// Kept per format past this, a state is freed instead.
+    private let keep = 16
+
+    init(level: Int32) { self.level = level }
+
+    func take(_ format: DeflateFormat) -> DeflateStream? {
+        idle.withLock { $0[format]?.popLast() } ?? DeflateStream(format: format, level: level)
+    }
+
+    func give(_ stream: DeflateStream) {
+        idle.withLock { idle in
+            if idle[stream.format, default: []].count < keep { idle[stream.format, default: []].append(stream) }
+        }
+    }
+}
+
+/// A stream's events compressed as they go: each piece the stream hands
+/// over is flushed (a sync flush), so an event reaches the client whole as
+/// soon as it is sent, never held back for the next one.
+final class EventCompression {
+    private let deflate: DeflateStream
+    /// Compressed bytes not yet taken by the socket.
+    private var pending: [UInt8] = []
+    private var sent = 0
+    private var finished = false
+    /// Plain bytes read from the stream before they are compressed.
+    private var plain = [UInt8](repeating: 0, count: 16 * 1024)
+
+    init?(format: DeflateFormat) {
+        guard let deflate = DeflateStream(format: format, level: AnswerCompression.level) else { return nil }
+        self.deflate = deflate
+    }
+
+    /// Fills up to `capacity` bytes at `destination` with the compressed
+    /// stream, reading plain bytes from `read` when nothing is pending.
+    func read(
+        into destination: UnsafeMutableRawPointer, capacity: Int,
+        from read: (UnsafeMutableRawPointer, Int) -> LiveStream.Output
+    ) -> LiveStream.Output {
+        if sent == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            sent = 0
+            guard !finished else { return .end }
+            let room = plain.count
+            let output = plain.withUnsafeMutableBytes { read($0.baseAddress!, room) }
+            switch output {
+            case .parked:
+                return .parked
+            case .end:
+                finished = true
+                deflate.finish(into: &pending)
+            case .bytes(let count):
+                plain.withUnsafeBytes { deflate.flushed(UnsafeRawBufferPointer(rebasing: $0[0..<count]), into: &pending) }
+            }
+            if pending.isEmpty { return finished ? .end : .bytes(0) }
+        }
+        let count = min(capacity, pending.count - sent)
+        pending.withUnsafeBytes { destination.copyMemory(from: $0.baseAddress! + sent, byteCount: count) }
+        sent += count
+        return .bytes(count)
+    }
+}
