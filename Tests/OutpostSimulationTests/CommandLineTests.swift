@@ -249,7 +249,8 @@ struct CommandLineTests {
         let result = try await station.run(["bench", "--quick", "--json", json])
         #expect(result.status == 0, "\(result.stderr)")
         for name in [
-            "initial-sync", "initial-sync-encrypted", "local-write", "push", "push-end-to-end", "many-devices", "reconnect-storm-no-jitter",
+            "initial-sync", "initial-sync-encrypted", "initial-sync-mixed-keys", "local-write", "push", "push-end-to-end", "many-devices",
+            "reconnect-storm-no-jitter",
             "reconnect-storm-jitter", "live-propagation-1", "live-propagation-20", "live-delivery-20", "live-propagation-among-20", "idle-connections-rss",
             "pull-p99-with-idle-connections", "attachments-upload", "attachments-upload-cut-every-5MB",
         ] + (Self.pushRunsOnACoreEach ? ["push-own-cores", "push-end-to-end-own-cores"] : []) {
@@ -259,7 +260,7 @@ struct CommandLineTests {
         let object = try JSONValue.parse(data).objectValue
         #expect(
             object?["results"].flatMap { if case .array(let items) = $0 { return items.count } else { return nil } }
-                == (Self.pushRunsOnACoreEach ? 18 : 16))
+                == (Self.pushRunsOnACoreEach ? 19 : 17))
     }
 
     /// The own-tables benchmark (PostgreSQL only) runs and reports each

@@ -31,7 +31,8 @@ enum ControlColumn: Int, CaseIterable {
     /// Its type and constraints in `CREATE TABLE`.
     var declaration: String {
         switch self {
-        case .uuid: "TEXT PRIMARY KEY"
+        // NOT NULL said outright: a rowid table's key allows NULL otherwise.
+        case .uuid: "TEXT PRIMARY KEY NOT NULL"
         case .serverID, .baseVersion, .serverVersion: "INTEGER"
         case .syncState: "TEXT NOT NULL \(Self.syncStateCheck)"
         case .serverUpdatedAt, .localUpdatedAt, .rejection, .owner, .team, .deviceTime: "TEXT"

@@ -103,6 +103,7 @@ extension LocalStore {
         var touched: Set<String> = []
         let registered = Set(registry.all.map(\.name))
         if isReadOnly { throw StoreError.readOnly }
+        try translatingStorageErrors { try downloadCache.pageArrives(hasMore: page.hasMore, on: connection) }
         try translatingStorageErrors { try connection.transaction {
             let resyncing = try kvValue(Self.resyncKey) == "1"
             let seen = resyncing ? try ResyncLedger(connection) : nil
@@ -178,6 +179,8 @@ extension LocalStore {
                 touched.formUnion(purged)
             }
         } }
+        // The page is committed: a cache left large must not fail it.
+        if !page.hasMore { try? downloadCache.downloadEnded(on: connection) }
         if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
         notify(touched)
         return result

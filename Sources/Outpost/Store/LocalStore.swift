@@ -40,6 +40,8 @@ public actor LocalStore {
     var localChangeContinuations: [UUID: AsyncStream<Void>.Continuation] = [:]
     var isClosed = false
     var liveCounts = LiveCounts()
+    /// Raised while a download of many pages runs.
+    var downloadCache = DownloadPageCache()
     /// The limits the server published last (kept across launches).
     var captureLimits: CaptureLimits?
 

@@ -86,8 +86,8 @@ func translatingStorageErrors<T>(_ body: () throws -> T) throws -> T {
 
 extension StoreMigrator {
     /// Whether opening must write: a pending or unrecorded schema step, a
-    /// missing table or index, a first cipher, or records left "sending" by
-    /// a process that died. When nothing needs changing the store opens
+    /// missing table or index, a first cipher, records left "sending" by
+    /// a process that died, or a collection table of the earlier shape. When nothing needs changing the store opens
     /// without a single write, so a full disk or a read-only filesystem can
     /// still show everything the device holds.
     ///
@@ -111,7 +111,11 @@ extension StoreMigrator {
                 let present = objects.contains(RecordTable.fieldIndexName(collection: descriptor.name, field: field))
                 if present == payloads.seals { return true }
             }
-            if try RecordTable(descriptor.name, connection).hasSending() { return true }
+            let table = RecordTable(descriptor.name, connection)
+            if try table.hasSending() { return true }
+            // The earlier shape still reads and writes correctly: a store
+            // that cannot be written opens as it is.
+            if try !readOnly && table.isClusteredByKey() { return true }
         }
         return false
     }
