@@ -124,6 +124,36 @@ struct CurlTransportTests {
         #expect(back.body == photo)
     }
 
+    /// An upload cut mid-body fails as "no answer" and is not sent again by
+    /// the transport on another connection: the engine asks the server
+    /// where the upload stands and goes on from there.
+    @Test func anUploadCutMidBodyIsNotSentAgainByItself() async throws {
+        let rig = try await LiveSyncRig()
+        let proxy = try await rig.chaosProxy(.cutAfterClientBytes(1_000_000))
+        defer { proxy.stop() }
+        let transport = CurlTransport(baseURL: proxy.url)
+        let token = try rig.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil)
+        // A connection kept alive from an earlier request.
+        #expect(try await transport.send(TransportRequest(method: "GET", target: "/v1/health", timeout: 10)).status == 200)
+        let accepted = proxy.connectionsAccepted
+
+        let photo = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ $0 >> 11) })
+        let sha = SHA256.hex(of: photo)
+        var headers = Self.authorized(token)
+        headers["Content-Type"] = "image/jpeg"
+        let failure = await Self.failure {
+            _ = try await transport.send(TransportRequest(method: "PUT", target: "/v1/blobs/\(sha)", headers: headers, body: photo, timeout: 20))
+        }
+        guard case .noAnswer = failure else { Issue.record("expected no answer, got \(String(describing: failure))"); return }
+        // One connection of its own for the PUT, and none after it.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(proxy.connectionsAccepted == accepted + 1, "connections: \(proxy.connectionsAccepted - accepted) for one PUT")
+        let held = try await CurlTransport(baseURL: rig.base).send(
+            TransportRequest(method: "HEAD", target: "/v1/blobs/\(sha)", headers: Self.authorized(token), timeout: 10))
+        #expect(held.status == 404)
+        #expect((held.headers["upload-offset"].flatMap { Int($0) } ?? 0) <= 1_000_000, "\(held.headers)")
+    }
+
     // MARK: Deadlines, failures and cancellation
 
     @Test func aSilentServerEndsAtTheTimeoutAsNoAnswer() async throws {
