@@ -30,8 +30,9 @@ enum BenchCommand {
         attachments uploads 100 photos of 2 MB through the engine against curl PUTting the same
         bytes (same run), then through a proxy that cuts the upload every 5 MB.
 
-        idle-stream: the CPU an open live channel to an idle server costs, through CurlTransport
-        and URLSessionTransport, 10 s each (--quick: 3 s), beside the process with none open.
+        idle-stream (run only when named): the CPU an open live channel to an idle server costs,
+        through CurlTransport and URLSessionTransport, 10 s each (--quick: 3 s), beside the
+        process with none open.
 
         own-tables (needs --postgres) maps a table of the app's own database: 10,000 device creates
         pushed into it against the same INSERTs through libpq; 235,613 rows it held before Outpost
@@ -70,7 +71,8 @@ enum BenchCommand {
         for name in arguments.positional where !names.contains(name) {
             throw UsageError("'\(name)' is not a benchmark; choose from \(names.joined(separator: ", ")).")
         }
-        let chosen = arguments.positional.isEmpty ? names : arguments.positional
+        // idle-stream compares two transports for 25 s: only when named.
+        let chosen = arguments.positional.isEmpty ? names.filter { $0 != "idle-stream" } : arguments.positional
         var results: [BenchResult] = []
         func report(_ new: [BenchResult]) {
             for result in new {
