@@ -264,6 +264,26 @@ struct CurlTransportTests {
         #expect(String(decoding: received.current, as: UTF8.self).contains("event: changes"))
     }
 
+    /// A stream never takes a kept-alive connection (one a server or a
+    /// proxy may be closing as idle): it opens its own.
+    @Test func aStreamOpensAConnectionOfItsOwn() async throws {
+        let rig = try await LiveSyncRig()
+        let proxy = try await rig.chaosProxy()
+        defer { proxy.stop() }
+        let transport = CurlTransport(baseURL: proxy.url)
+        let token = try rig.server.tokens.issue(user: "c-1", role: .coordinator, team: "t-1", ttl: nil)
+        let before = proxy.connectionsAccepted  // the rig's own check that the proxy serves
+        #expect(try await transport.send(TransportRequest(method: "GET", target: "/v1/health", timeout: 10)).status == 200)
+        #expect(proxy.connectionsAccepted == before + 1)
+        let stream = try await transport.openStream(
+            TransportRequest(method: "GET", target: "/v1/stream?collections=people", headers: Self.authorized(token), timeout: 10))
+        #expect(stream.status == 200)
+        #expect(proxy.connectionsAccepted == before + 2, "the stream went on the kept-alive connection")
+        // Requests beside the open stream reuse the kept-alive one.
+        #expect(try await transport.send(TransportRequest(method: "GET", target: "/v1/health", timeout: 10)).status == 200)
+        #expect(proxy.connectionsAccepted == before + 2)
+    }
+
     @Test func endingOrCancellingAStreamClosesItsConnection() async throws {
         let closed = Locked(0)
         let server = try RawHTTPServer { connection in

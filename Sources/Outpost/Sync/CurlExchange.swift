@@ -82,8 +82,15 @@ final class CurlExchange: @unchecked Sendable {
         if let trustedCertificates { _ = outpost_curl_set_string(handle, CURLOPT_CAINFO, trustedCertificates) }
         let milliseconds = max(1, Int(request.timeout * 1000))
         _ = outpost_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, milliseconds)
-        // A stream's body never ends: only its head has a deadline (the loop's).
-        if !stream { _ = outpost_curl_set_long(handle, CURLOPT_TIMEOUT_MS, milliseconds) }
+        if stream {
+            // A new connection, as URLSession's streams get: a kept-alive one
+            // may be closing under a server or a proxy that times idle
+            // connections out, which would end the channel as it opens.
+            _ = outpost_curl_set_long(handle, CURLOPT_FRESH_CONNECT, 1)
+        } else {
+            // A stream's body never ends: only its head has a deadline (the loop's).
+            _ = outpost_curl_set_long(handle, CURLOPT_TIMEOUT_MS, milliseconds)
+        }
 
         _ = outpost_curl_set_data_callback(handle, CURLOPT_HEADERFUNCTION, curlHeaderLine)
         _ = outpost_curl_set_pointer(handle, CURLOPT_HEADERDATA, context)
