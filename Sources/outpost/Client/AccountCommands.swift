@@ -38,7 +38,7 @@ enum AccountCommands {
                 TransportRequest(method: "GET", target: "/v1/scope", headers: ["Authorization": "Bearer \(token)"], timeout: 10))
         } catch TransportError.notSent(let reason) where reason.contains("certificate") {
             throw CommandFailure(
-                "\(server) answered, but \(reason); you are not signed in. Give its certificate authority with --ca-file PATH.")
+                "\(server) was reached, but \(reason); you are not signed in. Give its certificate authority with --ca-file PATH.")
         } catch {
             throw CommandFailure("Could not reach \(server), so you are not signed in. Try again when the network is back.")
         }
