@@ -43,6 +43,12 @@ var package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        // libcurl's multi interface: the client's HTTP transport on Linux (CurlTransport).
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
         .systemLibrary(
             name: "CLibPQ",
             pkgConfig: "libpq",
@@ -71,7 +77,10 @@ var package = Package(
         // AES-GCM for payloads at rest: CryptoKit on Apple platforms, OpenSSL elsewhere.
         .target(
             name: "Outpost",
-            dependencies: ["OutpostCore", "OutpostSQLite", .target(name: "COpenSSL", condition: .when(platforms: [.linux, .android]))],
+            dependencies: [
+                "OutpostCore", "OutpostSQLite", .target(name: "COpenSSL", condition: .when(platforms: [.linux, .android])),
+                .target(name: "CCurl", condition: .when(platforms: [.linux, .android])),
+            ],
             // The status sentences in each language (Localizable.strings).
             resources: [.process("Resources")]
         ),

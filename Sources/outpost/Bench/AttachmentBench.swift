@@ -33,12 +33,12 @@ enum AttachmentBench {
             guard output.status == 0 else { throw CommandFailure("curl failed (\(output.status)): \(output.stderr)") }
         }
 
-        // URLSession alone, PUTting each file whole: what the transport itself costs.
+        // The platform's transport alone, PUTting each file whole: what the transport itself costs.
         let rawServer = try BlobServer(directory.path("raw"))
         defer { rawServer.http.stop() }
         try await waitUntilServing(rawServer.base)
         let rawToken = try rawServer.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil)
-        let transport = URLSessionTransport(baseURL: rawServer.base)
+        let transport = HTTPTransport.make(baseURL: rawServer.base)
         var loaded: [(String, Data)] = []
         for file in files {
             let data = try Data(contentsOf: file)
@@ -51,7 +51,7 @@ enum AttachmentBench {
                         method: "PUT", target: "/v1/blobs/\(sha)",
                         headers: ["Authorization": "Bearer \(rawToken)", "Content-Type": "image/jpeg", "Connection": "close"], body: data,
                         timeout: 60))
-                guard answer.status == 200 else { throw CommandFailure("a raw URLSession PUT was answered \(answer.status)") }
+                guard answer.status == 200 else { throw CommandFailure("a raw transport PUT was answered \(answer.status)") }
             }
         }
 
@@ -74,12 +74,12 @@ enum AttachmentBench {
             ratio: ratio, ratioMeaning: "engine throughput / curl throughput", target: "≥ 0.8× curl", met: ratio >= 0.8)
         upload.details = [
             "photos": Double(photos), "photo_bytes": Double(photoBytes), "engine_seconds": engineSeconds, "curl_seconds": curlSeconds,
-            "attach_seconds": attachSeconds, "urlsession_put_seconds": rawSeconds,
-            "urlsession_put_mb_per_s": total / rawSeconds / 1e6,
+            "attach_seconds": attachSeconds, "transport_put_seconds": rawSeconds,
+            "transport_put_mb_per_s": total / rawSeconds / 1e6,
         ]
         upload.notes = [
             "The engine's sync also pushes the \(photos) visits that name the photos; attaching (copy and hash into the store) is counted apart.",
-            "urlsession_put: the same files PUT whole through URLSessionTransport alone (files read beforehand), one connection each: the transport's own cost.",
+            "transport_put: the same files PUT whole through the platform's transport alone (CurlTransport on Linux; files read beforehand), one connection each: the transport's own cost.",
         ]
 
         // Through a proxy that cuts the upload every 5 MB.
@@ -144,7 +144,7 @@ enum AttachmentBench {
         options.liveUpdates = false
         options.attachmentUploadTime = .seconds(600)
         let engine = SyncEngine(
-            store: store, transport: URLSessionTransport(baseURL: through ?? server.base),
+            store: store, transport: HTTPTransport.make(baseURL: through ?? server.base),
             token: try server.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil), options: options)
         return (store, engine)
     }

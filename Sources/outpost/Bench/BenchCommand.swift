@@ -5,7 +5,7 @@ import OutpostTesting
 /// `outpost bench`: every figure with its baseline measured in the same run.
 enum BenchCommand {
     static let help = """
-        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [own-tables] [--quick] [--json FILE]
+        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [own-tables] [idle-stream] [--quick] [--json FILE]
                              [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series] [--mixed-keys] [--repeat N]
 
         Runs the benchmarks (all when none is named) and prints each figure, its baseline
@@ -34,6 +34,10 @@ enum BenchCommand {
         attachments uploads 100 photos of 2 MB through the engine against curl PUTting the same
         bytes (same run), then through a proxy that cuts the upload every 5 MB.
 
+        idle-stream (run only when named): the CPU an open live channel to an idle server costs,
+        through CurlTransport and URLSessionTransport, 10 s each (--quick: 3 s), beside the
+        process with none open.
+
         own-tables (needs --postgres) maps a table of the app's own database: 10,000 device creates
         pushed into it against the same INSERTs through libpq; 235,613 rows it held before Outpost
         came (backfilled, then downloaded by one device) against SQLite copying them; 50,000 of them
@@ -42,7 +46,7 @@ enum BenchCommand {
         20,000, 2,000 and 50.
         """
 
-    static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments", "own-tables"]
+    static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments", "own-tables", "idle-stream"]
 
     static func run(_ words: [String]) async throws {
         var arguments = try Arguments(words, flagNames: ["quick", "series", "mixed-keys"])
@@ -78,7 +82,8 @@ enum BenchCommand {
         for name in arguments.positional where !names.contains(name) {
             throw UsageError("'\(name)' is not a benchmark; choose from \(names.joined(separator: ", ")).")
         }
-        let chosen = arguments.positional.isEmpty ? names : arguments.positional
+        // idle-stream compares two transports for 25 s: only when named.
+        let chosen = arguments.positional.isEmpty ? names.filter { $0 != "idle-stream" } : arguments.positional
         var results: [BenchResult] = []
         func report(_ new: [BenchResult]) {
             for result in new {
@@ -126,6 +131,8 @@ enum BenchCommand {
                     report(try await LiveBench.run(deviceCounts: liveDevices, rounds: quick ? 10 : 50, idleConnections: idle))
                 case "attachments":
                     report(try await AttachmentBench.run(photos: quick ? 4 : 100, photoBytes: quick ? 500_000 : 2_000_000))
+                case "idle-stream":
+                    report(try await IdleStreamBench.run(seconds: quick ? 3 : 10))
                 case "own-tables":
                     // Mapped tables are PostgreSQL's alone.
                     guard let postgres else {

@@ -119,7 +119,7 @@ enum InitialSyncBench {
         options.periodicInterval = nil
         options.pullPageSize = 5000
         options.requestTimeout = 120
-        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: URL(string: server)!), token: token, options: options)
+        let engine = SyncEngine(store: store, transport: HTTPTransport.make(baseURL: URL(string: server)!), token: token, options: options)
         var received = 0
         let seconds = try await Bench.time {
             received = try await engine.sync(timeout: .seconds(1800)).received

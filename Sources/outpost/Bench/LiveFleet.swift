@@ -29,7 +29,7 @@ struct LiveFleet {
             options.periodicInterval = nil
             options.requestTimeout = 60
             let engine = SyncEngine(
-                store: store, transport: URLSessionTransport(baseURL: base),
+                store: store, transport: HTTPTransport.make(baseURL: base),
                 token: try server.tokens.issue(user: "c-\(index)", role: .coordinator, team: "t-1", ttl: nil), options: options,
                 seed: UInt64(index + 1))
             let events = await engine.events()

@@ -66,7 +66,7 @@ enum ManyDevicesBench {
         options.reconnectJitter = jitter
         options.requestTimeout = probe == nil ? 30 : stormRequestTimeout
         let token = try fleet.server.tokens.issue(user: "device-\(index)", role: .field, team: "t-\(index % 10)", ttl: nil)
-        let transport = URLSessionTransport(baseURL: URL(string: "http://127.0.0.1:\(fleet.http.port)")!)
+        let transport = HTTPTransport.make(baseURL: URL(string: "http://127.0.0.1:\(fleet.http.port)")!)
         let engine = SyncEngine(
             store: store, transport: probe.map { $0.watching(transport) } ?? transport, token: token, options: options,
             seed: UInt64(index + 1))

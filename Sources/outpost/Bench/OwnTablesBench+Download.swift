@@ -58,7 +58,7 @@ extension OwnTablesBench {
         options.periodicInterval = nil
         options.pullPageSize = 5000
         options.requestTimeout = 120
-        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: server.url), token: token, options: options)
+        let engine = SyncEngine(store: store, transport: HTTPTransport.make(baseURL: server.url), token: token, options: options)
         var received = 0
         let seconds = try await Bench.time { received = try await engine.sync(timeout: .seconds(1800)).received }
         await engine.stop()

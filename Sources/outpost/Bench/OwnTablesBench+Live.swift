@@ -35,7 +35,7 @@ extension OwnTablesBench {
         var options = SyncOptions()
         options.periodicInterval = nil
         options.requestTimeout = 60
-        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: server.url), token: token, options: options)
+        let engine = SyncEngine(store: store, transport: HTTPTransport.make(baseURL: server.url), token: token, options: options)
         let arrivals = Locked<[UUID: [UInt64]]>([:])
         let events = await engine.events()
         let listener = Task {

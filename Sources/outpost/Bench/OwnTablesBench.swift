@@ -177,7 +177,7 @@ enum OwnTablesBench {
         options.periodicInterval = nil
         options.pushBatchSize = batchSize
         options.requestTimeout = 120
-        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: server.url), token: token, options: options)
+        let engine = SyncEngine(store: store, transport: HTTPTransport.make(baseURL: server.url), token: token, options: options)
         let seconds = try await Bench.time { _ = try await engine.sync(timeout: .seconds(1800)) }
         let left = try await store.outboxEntries().count
         await engine.stop()

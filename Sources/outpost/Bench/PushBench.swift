@@ -90,7 +90,7 @@ enum PushBench {
             options.periodicInterval = nil
             options.pushBatchSize = batchSize
             options.requestTimeout = 120
-            let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: server.url), token: token, options: options)
+            let engine = SyncEngine(store: store, transport: HTTPTransport.make(baseURL: server.url), token: token, options: options)
             // CPU used during the drain: this process is the device alone
             // then (its engine, URLSession and store threads); the server's
             // from its /proc figures. Steadier than the times when looking

@@ -5,11 +5,13 @@ import OutpostCore
 /// `login` and `logout`.
 enum AccountCommands {
     static let help = """
-        Usage: outpost login --server URL --token TOKEN [--profile NAME]
+        Usage: outpost login --server URL --token TOKEN [--ca-file PATH] [--profile NAME]
                outpost logout [--force] [--profile NAME]
 
         login   checks the token with the server, then keeps it for this profile
                 (readable by you only). Nothing is saved when the server cannot be reached.
+                --ca-file: a PEM file of the certificate authority that signed an HTTPS
+                server's certificate, trusted for this profile instead of the system's.
         logout  wipes this profile's data (the database and its WAL/SHM files) and token.
                 With unsent changes it refuses, unless --force: they would be lost.
         """
@@ -19,15 +21,24 @@ enum AccountCommands {
         let profile = try Profile.from(&arguments)
         let server = try arguments.required("server", "the server address, e.g. http://127.0.0.1:8787")
         let token = try arguments.required("token", "the token from 'outpost token issue'")
+        let caFile = arguments.option("ca-file").map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         try arguments.checkAllUsed()
         guard let url = URL(string: server), url.scheme == "http" || url.scheme == "https", url.host != nil else {
             throw UsageError("'\(server)' is not a server address such as http://127.0.0.1:8787.")
         }
-        let transport = URLSessionTransport(baseURL: url)
+        let transport: any SyncTransport
+        do {
+            transport = try HTTPTransport.make(baseURL: url, trustedCertificates: caFile)
+        } catch {
+            throw UsageError("--ca-file: \(error).")
+        }
         let response: TransportResponse
         do {
             response = try await transport.send(
                 TransportRequest(method: "GET", target: "/v1/scope", headers: ["Authorization": "Bearer \(token)"], timeout: 10))
+        } catch TransportError.notSent(let reason) where reason.contains("certificate") {
+            throw CommandFailure(
+                "\(server) was reached, but \(reason); you are not signed in. Give its certificate authority with --ca-file PATH.")
         } catch {
             throw CommandFailure("Could not reach \(server), so you are not signed in. Try again when the network is back.")
         }
@@ -51,7 +62,7 @@ enum AccountCommands {
         try profile.save(
             Profile.Account(
                 server: server, token: token, user: scope.user, role: scope.role, team: scope.team,
-                collections: schemas?.collections))
+                collections: schemas?.collections, caFile: caFile))
         print("Signed in as \(scope.user) (\(scope.role.rawValue), team \(scope.team)) on \(server).")
     }
 

@@ -21,6 +21,8 @@ struct Profile {
         /// The writable collections the server syncs, as it said at sign-in
         /// (the app's own tables among them); nil: the server's defaults.
         var collections: [CollectionSchema]? = nil
+        /// The PEM file of the CA trusted for this server (`login --ca-file`); nil: the system's.
+        var caFile: String? = nil
     }
 
     init(name: String) throws {
@@ -106,6 +108,12 @@ struct Profile {
         options.requestTimeout = timeout
         // Named in the server's console beside the device.
         options.clientName = "outpost-cli/1.1"
-        return SyncEngine(store: store, transport: URLSessionTransport(baseURL: url), token: account.token, options: options)
+        let transport: any SyncTransport
+        do {
+            transport = try HTTPTransport.make(baseURL: url, trustedCertificates: account.caFile)
+        } catch {
+            throw CommandFailure("\(error); run 'outpost login' again with --ca-file.")
+        }
+        return SyncEngine(store: store, transport: transport, token: account.token, options: options)
     }
 }

@@ -97,7 +97,7 @@ enum DemoCommand {
                     CollectionDescriptor(name: "people", indexedFields: ["name"]),
                     CollectionDescriptor(name: "visits", references: ["person": "people"]),
                 ])
-            let network = FaultInjectingTransport(wrapping: URLSessionTransport(baseURL: base))
+            let network = FaultInjectingTransport(wrapping: HTTPTransport.make(baseURL: base))
             var options = SyncOptions()
             options.periodicInterval = nil
             options.requestTimeout = 5
