@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import Outpost
 import OutpostSimulation
 import OutpostTesting
@@ -15,8 +12,12 @@ import Testing
 struct LiveReconnectionTests {
     @Test func aProxyRefusingForTwoSecondsLeavesTheChannelConnectingAndItComesBackLive() async throws {
         let rig = try await LiveSyncRig(heartbeatSeconds: 1)
-        var proxy = try await rig.chaosProxy()
+        // A port below the kernel's range for port 0, so that while it is
+        // closed no other test's proxy (nginx asked for a free port) is
+        // handed it.
+        var proxy = try Self.proxyOutsideTheEphemeralRange(to: rig.http.port)
         let port = proxy.port
+        try await waitUntilServing(proxy.url)
         var options = SyncOptions()
         options.liveHeartbeat = .seconds(1)
         // Far away: a channel that waited for the periodic sync would never come back in this test.
@@ -31,11 +32,8 @@ struct LiveReconnectionTests {
         }
         let liveStreams = device.transport.streamsOpened
 
-        // The proxy goes away: its listener closes, so every new connection
-        // is refused. A socket bound to the port without listening keeps it
-        // from tests running beside this one (connections to it are refused too).
+        // The proxy goes away: its listener closes, so every new connection is refused.
         proxy.stop()
-        let placeholder = try PortPlaceholder(port: port)
         try await eventually("the channel noticed the proxy is gone", timeout: .seconds(10)) {
             await device.engine.currentStatus.live != .live
         }
@@ -48,7 +46,6 @@ struct LiveReconnectionTests {
         #expect(!sawOff, "while connections are refused the channel keeps trying: connecting, never off")
         #expect(await device.engine.currentStatus.live == .connecting, "still trying when the proxy returns")
 
-        placeholder.release()
         proxy = try ChaosProxy(upstreamPort: rig.http.port, port: port)
         defer { proxy.stop() }
         let back = ContinuousClock.now
@@ -63,37 +60,16 @@ struct LiveReconnectionTests {
         try await eventually("a change arrives on the new channel") { try await device.store.get(Person.self, id) != nil }
         await device.engine.stop()
     }
-}
 
-private struct PlaceholderError: Error {}
-
-/// A socket bound to a port of 127.0.0.1 that does not listen: the port
-/// stays taken, and every connection to it is refused.
-private final class PortPlaceholder {
-    private var socketNumber: Int32
-
-    init(port: UInt16) throws {
-        socketNumber = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        // The proxy's closed connections linger in TIME_WAIT on this port.
-        var yes: Int32 = 1
-        setsockopt(socketNumber, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketNumber, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    static func proxyOutsideTheEphemeralRange(to upstream: UInt16) throws -> ChaosProxy {
+        var lastError: (any Error)?
+        for _ in 0..<50 {
+            do {
+                return try ChaosProxy(upstreamPort: upstream, port: UInt16.random(in: 20_000..<32_000))
+            } catch {
+                lastError = error
+            }
         }
-        guard socketNumber >= 0, bound == 0 else {
-            release()
-            throw PlaceholderError()
-        }
+        throw lastError!
     }
-
-    func release() {
-        if socketNumber >= 0 { close(socketNumber) }
-        socketNumber = -1
-    }
-
-    deinit { release() }
 }

@@ -165,6 +165,8 @@ final class CurlExchange: @unchecked Sendable {
         // A server may answer before it has read the whole body.
         bodyWentOut()
         progress?(.head(status))
+        // The headers too, at once: a pull's next cursor is among them.
+        progress?(.headers(headers))
         if case .stream(let head?, let body) = waiter {
             waiter = .stream(head: nil, body: body)
             head.resume(returning: TransportStream.Head(status: status, headers: headers))
