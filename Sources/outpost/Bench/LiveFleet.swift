@@ -23,13 +23,17 @@ struct LiveFleet {
         var engines: [SyncEngine] = []
         var listeners: [Task<Void, Never>] = []
         let arrivals = self.arrivals
+        // One transport for the fleet, as an app holding many engines would
+        // share one: a transport per engine meant a network thread per
+        // engine, a thousand of them woken by each change.
+        let transport = HTTPTransport.make(baseURL: base)
         for index in 0..<devices {
             let store = try LocalStore(path: directory.path("d\(index).sqlite"), collections: [CollectionDescriptor(name: "people")])
             var options = SyncOptions()
             options.periodicInterval = nil
             options.requestTimeout = 60
             let engine = SyncEngine(
-                store: store, transport: HTTPTransport.make(baseURL: base),
+                store: store, transport: transport,
                 token: try server.tokens.issue(user: "c-\(index)", role: .coordinator, team: "t-1", ttl: nil), options: options,
                 seed: UInt64(index + 1))
             let events = await engine.events()
