@@ -46,7 +46,7 @@ struct LiveReconnectionTests {
         #expect(!sawOff, "while connections are refused the channel keeps trying: connecting, never off")
         #expect(await device.engine.currentStatus.live == .connecting, "still trying when the proxy returns")
 
-        proxy = try ChaosProxy(upstreamPort: rig.http.port, port: port)
+        proxy = try await Self.reopen(port, to: rig.http.port)
         defer { proxy.stop() }
         let back = ContinuousClock.now
         try await eventually("live again once the proxy is back", timeout: .seconds(30)) {
@@ -71,5 +71,18 @@ struct LiveReconnectionTests {
             }
         }
         throw lastError!
+    }
+
+    /// The proxy again on its port; the old one's closed sockets may hold
+    /// the port for a moment on a loaded machine.
+    static func reopen(_ port: UInt16, to upstream: UInt16) async throws -> ChaosProxy {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            do {
+                return try ChaosProxy(upstreamPort: upstream, port: port)
+            } catch where ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
     }
 }
