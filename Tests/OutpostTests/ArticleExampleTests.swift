@@ -99,7 +99,8 @@ enum ArticleExamples {
             orderBy: [.descending(\.visitedAt)], limit: 20)
         #expect(recent.isEmpty, "the one visit has notes")
 
-        let transport = URLSessionTransport(baseURL: serverURL)
+        // URLSessionTransport on Apple platforms, CurlTransport (libcurl) on Linux.
+        let transport = HTTPTransport.make(baseURL: serverURL)
         let engine = SyncEngine(store: store, transport: transport) { request in
             try await signIn.currentToken(refresh: request != .start)
         }

@@ -31,7 +31,8 @@ enum ReadmeExample {
 try await store.create(Visit(person: RecordLink(ana), visitedAt: Date(), photo: photo))
 
         // Connect separately; the app's sign-in gives tokens (asked at start and on 401, never offline).
-        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: serverURL)) { _ in token }
+        // URLSession on Apple platforms, libcurl on Linux (an idle live channel costs no CPU there).
+        let engine = SyncEngine(store: store, transport: HTTPTransport.make(baseURL: serverURL)) { _ in token }
         await engine.start()                          // launch sync, periodic sync, reconnect handling
         let report = try await engine.sync(timeout: .seconds(60))   // pull-to-refresh; typed SyncFailure on error
         return (report, engine)
