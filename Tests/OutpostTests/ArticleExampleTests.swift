@@ -76,7 +76,7 @@ enum ArticleExamples {
     static func overview(databasePath: String, serverURL: URL, signIn: SignIn) async throws -> SyncEngine {
         let store = try LocalStore(path: databasePath, collections: [Person.descriptor])
         let ana = try await store.create(Person(name: "Ana"))
-        let engine = SyncEngine(store: store, transport: URLSessionTransport(baseURL: serverURL)) { _ in
+        let engine = SyncEngine(store: store, transport: HTTPTransport.make(baseURL: serverURL)) { _ in
             try await signIn.currentToken()
         }
         await engine.start()
