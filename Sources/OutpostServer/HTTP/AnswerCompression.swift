@@ -15,7 +15,7 @@ package enum AnswerCompression {
     /// libdeflate's level for whole answers and pages built ahead: the
     /// cheapest whose bytes stay within 1.10x of zlib level 6's on pages of
     /// records (docs/benchmarks.md).
-    package static let level: Int32 = 6
+    package static let level: Int32 = 3
 
     /// zlib's level for streams, which flush each event and so need zlib's
     /// streaming state: level 4 keeps within 1.15x of level 6's bytes,
