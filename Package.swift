@@ -47,7 +47,7 @@ var package = Package(
         .systemLibrary(
             name: "CLibDeflate",
             pkgConfig: "libdeflate",
-            providers: [.apt(["libdeflate-dev"])]
+            providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]
         ),
         .systemLibrary(
             name: "CLibPQ",
