@@ -49,6 +49,12 @@ var package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // Whole-buffer deflate for the server's compressed answers: about 1.7x zlib's speed at its bytes (docs/benchmarks.md).
+        .systemLibrary(
+            name: "CLibDeflate",
+            pkgConfig: "libdeflate",
+            providers: [.apt(["libdeflate-dev"]), .brew(["libdeflate"])]
+        ),
         .systemLibrary(
             name: "CLibPQ",
             pkgConfig: "libpq",
@@ -89,7 +95,7 @@ var package = Package(
         .target(
             name: "OutpostServer",
             dependencies: [
-                "OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CMicroHTTPDTLS", "CLibPQ",
+                "OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CMicroHTTPDTLS", "CLibPQ", "CLibDeflate",
                 // JWT signatures (RS256, ES256); the server needs OpenSSL's libcrypto on every platform.
                 "COpenSSL",
             ],

@@ -28,9 +28,8 @@ struct AnswerCompressionTests {
         #expect(AnswerCompression.negotiate("gzip;q=2") == nil, "a weight out of range refuses")
     }
 
-    /// A page of 1,000 records as the feed writes them: the level answers
-    /// use keeps within 1.15x of level 6's bytes.
-    @Test func theAnswerLevelStaysWithinAFifteenthOfLevelSix() throws {
+    /// A page of 1,000 records as the feed writes them.
+    static func recordPage() -> [UInt8] {
         var page = Array(#"{"changes":["#.utf8)
         for index in 0..<1000 {
             if index > 0 { page.append(UInt8(ascii: ",")) }
@@ -40,13 +39,61 @@ struct AnswerCompressionTests {
                     .utf8)
         }
         page += Array(#"],"cursor":"abc","has_more":true}"#.utf8)
-        let chosen = try #require(DeflateStream(format: .gzip, level: AnswerCompression.level))
+        return page
+    }
+
+    /// Whole answers go through libdeflate at a level whose bytes keep
+    /// within 1.10x of zlib level 6's.
+    @Test func theAnswerLevelStaysWithinATenthOfZlibLevelSix() throws {
+        let page = Self.recordPage()
+        let six = try #require(DeflateStream(format: .gzip, level: 6))
+        let sixSize = page.withUnsafeBytes { six.compress($0).count }
+        let chosen = try #require(AnswerCompression.compress(page, as: .gzip))
+        #expect(
+            Double(chosen.count) <= 1.10 * Double(sixSize),
+            "libdeflate level \(AnswerCompression.level): \(chosen.count) bytes, zlib level 6: \(sixSize)")
+        // Compressors are reused from the pool: the same body compresses to the same bytes again.
+        #expect(AnswerCompression.compress(page, as: .gzip) == chosen)
+    }
+
+    /// Streams keep zlib (they flush each event) at a level within 1.15x of level 6's bytes.
+    @Test func theStreamLevelStaysWithinAFifteenthOfLevelSix() throws {
+        let page = Self.recordPage()
+        let chosen = try #require(DeflateStream(format: .gzip, level: AnswerCompression.streamLevel))
         let six = try #require(DeflateStream(format: .gzip, level: 6))
         let chosenSize = page.withUnsafeBytes { chosen.compress($0).count }
         let sixSize = page.withUnsafeBytes { six.compress($0).count }
-        #expect(Double(chosenSize) <= 1.15 * Double(sixSize), "level \(AnswerCompression.level): \(chosenSize) bytes, level 6: \(sixSize)")
-        // The state is reused: the same body compresses to the same bytes again.
+        #expect(
+            Double(chosenSize) <= 1.15 * Double(sixSize),
+            "level \(AnswerCompression.streamLevel): \(chosenSize) bytes, level 6: \(sixSize)")
         #expect(page.withUnsafeBytes { chosen.compress($0).count } == chosenSize)
+    }
+
+    /// One libdeflate compressor writes either format, each inflating to the
+    /// body; empty and incompressible bodies come back whole too.
+    @Test func oneCompressorWritesBothFormatsThatInflateToTheBody() throws {
+        let deflater = try #require(AnswerDeflater(level: AnswerCompression.level))
+        var noise = SystemRandomNumberGenerator()
+        let random = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &noise) }
+        for body in [Self.recordPage(), random, [], Array("x".utf8)] {
+            for format in DeflateFormat.allCases {
+                let packed = try #require(deflater.compress(body, as: format), "\(format) of \(body.count) bytes")
+                #expect(format == .gzip ? packed.prefix(2) == [0x1f, 0x8b] : packed.first == 0x78, "\(format)")
+                #expect(try BodyCompression.inflate(Data(packed), limit: 1 << 24) == Data(body), "\(format) of \(body.count) bytes")
+            }
+        }
+        // A large body after a small one: the kept output buffer grows to fit.
+        let big = Array(repeating: Self.recordPage(), count: 6).flatMap { $0 }
+        let packed = try #require(deflater.compress(big, as: .gzip))
+        #expect(try BodyCompression.inflate(Data(packed), limit: 1 << 26) == Data(big))
+    }
+
+    @Test func aLevelLibdeflateHasNotIsRefused() {
+        #expect(AnswerDeflater(level: 0) == nil)
+        #expect(AnswerDeflater(level: 13) == nil)
+        #expect(AnswerDeflater(level: -1) == nil)
+        #expect(AnswerDeflater(level: 1)?.level == 1)
+        #expect(AnswerDeflater(level: 12)?.level == 12)
     }
 
     /// One request by curl, the answer exactly as sent (curl never inflates

@@ -12,10 +12,15 @@ package enum AnswerCompression {
     /// Bodies smaller than this go plain: a packet or two either way.
     package static let minimumBytes = 1024
 
-    /// zlib's level for answers: the cheapest whose bytes stay within 1.15x
-    /// of level 6's on a page of records. Levels 1 to 3 give 1.19-1.24x
-    /// on pages of 1,000 records, level 4 1.11x (docs/benchmarks.md).
-    package static let level: Int32 = 4
+    /// libdeflate's level for whole answers and pages built ahead: the
+    /// cheapest whose bytes stay within 1.10x of zlib level 6's on pages of
+    /// records (docs/benchmarks.md).
+    package static let level: Int32 = 3
+
+    /// zlib's level for streams, which flush each event and so need zlib's
+    /// streaming state: level 4 keeps within 1.15x of level 6's bytes,
+    /// levels 1 to 3 give 1.19-1.24x.
+    package static let streamLevel: Int32 = 4
 
     /// The coding `acceptEncoding` allows, preferring gzip when both are
     /// allowed alike; nil for a plain answer (no header, `identity`, or
@@ -42,11 +47,11 @@ package enum AnswerCompression {
         return gzip >= deflate ? .gzip : .deflate
     }
 
-    /// `body` in `format`, with a deflate state from the pool.
+    /// `body` in `format`, with a compressor from the pool.
     package static func compress(_ body: [UInt8], as format: DeflateFormat) -> [UInt8]? {
-        guard let stream = pool.take(format) else { return nil }
-        defer { pool.give(stream) }
-        return body.withUnsafeBytes { stream.compress($0) }
+        guard let deflater = pool.take() else { return nil }
+        defer { pool.give(deflater) }
+        return deflater.compress(body, as: format)
     }
 
     /// An answer as it goes on a socket whose request said `acceptEncoding`:
@@ -72,29 +77,9 @@ package enum AnswerCompression {
     /// range of stored bytes.
     private static let exempt: Set<String> = ["content-encoding", "content-range", "accept-ranges"]
 
-    /// Deflate states kept between answers (resetting one is far cheaper
-    /// than setting one up); as many as answers compressed at once.
-    private static let pool = DeflatePool(level: level)
-}
-
-/// Deflate states for answers, by format, handed to one answer at a time.
-final class DeflatePool: Sendable {
-    private let level: Int32
-    private let idle = Locked<[DeflateFormat: [DeflateStream]]>([:])
-    /// Kept per format past this, a state is freed instead.
-    private let keep = 16
-
-    init(level: Int32) { self.level = level }
-
-    func take(_ format: DeflateFormat) -> DeflateStream? {
-        idle.withLock { $0[format]?.popLast() } ?? DeflateStream(format: format, level: level)
-    }
-
-    func give(_ stream: DeflateStream) {
-        idle.withLock { idle in
-            if idle[stream.format, default: []].count < keep { idle[stream.format, default: []].append(stream) }
-        }
-    }
+    /// Compressors kept between answers (each holds its own tables, worth
+    /// reusing); as many as answers compressed at once.
+    private static let pool = AnswerDeflaterPool(level: level)
 }
 
 /// A stream's events compressed as they go: each piece the stream hands
@@ -110,7 +95,7 @@ final class EventCompression {
     private var plain = [UInt8](repeating: 0, count: 16 * 1024)
 
     init?(format: DeflateFormat) {
-        guard let deflate = DeflateStream(format: format, level: AnswerCompression.level) else { return nil }
+        guard let deflate = DeflateStream(format: format, level: AnswerCompression.streamLevel) else { return nil }
         self.deflate = deflate
     }
 

@@ -9,8 +9,8 @@ import OutpostTesting
 extension InitialSyncBench {
     /// The pages' size and time over the link, against what the link allows:
     /// its bytes against the same JSON pages gzipped at level 6, its time
-    /// against those bytes ÷ bandwidth. Also the cost of each zlib level on
-    /// pages of 1,000 records (the server's choice of level).
+    /// against those bytes ÷ bandwidth. Also the cost of each zlib and
+    /// libdeflate level on pages of records (the server's choice of level).
     static func runOverLink(records: Int, link: LinkRelay.Link) async throws -> [BenchResult] {
         let directory = try TemporaryDirectory(prefix: "outpost-bench-link")
         let path = directory.path("server.sqlite")
@@ -53,11 +53,11 @@ extension InitialSyncBench {
             "records": Double(figures.records), "plain_json_mb": Double(plainBytes) / 1e6,
             "bytes_up_mb": Double(relay.bytesUp) / 1e6,
         ]
-        for level in levels {
-            bytes.details["level_\(level.level)_ms_per_1000_record_page"] = level.milliseconds
-            bytes.details["level_\(level.level)_bytes_over_level_6"] = level.sizeOverSix
+        for cost in levels where cost.pageRecords == 1000 {
+            bytes.details["\(cost.library)_\(cost.level)_ms_per_1000_record_page"] = cost.milliseconds
+            bytes.details["\(cost.library)_\(cost.level)_bytes_over_zlib_6"] = cost.sizeOverSix
         }
-        bytes.notes = ["link: \(link)", "page of 1,000 records: \(levels.first.map { Int($0.pageBytes) } ?? 0) bytes plain"]
+        bytes.notes = ["link: \(link)", "answers at libdeflate level \(AnswerCompression.level)"] + levelTable(levels)
         var time = BenchResult(
             name: "initial-sync-link-time", figure: figures.seconds, unit: "s",
             baseline: lineSeconds, baselineLabel: "bytes on the wire ÷ bandwidth", ratio: figures.seconds / lineSeconds,
@@ -90,32 +90,74 @@ extension InitialSyncBench {
     }
 
     struct LevelCost {
+        var library: String
         var level: Int32
+        var pageRecords: Int
         var milliseconds: Double
         var sizeOverSix: Double
+        var timeOverZlibFour: Double
         var pageBytes: Double
     }
 
-    /// zlib levels 1 to 6 on up to 20 pages of 1,000 records: CPU time a
-    /// page (one reused state, as the server does) and bytes against level 6.
+    /// Compression of whole pages, as answers and pages built ahead go: zlib
+    /// levels 1 to 6 (one reused state, as streams keep one) and libdeflate
+    /// levels 1 to 9 (one reused compressor, as the server's pool does), on
+    /// up to 20 pages of 1,000 records and 4 of 5,000: CPU time a page,
+    /// bytes against zlib level 6's, time against zlib level 4's.
     static func levelCosts(path: String, token: String) throws -> [LevelCost] {
-        let sample = Array(try pages(path: path, token: token, limit: 1000).prefix(20))
-        var costs: [(Int32, Double, Int)] = []
-        for level: Int32 in 1...6 {
-            guard let stream = DeflateStream(format: .gzip, level: level) else { continue }
-            var size = 0
-            // The faster of three rounds: the machine is shared.
-            var best = Double.infinity
-            for _ in 0..<3 {
-                size = 0
-                let started = DispatchTime.now().uptimeNanoseconds
-                for page in sample { size += page.withUnsafeBytes { stream.compress($0).count } }
-                best = min(best, Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6)
+        var costs: [LevelCost] = []
+        for (records, count) in [(1000, 20), (5000, 4)] {
+            let sample = Array(try pages(path: path, token: token, limit: records).prefix(count))
+            let pageBytes = Double(sample.reduce(0) { $0 + $1.count }) / Double(max(1, sample.count))
+            var measured: [(library: String, level: Int32, milliseconds: Double, size: Int)] = []
+            for level: Int32 in 1...6 {
+                guard let stream = DeflateStream(format: .gzip, level: level) else { continue }
+                let (milliseconds, size) = fastestRound(sample) { page in page.withUnsafeBytes { stream.compress($0).count } }
+                measured.append(("zlib", level, milliseconds, size))
             }
-            costs.append((level, best / Double(max(1, sample.count)), size))
+            for level: Int32 in 1...9 {
+                guard let deflater = AnswerDeflater(level: level) else { continue }
+                let (milliseconds, size) = fastestRound(sample) { deflater.compress($0, as: .gzip)?.count ?? $0.count }
+                measured.append(("libdeflate", level, milliseconds, size))
+            }
+            let six = Double(measured.first { $0.library == "zlib" && $0.level == 6 }?.size ?? 1)
+            let four = measured.first { $0.library == "zlib" && $0.level == 4 }?.milliseconds ?? 1
+            costs += measured.map {
+                LevelCost(
+                    library: $0.library, level: $0.level, pageRecords: records, milliseconds: $0.milliseconds,
+                    sizeOverSix: Double($0.size) / six, timeOverZlibFour: $0.milliseconds / four, pageBytes: pageBytes)
+            }
         }
-        let six = Double(costs.last?.2 ?? 1)
-        let pageBytes = Double(sample.reduce(0) { $0 + $1.count }) / Double(max(1, sample.count))
-        return costs.map { LevelCost(level: $0.0, milliseconds: $0.1, sizeOverSix: Double($0.2) / six, pageBytes: pageBytes) }
+        return costs
+    }
+
+    /// Milliseconds a page over `sample` (the fastest of three rounds: the
+    /// machine is shared) and the bytes `compress` gave for the whole sample.
+    static func fastestRound(_ sample: [[UInt8]], _ compress: ([UInt8]) -> Int) -> (Double, Int) {
+        var size = 0
+        var best = Double.infinity
+        for _ in 0..<3 {
+            size = 0
+            let started = DispatchTime.now().uptimeNanoseconds
+            for page in sample { size += compress(page) }
+            best = min(best, Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6)
+        }
+        return (best / Double(max(1, sample.count)), size)
+    }
+
+    /// The level table as lines of the report, one per page size and compressor.
+    static func levelTable(_ costs: [LevelCost]) -> [String] {
+        var lines: [String] = []
+        for records in Set(costs.map(\.pageRecords)).sorted() {
+            let rows = costs.filter { $0.pageRecords == records }
+            lines.append("pages of \(records) records (\(Int(rows.first?.pageBytes ?? 0)) bytes plain): ms a page, bytes ÷ zlib 6's, time ÷ zlib 4's")
+            for library in ["zlib", "libdeflate"] {
+                let cells = rows.filter { $0.library == library }.map {
+                    String(format: "%d: %.2f ms %.3fx %.2fx", $0.level, $0.milliseconds, $0.sizeOverSix, $0.timeOverZlibFour)
+                }
+                lines.append("  \(library) " + cells.joined(separator: " | "))
+            }
+        }
+        return lines
     }
 }
