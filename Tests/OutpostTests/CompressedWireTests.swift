@@ -148,8 +148,9 @@ struct CompressedWireTests {
         let (_, response) = try await TestSession.shared.data(from: URL(string: "/v1/health", relativeTo: relay.url)!)
         let first = ContinuousClock.now - started
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
-        // A connection and a request: two round trips at least.
-        #expect(first >= .milliseconds(200), "\(first)")
+        // The request's way there and the answer's way back: a round trip at
+        // least (the relay accepts the connection itself, at once).
+        #expect(first >= .milliseconds(100), "\(first)")
         #expect(relay.bytesDown > 0 && relay.bytesUp > 0)
 
         // A body the server reads to its end before refusing it.
