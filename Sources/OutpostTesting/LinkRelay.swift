@@ -16,6 +16,7 @@ public final class LinkRelay: @unchecked Sendable {
 
     /// A link's bandwidth (each way) and round trip.
     public struct Link: Sendable, Equatable, CustomStringConvertible {
+        /// Each way; `.infinity` for a link that only delays (``LatencyProxy``).
         public var bitsPerSecond: Double
         public var roundTrip: Duration
 
@@ -88,7 +89,7 @@ public final class LinkRelay: @unchecked Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, Glibc.listen(fd, 256) == 0 else {
+        guard bound == 0, Glibc.listen(fd, 512) == 0 else {
             close(fd)
             throw SpawnedProcess.SpawnError(reason: "bind or listen failed")
         }

@@ -139,6 +139,20 @@ struct CompressedWireTests {
         await device.engine.stop()
     }
 
+    /// The latency proxy is a link without a bandwidth limit: each
+    /// request and answer pay the round trip, nothing more.
+    @Test func theLatencyProxyAddsItsRoundTripOnly() async throws {
+        let rig = try await LiveSyncRig()
+        let proxy = try LatencyProxy(targetPort: rig.http.port, roundTrip: .milliseconds(150))
+        defer { proxy.stop() }
+        let base = URL(string: "http://127.0.0.1:\(proxy.port)")!
+        let started = ContinuousClock.now
+        let (data, response) = try await TestSession.shared.data(from: URL(string: "/v1/health", relativeTo: base)!)
+        let took = ContinuousClock.now - started
+        #expect((response as? HTTPURLResponse)?.statusCode == 200 && !data.isEmpty)
+        #expect(took >= .milliseconds(150), "\(took)")
+    }
+
     @Test func aLinkIsPacedToItsBandwidthAndRoundTrip() async throws {
         let rig = try await LiveSyncRig()
         // 2 Mbit/s and 100 ms: 250 kB take a second on the line.
