@@ -16,12 +16,13 @@ package enum DeflateFormat: String, Sendable, CaseIterable {
     #endif
 }
 
-/// One zlib deflate state, kept and reset between bodies: setting one up
-/// allocates about 256 kB, more than the compression of a small answer costs.
+/// One zlib deflate state: a live stream's, flushed after each event (whole
+/// answers go through libdeflate on the server); `compress` makes the
+/// gzip-6 floor the benchmarks and tests measure answers against.
 ///
 /// Not thread-safe: one body (or one stream) at a time.
 package final class DeflateStream: @unchecked Sendable {
-    // @unchecked Sendable: used by one owner at a time (a body, a stream; `AnswerCompression` pools them).
+    // @unchecked Sendable: used by one owner at a time (a stream, a measurement).
     package let format: DeflateFormat
     package let level: Int32
     #if canImport(CZlib)
