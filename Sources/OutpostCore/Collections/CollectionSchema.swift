@@ -21,7 +21,7 @@ public enum FieldType: Sendable, Equatable, Codable {
     /// whose bytes are a blob the server must hold completely before the record is accepted.
     case attachment
 
-    enum CodingKeys: String, CodingKey { case type, collection }
+    enum CodingKeys: String, CodingKey, CaseIterable { case type, collection }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -72,7 +72,12 @@ public struct FieldSchema: Sendable, Equatable, Codable {
         self.required = required
     }
 
-    enum CodingKeys: String, CodingKey { case required }
+    enum CodingKeys: String, CodingKey, CaseIterable { case required }
+
+    /// Every key a field's definition may hold in a configuration.
+    package static var configurationKeys: Set<String> {
+        Set(CodingKeys.allCases.map(\.rawValue) + FieldType.CodingKeys.allCases.map(\.rawValue))
+    }
 
     public init(from decoder: any Decoder) throws {
         type = try FieldType(from: decoder)
@@ -125,14 +130,19 @@ public struct CollectionSchema: Sendable, Equatable, Codable {
         self.readOnly = readOnly
     }
 
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case name, fields, policy
         case windowField = "window_field"
         case readOnly = "read_only"
     }
 
     /// The policy's other spelling in a configuration (the one the app's own tables use).
-    private enum PolicyAlias: String, CodingKey { case conflict }
+    private enum PolicyAlias: String, CodingKey, CaseIterable { case conflict }
+
+    /// Every key a collection's definition may hold in a configuration.
+    package static var configurationKeys: Set<String> {
+        Set(CodingKeys.allCases.map(\.rawValue) + PolicyAlias.allCases.map(\.rawValue))
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)

@@ -4,35 +4,24 @@ import OutpostCore
 /// The keys a configuration file may hold, checked before it is read: a
 /// misspelled key (`tombstone_horizon_dayz`) was ignored and its default
 /// silently served; now the start stops and names it, with the key meant.
+/// The known keys are the decoders' own coding keys, so a key a decoder
+/// reads is never refused here.
 enum ConfigKeys {
-    static let topLevel: Set<String> = [
-        "collections", "tombstone_horizon_days", "rate_limit_per_minute", "rate_limit_burst", "lock_timeout_seconds",
-        "statement_timeout_seconds", "connection_limit", "connections_per_address", "idle_timeout_seconds",
-        "max_live_per_user", "min_schema", "heartbeat_seconds", "max_stream_seconds", "max_blob_mib", "blob_grace_days",
-        "jwt",
-    ]
-    static let jwt: Set<String> = ["jwks", "issuer", "audience", "role_claim", "team_claim", "leeway_seconds"]
-    static let recordsCollection: Set<String> = ["name", "fields", "policy", "conflict", "window_field", "read_only"]
-    static let tableCollection: Set<String> = [
-        "name", "table", "key", "fields", "policy", "conflict", "owner_column", "team_column", "read_only_columns",
-        "window_field",
-    ]
-    static let field: Set<String> = ["type", "collection", "required"]
-
-    /// Throws a `ConfigError` naming the first key no part of the file knows.
-    static func check(_ document: JSONValue) throws {
+    /// Throws a `ConfigError` naming the first key no part of the file knows;
+    /// `topLevel` and `jwt` are the file's and its `jwt` object's keys.
+    static func check(_ document: JSONValue, topLevel: Set<String>, jwt: Set<String>) throws {
         guard let top = document.objectValue else { throw ConfigError("the configuration must be a JSON object") }
         try refuseUnknown(top, known: topLevel, in: "the configuration")
-        if let jwt = top["jwt"]?.objectValue { try refuseUnknown(jwt, known: self.jwt, in: "\"jwt\"") }
+        if let object = top["jwt"]?.objectValue { try refuseUnknown(object, known: jwt, in: "\"jwt\"") }
         if case .array(let entries)? = top["collections"] {
             for entry in entries {
                 guard let collection = entry.objectValue else { continue }
                 let name = collection["name"]?.stringValue.map { "the collection '\($0)'" } ?? "a collection"
-                let known = collection["table"] == nil ? recordsCollection : tableCollection
+                let known = collection["table"] == nil ? CollectionSchema.configurationKeys : TableMapping.configurationKeys
                 try refuseUnknown(collection, known: known, in: name)
                 for (fieldName, field) in collection["fields"]?.objectValue ?? [:] {
                     guard let field = field.objectValue else { continue }
-                    try refuseUnknown(field, known: self.field, in: "\(name)'s field '\(fieldName)'")
+                    try refuseUnknown(field, known: FieldSchema.configurationKeys, in: "\(name)'s field '\(fieldName)'")
                 }
             }
         }

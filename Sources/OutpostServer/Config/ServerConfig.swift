@@ -161,14 +161,14 @@ public struct ServerConfig: Sendable {
                 var roleClaim: String?
                 var teamClaim: String?
                 var leewaySeconds: Double?
-                enum CodingKeys: String, CodingKey {
+                enum CodingKeys: String, CodingKey, CaseIterable {
                     case jwks, issuer, audience
                     case roleClaim = "role_claim"
                     case teamClaim = "team_claim"
                     case leewaySeconds = "leeway_seconds"
                 }
             }
-            enum CodingKeys: String, CodingKey {
+            enum CodingKeys: String, CodingKey, CaseIterable {
                 case jwt
                 case collections
                 case tombstoneHorizonDays = "tombstone_horizon_days"
@@ -192,7 +192,9 @@ public struct ServerConfig: Sendable {
                 throw ConfigError("the configuration file \(path) is not valid JSON")
             }
             do {
-                try ConfigKeys.check(document)
+                try ConfigKeys.check(
+                    document, topLevel: Set(File.CodingKeys.allCases.map(\.rawValue)),
+                    jwt: Set(File.JWTFile.CodingKeys.allCases.map(\.rawValue)))
             } catch let error as ConfigError {
                 throw ConfigError("the configuration file \(path): \(error.description)")
             }

@@ -65,13 +65,16 @@ public struct TableMapping: Sendable, Equatable {
 }
 
 extension TableMapping: Decodable {
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case name, table, key, fields, policy, conflict
         case ownerColumn = "owner_column"
         case teamColumn = "team_column"
         case readOnlyColumns = "read_only_columns"
         case windowField = "window_field"
     }
+
+    /// Every key a mapped table's definition may hold in a configuration.
+    static var configurationKeys: Set<String> { Set(CodingKeys.allCases.map(\.rawValue)) }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
