@@ -21,6 +21,8 @@ import Glibc
 final class BlobFolder: Sendable {
     let url: URL
     let cipher: (any PayloadCipher)?
+    /// The store's protection class, given to the folder and every file in it.
+    let protection: FileProtection
     /// Plaintext bytes per sealed piece, and per read while copying.
     static let pieceBytes = 1 << 20
     /// A piece's index, sealed with it.
@@ -30,10 +32,26 @@ final class BlobFolder: Sendable {
     /// same for every piece, so a piece's place in the file is computed.
     private let sealOverhead: Int
 
-    init(databasePath: String, cipher: (any PayloadCipher)?) {
+    init(databasePath: String, cipher: (any PayloadCipher)?, protection: FileProtection) {
         self.url = URL(fileURLWithPath: databasePath + ".blobs", isDirectory: true)
         self.cipher = cipher
+        self.protection = protection
         self.sealOverhead = cipher.flatMap { try? $0.seal([]).count } ?? 0
+        reprotectIfChanged()
+    }
+
+    /// A store reopened with another class (an app moving to `.complete`)
+    /// gives it to the files already there. Only where the system reports a
+    /// class: elsewhere there is nothing to compare, and nothing to change.
+    private func reprotectIfChanged() {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: url.path)
+        guard let current = attributes?[.protectionKey] as? FileProtectionType, current.rawValue != protection.fileProtectionType.rawValue
+        else { return }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        for name in names {
+            try? FileManager.default.setAttributes(protection.fileAttributes, ofItemAtPath: url.appendingPathComponent(name).path)
+        }
+        try? FileManager.default.setAttributes(protection.fileAttributes, ofItemAtPath: url.path)
     }
 
     func path(_ sha: String) -> String { url.appendingPathComponent(sha).path }
@@ -53,12 +71,16 @@ final class BlobFolder: Sendable {
     func store(_ next: (inout [UInt8]) throws -> Int) throws -> (sha: String, size: Int64) {
         do {
             // The folder's own name must survive too, or a synced file in it is lost with it.
-            try DurableFiles.createDirectory(url.path)
+            if !FileManager.default.fileExists(atPath: url.path) {
+                try DurableFiles.createDirectory(url.path)
+                // Files created in the folder inherit its class on iOS; each file asks too.
+                try FileManager.default.setAttributes(protection.fileAttributes, ofItemAtPath: url.path)
+            }
         } catch {
             throw Self.storageError(error)
         }
         let temporary = url.appendingPathComponent(".incoming-\(UUID().uuidString.lowercased())")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: nil) else {
+        guard FileManager.default.createFile(atPath: temporary.path, contents: nil, attributes: protection.fileAttributes) else {
             throw StoreError.ioFailure("cannot create \(temporary.path)")
         }
         var keep = false

@@ -246,3 +246,8 @@ extension AttachedFile {
         }
     }
 }
+
+extension LocalStore {
+    /// The protection class the attachment files are written with: the store's own.
+    package var attachmentFileProtection: FileProtection { attachments.folder.protection }
+}

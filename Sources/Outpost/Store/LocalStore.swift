@@ -139,7 +139,7 @@ public actor LocalStore {
         self.connection = connection
         self.tables = RecordTables(connection: connection, payloads: payloads)
         self.attachments = AttachmentQueue(
-            connection: connection, folder: BlobFolder(databasePath: path, cipher: cipher), tables: tables,
+            connection: connection, folder: BlobFolder(databasePath: path, cipher: cipher, protection: protection), tables: tables,
             collections: registry.all.map(\.name))
         self.outbox = Outbox(connection: connection, tables: tables, attachments: attachments, ids: ids, clock: clock)
         let budgetText = try? KeyValueTable(connection: connection).value(Self.attachmentBudgetKey)
