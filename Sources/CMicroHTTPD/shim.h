@@ -12,11 +12,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-// libmicrohttpd's own messages, on stderr, except the ones every live stream
+// libmicrohttpd's own messages, on stderr as one JSON object a line like
+// every other line the server logs, except the ones every live stream
 // causes when its client goes away ("…socket is no longer available for
 // sending"): that is how a stream normally ends, not an error. Nor a line
 // for each socket that ended before its request's headers did (the server
 // cuts idle and trickling ones by the hundred during a flood).
+#include <sys/time.h>
+#include <time.h>
 static void outpost_mhd_log(void *context, const char *format, va_list arguments) {
     (void)context;
     char line[512];
@@ -24,7 +27,25 @@ static void outpost_mhd_log(void *context, const char *format, va_list arguments
     if (strstr(line, "no longer available for sending") != NULL) return;
     if (strstr(line, "closed when reading request") != NULL) return;
     if (strstr(line, "disconnected when reading request") != NULL) return;
-    fputs(line, stderr);
+    // The message as a JSON string: quotes, backslashes and control
+    // characters escaped, the trailing newline dropped.
+    char message[1100];
+    size_t used = 0;
+    for (const unsigned char *c = (const unsigned char *)line; *c != 0 && used + 7 < sizeof message; c++) {
+        if (*c == '\n' && c[1] == 0) break;
+        if (*c == '"' || *c == '\\') { message[used++] = '\\'; message[used++] = (char)*c; }
+        else if (*c < 0x20) used += (size_t)snprintf(message + used, sizeof message - used, "\\u%04x", *c);
+        else message[used++] = (char)*c;
+    }
+    message[used] = 0;
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    struct tm utc;
+    gmtime_r(&now.tv_sec, &utc);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
+    fprintf(stderr, "{\"time\":\"%s.%06ldZ\",\"level\":\"warning\",\"source\":\"libmicrohttpd\",\"message\":\"%s\"}\n",
+            stamp, (long)now.tv_usec, message);
 }
 
 // An empty option array: what the TLS option slot holds when TLS is off.

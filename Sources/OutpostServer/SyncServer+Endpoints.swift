@@ -5,7 +5,7 @@ import OutpostCore
 /// middleware are in `Routing/Routes.swift`.
 extension SyncServer {
     func health(_ request: RouteRequest) throws -> HTTPResponse {
-        try json(HealthResponse(serverTime: ServerTimestamp(clock.now()), limits: limits), user: nil)
+        try json(HealthResponse(serverTime: ServerTimestamp(clock.now()), limits: limits, version: OutpostVersion.current), user: nil)
     }
 
     func ready(_ request: RouteRequest) throws -> HTTPResponse { readiness() }

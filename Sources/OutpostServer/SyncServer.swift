@@ -66,7 +66,7 @@ public final class SyncServer: Sendable {
         self.config = config
         self.clock = clock
         let jwt = config.jwt.map { settings in
-            JWTVerifier(settings, clock: clock, log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) })
+            JWTVerifier(settings, clock: clock, log: { ServerLog.warning($0) })
         }
         jwt?.start()
         self.tokens = TokenStore(database: database, clock: clock, jwt: jwt)
@@ -80,13 +80,13 @@ public final class SyncServer: Sendable {
             ? nil
             : OwnTableSequencer(
                 database: database, tables: mapped, clock: clock, origin: hub.origin,
-                log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }, committed: { hub.committed($0) })
+                log: { ServerLog.warning($0) }, committed: { hub.committed($0) })
         self.ownTables = sequencer
         try Self.retryingWhileBusy { try FeedVersions.keepAhead(database) }
         try Self.retryingWhileBusy { try CatalogSeed.seedIfEmpty(database, config: config, clock: clock) }
         try Self.retryingWhileBusy { try runMaintenance() }
         // Commits of the other servers on this database wake this one's waiting connections.
-        let listener = database.listenForCommits(log: { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }) { payload in
+        let listener = database.listenForCommits(log: { ServerLog.warning($0) }) { payload in
             // A row of an app's table written by someone else: sequence it.
             if payload == OwnTableSQL.notePayload {
                 sequencer?.wake()

@@ -1,5 +1,6 @@
 import Foundation
 import Outpost
+import OutpostCore
 
 /// Dispatches `outpost <command>` and turns errors into one plain sentence.
 enum OutpostCommand {
@@ -23,6 +24,7 @@ enum OutpostCommand {
         ("conflicts", "Edits that lost to a newer server copy."),
         ("watch", "Keep a live channel and print each change as it arrives."),
         ("logout", "Wipe this profile's data (refuses with unsent changes)."),
+        ("version", "Print the release (also --version)."),
         ("help", "Show this help, or a command's help."),
     ]
 
@@ -35,6 +37,8 @@ enum OutpostCommand {
                 return 0
             }
             switch name {
+            case "version", "--version":
+                print("outpost \(OutpostVersion.current)")
             case "help", "--help", "-h":
                 print(try words.first.map(help(for:)) ?? overview)
             case "serve":
@@ -110,6 +114,7 @@ enum OutpostCommand {
         case "sync", "status", "conflicts": return SyncCommands.help
         case "watch": return WatchCommand.help
         case "help": return overview
+        case "version", "--version": return "Usage: outpost version (or outpost --version)\n\nPrints the release, e.g. \"outpost \(OutpostVersion.current)\"."
         default: throw UsageError("'\(name)' is not an outpost command. Run 'outpost help' to see them.")
         }
     }

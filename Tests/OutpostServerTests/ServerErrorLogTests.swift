@@ -83,11 +83,29 @@ struct ServerErrorLogTests {
             #expect(!lines.all.contains { $0.contains(bad) })
         }
 
-        // None sent: one is made; success bodies stay as they are.
+        // None sent: one is made; success bodies stay as they are (a health
+        // check is logged only when asked for).
+        live.http.logsProbes = true
         let health = try await send("/v1/health", id: nil)
         let made = try #require(health.headers["x-request-id"])
         #expect(logged(made).count == 1)
         #expect(!health.text.contains("request_id"))
+    }
+
+    /// A long poll ended by a shutdown is a 503 whose log line says so,
+    /// not "unknown" (an operator reading the log after a deploy).
+    @Test func aShutdownsAnswerNamesItsCause() async throws {
+        let lines = LogLines()
+        let live = try LiveServer(.sqlite, log: lines.append)
+        let token = try live.token("f-1")
+        let waiting = Task { try await live.send("GET", "/v1/pull?collections=people&wait=30", token: token) }
+        try await eventually("the long poll waits on the server") { live.server.liveConnections == 1 }
+        live.server.closeLiveConnections()
+        let answer = try await waiting.value
+        #expect(answer.status == 503)
+        let line = try #require(lines.all.first { $0.contains(#""status":503"#) })
+        let cause = try JSONObject.parseObject(line)["cause"]?.stringValue
+        #expect(cause?.contains("restarting") == true, "\(line)")
     }
 
     /// Behind a reverse proxy the log names the client the proxy forwards
@@ -99,6 +117,7 @@ struct ServerErrorLogTests {
         func clients(trusting proxy: String?, forwardedFor: String?) async throws -> [String?] {
             let lines = LogLines()
             let http = try HTTPServer(port: 0, log: lines.append, trustedProxy: proxy, server: server)
+            http.logsProbes = true
             defer { http.stop() }
             var request = URLRequest(url: URL(string: "http://127.0.0.1:\(http.port)/v1/health")!)
             if let forwardedFor { request.setValue(forwardedFor, forHTTPHeaderField: "X-Forwarded-For") }
@@ -116,6 +135,7 @@ struct ServerErrorLogTests {
         // (haproxy's `option forwardfor`): the last line is the proxy's.
         let lines = LogLines()
         let http = try HTTPServer(port: 0, log: lines.append, trustedProxy: "127.0.0.1", server: server)
+        http.logsProbes = true
         defer { http.stop() }
         let request = "GET /v1/health HTTP/1.1\r\nHost: outpost\r\nX-Forwarded-For: 6.6.6.6\r\n"
             + "X-Forwarded-For: 203.0.113.7\r\nConnection: close\r\n\r\n"

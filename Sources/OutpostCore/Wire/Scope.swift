@@ -86,6 +86,8 @@ package struct HealthResponse: Sendable, Equatable, Codable {
     package var serverTime: ServerTimestamp
     /// The limits the server enforces on pushes; nil from servers that do not say.
     package var limits: Limits?
+    /// The server's release (`OutpostVersion`); nil from servers that do not say.
+    package var version: String?
 
     /// What one push may carry, as the server enforces it, so a client can
     /// size its batches and refuse at capture what would be refused later.
@@ -123,10 +125,11 @@ package struct HealthResponse: Sendable, Equatable, Codable {
         }
     }
 
-    package init(status: String = "ok", serverTime: ServerTimestamp, limits: Limits? = nil) {
+    package init(status: String = "ok", serverTime: ServerTimestamp, limits: Limits? = nil, version: String? = nil) {
         self.status = status
         self.serverTime = serverTime
         self.limits = limits
+        self.version = version
     }
 
     package init(from decoder: any Decoder) throws {
@@ -136,6 +139,7 @@ package struct HealthResponse: Sendable, Equatable, Codable {
         // Health is the connectivity probe: limits it cannot read must not
         // make a reachable server look unreachable.
         limits = try? container.decodeIfPresent(Limits.self, forKey: .limits)
+        version = try? container.decodeIfPresent(String.self, forKey: .version)
     }
 
     package func encode(to encoder: any Encoder) throws {
@@ -143,6 +147,7 @@ package struct HealthResponse: Sendable, Equatable, Codable {
         try container.encode(status, forKey: .status)
         try container.encode(serverTime, forKey: .serverTime)
         try container.encodeIfPresent(limits, forKey: .limits)
+        try container.encodeIfPresent(version, forKey: .version)
     }
 }
 

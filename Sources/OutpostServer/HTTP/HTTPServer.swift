@@ -27,6 +27,14 @@ public final class HTTPServer: @unchecked Sendable {
     /// Run by `stop()` before the daemon stops: ends waiting connections.
     let drain: (@Sendable () -> Void)?
     let log: Log?
+    /// Whether the request log also gets the health checks and scrapes that
+    /// answered well (off by default: they were most of its lines, one every
+    /// few seconds from each proxy and Prometheus).
+    public var logsProbes: Bool {
+        get { probesLogged.withLock { $0 } }
+        set { probesLogged.withLock { $0 = newValue } }
+    }
+    private let probesLogged = Locked(false)
     /// Where answered requests are counted (the sync server's `/metrics`).
     let metrics: ServerMetrics?
     /// From a request's method, path and headers (built on demand): the
@@ -383,7 +391,7 @@ public final class HTTPServer: @unchecked Sendable {
         RequestMetrics.answered(
             server.metrics, method: methodText, path: path, longPoll: longPoll, response: response, seconds: millis / 1000,
             requestID: requestID)
-        if let log = server.log {
+        if let log = server.log, server.logsProbes || !RequestLogLine.isProbe(path: path, status: response.status) {
             log(RequestLogLine(id: requestID, method: methodText, path: path, status: response.status,
                                milliseconds: millis, user: response.user, client: state.client,
                                cause: response.status >= 500 ? response.cause ?? "unknown" : nil).text)

@@ -41,7 +41,11 @@ public final class LongPoll: Sendable {
     public func respond() -> HTTPResponse {
         let pending = connection.takePending()
         server.liveHub.close(connection)
-        if let error = pending.closing { return SyncServer.errorResponse(error, user: connection.interest.principal.user) }
+        if let error = pending.closing {
+            // The log says why a 503 ended the wait (a shutdown, a revoked token), never "unknown".
+            return SyncServer.errorResponse(
+                error, user: connection.interest.principal.user, cause: error.status >= 500 ? error.body.message : nil)
+        }
         return server.handle(request)
     }
 

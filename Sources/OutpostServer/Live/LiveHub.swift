@@ -91,7 +91,8 @@ final class LiveHub: Sendable {
         let now = Self.now()
         let user = interest.principal.user
         return try state.withLock { state -> LiveConnection in
-            guard state.closing == nil else { throw APIError.unavailable }
+            // While shutting down, the same answer the waiting connections got ("restarting").
+            if let closing = state.closing { throw closing }
             guard state.perUser[user, default: 0] < settings.maxPerUser else { throw Self.tooManyChannels(settings.maxPerUser) }
             state.perUser[user, default: 0] += 1
             state.nextID += 1

@@ -35,5 +35,11 @@ struct RequestLogLine: Encodable {
         self.cause = cause
     }
 
+    /// A health check or a metrics scrape that went well: left out of the
+    /// log unless asked for (a failing or refused one is always logged).
+    static func isProbe(path: String, status: Int) -> Bool {
+        status < 400 && (path == "/v1/health" || path == "/v1/ready" || path == "/metrics")
+    }
+
     var text: String { String(decoding: (try? WireCoding.encode(self)) ?? Data(), as: UTF8.self) }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import OutpostCore
 import OutpostServer
 
 /// `outpost serve`: the sync server on a socket until SIGTERM or SIGINT.
@@ -13,7 +14,7 @@ enum ServeCommand {
                              [--tls-cert FILE --tls-key FILE] [--trusted-proxy ADDRESS]
                              [--metrics-token-file FILE] [--metrics-public]
                              [--jwt-jwks FILE|URL --jwt-issuer ISS --jwt-audience AUD
-                              [--jwt-role-claim NAME] [--jwt-team-claim NAME]] [--quiet]
+                              [--jwt-role-claim NAME] [--jwt-team-claim NAME]] [--quiet] [--log-probes]
 
         Runs the Outpost sync server. With no options it keeps its data in the SQLite file
         \(DatabaseLocation.defaultSQLitePath) in the current folder and needs no set-up.
@@ -77,12 +78,18 @@ enum ServeCommand {
           --jwt-team-claim NAME
                                the claim holding the team (default "team")
           --quiet              no request log on stderr
+          --log-probes         also log health checks and metrics scrapes that answered well (left out
+                               by default: one every few seconds from each proxy and Prometheus)
+
+        Every line the server logs on stderr is one JSON object: the request log ("request_id",
+        "status", "cause" of a 5xx, …) and the server's own lines ("level", "message"); the first
+        says the release ("version").
 
         Stops gracefully on SIGTERM or SIGINT: requests in progress finish first.
         """
 
     static func run(_ words: [String]) async throws {
-        var arguments = try Arguments(words, flagNames: ["quiet", "metrics-public"])
+        var arguments = try Arguments(words, flagNames: ["quiet", "metrics-public", "log-probes"])
         let location = arguments.option("database") ?? DatabaseLocation.defaultSQLitePath
         let readLocation = arguments.option("read-database")
         let port = try arguments.integer("port", in: 0...65_535) ?? 8787
@@ -114,8 +121,11 @@ enum ServeCommand {
         let roleClaim = arguments.option("jwt-role-claim")
         let teamClaim = arguments.option("jwt-team-claim")
         let quiet = arguments.flag("quiet")
+        let logsProbes = arguments.flag("log-probes")
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("serve takes no words, only options.") }
+        // The first line says which release this is: during an upgrade two run side by side.
+        ServerLog.info("Outpost \(OutpostVersion.current) starting.", ["version": OutpostVersion.current])
 
         var config: ServerConfig
         do {
@@ -183,7 +193,7 @@ enum ServeCommand {
         let files = FileDescriptorLimit.raise(toAtLeast: config.connections.filesNeeded(threads: threads))
         let needed = config.connections.total + threads + 256
         if files < needed {
-            Terminal.note(
+            ServerLog.warning(
                 "This system allows \(files) open files; fewer than \(config.connections.total) connections can be held "
                     + "(raise the hard limit, e.g. 'ulimit -Hn \(needed)').")
         }
@@ -196,8 +206,12 @@ enum ServeCommand {
         } catch let error as ServeError {
             throw CommandFailure(error.description.prefix(1).uppercased() + error.description.dropFirst() + ".")
         }
+        http.logsProbes = logsProbes
         let shown = DatabaseLocation.isPostgres(location) ? "PostgreSQL" : location
-        Terminal.note("Outpost server listening on \(tls == nil ? "http" : "https")://\(host):\(http.port) (database: \(shown))")
+        let scheme = tls == nil ? "http" : "https"
+        ServerLog.info(
+            "Outpost server listening on \(scheme)://\(host):\(http.port) (database: \(shown))",
+            ["address": "\(scheme)://\(host):\(http.port)", "database": shown])
         // SIGHUP reloads what can change while serving, and never stops the
         // server (a signal left at its default would end the process).
         let servesTLS = tls != nil
@@ -208,13 +222,13 @@ enum ServeCommand {
                     try http.reloadCertificate()
                     reloaded.append("the TLS certificate and key (new connections use them)")
                 } catch {
-                    Terminal.note("The TLS certificate was not reloaded (\(error)); the previous one stays in use.")
+                    ServerLog.warning("The TLS certificate was not reloaded (\(error)); the previous one stays in use.")
                 }
             }
             if let keys = server.reloadSigningKeys() {
                 if keys { reloaded.append("the JWKS") }
             }
-            Terminal.note(
+            ServerLog.info(
                 reloaded.isEmpty
                     ? "Received SIGHUP: nothing to reload (no TLS certificate or JWKS configured); still serving."
                     : "Reloaded " + reloaded.joined(separator: " and ") + ".")
@@ -226,16 +240,16 @@ enum ServeCommand {
         let maintenance = Task.detached {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(3600))
-                do { try server.runMaintenance() } catch { Terminal.note("Housekeeping failed and will be retried: \(error)") }
+                do { try server.runMaintenance() } catch { ServerLog.warning("Housekeeping failed and will be retried: \(error)") }
             }
         }
         await waitForTermination()
         maintenance.cancel()
-        Terminal.note("Stopping: finishing requests in progress.")
+        ServerLog.info("Stopping: finishing requests in progress.")
         http.stop()
         database.close()
         readDatabase?.close()
-        Terminal.note("Stopped.")
+        ServerLog.info("Stopped.")
     }
 
     static func openDatabase(
