@@ -196,4 +196,64 @@ struct BackgroundSyncTests {
         await device.engine.stop()
         #expect(try harness.serverRecords().count == 2)
     }
+
+    @Test func aRunningCycleStillOutAtTheDeadlineIsCutAndNothingFollowsIt() async throws {
+        let harness = try SyncHarness()
+        let device = try Self.device(harness)
+        try await device.store.create(Person(name: "Ana"))
+        // The foreground cycle's pull hangs until cancelled; the test moves the clock.
+        device.cutter.cut(at: nil, serverActs: false) { $0.target.hasPrefix("/v1/pull") }
+        let foreground = Task { try await device.engine.sync(timeout: .seconds(600)) }
+        try await eventually("the foreground cycle's pull is on the wire") { device.cutter.cut != nil }
+        try await device.store.create(Person(name: "Bo"))
+        let background = Task { try await device.engine.syncInBackground(until: device.wallClock.now() + 30) }
+        try await harness.clock.advanceOnceAsleep(for: .seconds(30))
+        let report = try await background.value
+        #expect(report.deadlineReached && !report.pullFinished, "\(report)")
+        #expect(report.changesPushed == 0 && report.changesUnsent == 1, "Bo waits: the cut dropped the sync that was to follow: \(report)")
+        await #expect(throws: SyncFailure.self) { try await foreground.value }
+        #expect(await device.engine.activity.cycleRunning == false, "nothing started after the cut")
+        #expect(device.network.delivered(to: "/v1/push").count == 1, "Ana's push only")
+        let next = try await device.engine.sync()
+        #expect(next.confirmed == 1 && next.failure == nil, "the next trigger sends Bo: \(next)")
+    }
+}
+
+/// The schedule's cut, as a value: a cycle cut at a background deadline
+/// starts nothing after it, whatever it asked for.
+@Suite("Sync schedule: the background cut")
+struct ScheduleCutTests {
+    @Test func aCutCycleStartsNoFollowUpNeitherOneAskedBeforeNorOneAskedAsItEnds() throws {
+        var schedule = SyncSchedule()
+        guard case .start(let cycle) = schedule.request(.launch, now: .zero) else {
+            Issue.record("the first trigger starts a cycle")
+            return
+        }
+        #expect(schedule.request(.manual, now: .zero) == .coalesced)
+        #expect(schedule.cut() == cycle)
+        #expect(schedule.running == nil && schedule.followUp == nil && !schedule.isCurrent(cycle.generation))
+        // Uploads cut mid-way ask for a follow-up as the cycle ends.
+        schedule.requestFollowUp(.retry)
+        #expect(schedule.finished(cycle) == nil, "nothing follows a cut cycle")
+        #expect(schedule.followUp == nil)
+        #expect(schedule.completedCycles == 1)
+        #expect(schedule.cut() == nil, "nothing runs to cut")
+    }
+
+    @Test func aCycleStartedAfterTheCutKeepsItsFollowUp() throws {
+        var schedule = SyncSchedule()
+        guard case .start(let cut) = schedule.request(.launch, now: .zero) else {
+            Issue.record("the first trigger starts a cycle")
+            return
+        }
+        _ = schedule.cut()
+        guard case .start(let next) = schedule.request(.foreground, now: .zero) else {
+            Issue.record("a trigger after the cut starts a cycle at once")
+            return
+        }
+        #expect(schedule.request(.localChange, now: .zero) == .coalesced)
+        #expect(schedule.finished(cut) == nil)
+        #expect(schedule.running == next && schedule.followUp == .localChange, "the newer cycle's follow-up stays")
+        #expect(schedule.finished(next) == .localChange)
+    }
 }

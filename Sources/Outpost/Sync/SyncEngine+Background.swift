@@ -64,7 +64,8 @@ extension SyncEngine {
             } catch {
                 // The deadline, or the caller cancelled (a task's expiration).
                 result.deadlineReached = true
-                if let cut = await cutRunningCycle() { result.add(cut) }
+                // What a cycle before this call's own did is not this call's.
+                if let (cycle, report) = await cutRunningCycle(), cycle.number >= target { result.add(report) }
                 break
             }
             // A follow-up it asked for: uploads left, changes the pull freed.
@@ -79,12 +80,12 @@ extension SyncEngine {
     /// Cuts the running cycle and waits for it to end: its requests are
     /// cancelled, and what it already stored or settled stays. Returns what
     /// it did before the cut, if a cycle ran.
-    private func cutRunningCycle() async -> SyncReport? {
+    private func cutRunningCycle() async -> (SyncSchedule.Cycle, SyncReport)? {
         guard let task = tasks.cycle, let cycle = schedule.cut() else { return nil }
         task.cancel()
         // Store writes finish whole; transports end cancelled requests at once.
         await task.value
-        guard schedule.completedCycles >= cycle.number else { return nil }
-        return waiters.lastReport
+        guard schedule.completedCycles >= cycle.number, let report = waiters.lastReport else { return nil }
+        return (cycle, report)
     }
 }

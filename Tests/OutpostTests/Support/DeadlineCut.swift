@@ -9,7 +9,8 @@ import OutpostTesting
 /// running out finds a request on the wire). Every other request passes.
 final class DeadlineCut: SyncTransport, Sendable {
     struct Plan: Sendable {
-        var deadline: Duration
+        /// Where the clock moves as the request goes; nil leaves it to the test.
+        var deadline: Duration?
         /// The server gets the request and acts on it (its answer is lost);
         /// otherwise it never hears of it.
         var serverActs: Bool
@@ -28,7 +29,7 @@ final class DeadlineCut: SyncTransport, Sendable {
     }
 
     /// The next request matching `matches` is where the deadline arrives.
-    func cut(at deadline: Duration, serverActs: Bool, when matches: @escaping @Sendable (TransportRequest) -> Bool) {
+    func cut(at deadline: Duration?, serverActs: Bool, when matches: @escaping @Sendable (TransportRequest) -> Bool) {
         plan.withLock { $0 = Plan(deadline: deadline, serverActs: serverActs, matches: matches) }
     }
 
@@ -55,7 +56,7 @@ final class DeadlineCut: SyncTransport, Sendable {
         cutRequest.withLock { $0 = request }
         if due.serverActs { _ = try await network.send(request) }
         progress(.bodySent)
-        clock.advance(by: due.deadline - clock.now())
+        if let deadline = due.deadline { clock.advance(by: deadline - clock.now()) }
         do {
             try await Task.sleep(for: .seconds(60))
         } catch {
