@@ -136,6 +136,23 @@ struct BackgroundSyncTests {
         #expect(device.network.delivered(to: "/v1/push").count == pushes, "nothing left to settle")
     }
 
+    @Test func cancellingTheCallerCutsAtOnceAsTheDeadlineWould() async throws {
+        let harness = try SyncHarness()
+        let device = try Self.device(harness)
+        try await device.store.create(Person(name: "Ana"))
+        // A background task's expiration handler cancels the work before the deadline.
+        device.cutter.cut(at: nil, serverActs: true) { $0.target.hasPrefix("/v1/push") }
+        let work = Task { try await device.engine.syncInBackground(until: device.wallClock.now() + 600) }
+        try await eventually("the push is on the wire") { device.cutter.cut != nil }
+        work.cancel()
+        let report = try await work.value
+        #expect(report.deadlineReached && report.changesInDoubt == 1 && report.changesPushed == 0, "\(report)")
+        #expect(await device.engine.activity.cycleRunning == false)
+        let next = try await device.engine.sync()
+        #expect(next.duplicates == 1 && next.confirmed == 1, "\(next)")
+        #expect(try harness.serverRecords().count == 1)
+    }
+
     @Test func aDeadlineAlreadyPassedIsRefusedAndChangesNothing() async throws {
         let harness = try SyncHarness()
         let device = try Self.device(harness)
