@@ -125,6 +125,9 @@ var package = Package(
             dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "OutpostSimulation"]
         ),
 
+        // The code of the article "Syncing in the background", type-checked for iOS (empty elsewhere).
+        .target(name: "BackgroundSyncExamples", dependencies: ["Outpost"]),
+
         // A child process for the crash tests: writes through the store until killed.
         .executableTarget(name: "OutpostCrashWriter", dependencies: ["Outpost", "OutpostCore"]),
 

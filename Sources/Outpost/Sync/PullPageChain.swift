@@ -66,7 +66,8 @@ package struct PullPageChain<Page: Sendable> {
         guard !ahead.isEmpty else { return nil }
         let head = ahead.removeFirst()
         extend()
-        return try await head.task.value
+        // A cancelled cycle (stopped, or cut at a background deadline) ends its request now, not at its timeout.
+        return try await withTaskCancellationHandler { try await head.task.value } onCancel: { head.task.cancel() }
     }
 
     /// Stops every request not yet answered (the cycle ended or failed).

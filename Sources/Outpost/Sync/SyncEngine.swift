@@ -277,7 +277,7 @@ public actor SyncEngine {
         return report
     }
 
-    private func waitForCycle(_ target: Int, timeout: Duration) async throws -> SyncReport {
+    func waitForCycle(_ target: Int, timeout: Duration) async throws -> SyncReport {
         if schedule.completedCycles >= target, let lastReport = waiters.lastReport { return lastReport }
         let clock = self.clock
         let timer = Task { [weak self] in

@@ -43,6 +43,9 @@ package struct SyncSchedule: Sendable, Equatable {
     /// "Not now" failures in a row: the backoff grows with them.
     package private(set) var transientFailures = 0
     package private(set) var isStopped = false
+    /// A cycle cut at a background deadline: what it asks for next waits
+    /// for the next trigger instead of starting as the app is suspended.
+    private var cutGeneration: UInt64?
 
     package init() {}
 
@@ -72,6 +75,11 @@ package struct SyncSchedule: Sendable, Equatable {
     package mutating func finished(_ cycle: Cycle) -> SyncTrigger? {
         if running?.generation == cycle.generation { running = nil }
         completedCycles = max(completedCycles, cycle.number)
+        if cycle.generation == cutGeneration {
+            cutGeneration = nil
+            if running == nil { followUp = nil }
+            return nil
+        }
         guard running == nil, let next = followUp else { return nil }
         followUp = nil
         return next
@@ -86,6 +94,17 @@ package struct SyncSchedule: Sendable, Equatable {
         generation += 1
         running = nil
         return true
+    }
+
+    /// Cuts the running cycle at a deadline: abandoned like a replaced one,
+    /// and neither a follow-up asked for so far nor one it asks for before
+    /// it ends starts. Returns the cycle cut, if one ran.
+    package mutating func cut() -> Cycle? {
+        guard let cycle = running else { return nil }
+        followUp = nil
+        cutGeneration = cycle.generation
+        _ = abandonRunningCycle()
+        return cycle
     }
 
     /// A cycle got through: no backoff.
