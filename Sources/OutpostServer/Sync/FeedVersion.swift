@@ -204,11 +204,17 @@ extension FeedVersions {
     /// device's next pull is answered `410 resync_required` and it downloads
     /// its scope again, keeping its unsent changes. Returns the new start.
     @discardableResult
-    package static func restart(_ database: any ServerDatabase) throws -> Int64 {
+    package static func restart(_ database: any ServerDatabase) throws -> Restart {
         try database.write { sql in
             if sql.dialect == .postgres { _ = try sql.query(PostgresDatabase.writeLockStatement, []) }
             var versions = try begin(sql)
-            let highest = max(try highestStored(sql), versions.last)
+            let stored = try highestStored(sql)
+            let highest = max(stored, versions.last)
+            let previous = try sql.first(
+                """
+                SELECT r.value FROM server_state r JOIN server_state p ON p.key = 'purged_through' AND p.value = r.value
+                WHERE r.key = 'feed_restart'
+                """)?.optionalString(0).flatMap { Int64($0) }
             // Far beyond anything issued since the backup (transaction ids of
             // the lost cluster included), and still far below 2^53.
             let start = highest + restartMargin
@@ -222,8 +228,22 @@ extension FeedVersions {
                     [.integer(start - versions.last)])
             }
             try sql.execute("UPDATE server_state SET value = ? WHERE key = 'purged_through'", [.text(String(start))])
-            return start
+            try sql.execute("DELETE FROM server_state WHERE key = 'feed_restart'", [])
+            try sql.execute("INSERT INTO server_state (key, value) VALUES ('feed_restart', ?)", [.text(String(start))])
+            return Restart(start: start, highestStored: stored, unusedPrevious: previous.flatMap { stored < $0 ? $0 : nil })
         }
+    }
+
+    /// What `restart` did.
+    package struct Restart: Sendable {
+        /// The feed's new start: every cursor below it is answered 410.
+        package var start: Int64
+        /// The newest version a record or scope exit holds (0: none).
+        package var highestStored: Int64
+        /// The start of the previous restart when nothing has been written
+        /// since it: the restart had already been done, and this one changed
+        /// nothing for devices (they download their data once either way).
+        package var unusedPrevious: Int64?
     }
 
     /// 2^44: room for 4 billion transactions' versions past the highest

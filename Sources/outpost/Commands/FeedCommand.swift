@@ -28,7 +28,23 @@ enum FeedCommand {
         let database = try ServeCommand.openDatabase(location)
         defer { database.close() }
         _ = try SyncServer(database: database, config: ServerConfig())
-        let start = try FeedVersions.restart(database)
-        Terminal.note("The change feed now starts at \(start). Every device downloads its data again at its next sync; unsent changes are kept.")
+        let restart = try FeedVersions.restart(database)
+        print(report(restart))
+    }
+
+    /// What the restart did, in the operator's words; a second run in a row
+    /// says the first had already done it, so no one wonders which counted.
+    static func report(_ restart: FeedVersions.Restart) -> String {
+        if let previous = restart.unusedPrevious {
+            return """
+                The change feed had already been restarted (at \(previous)) and nothing has been written since: \
+                this run changed nothing for devices. It now starts at \(restart.start); every device downloads \
+                its data again once at its next sync, keeping its unsent changes.
+                """
+        }
+        return """
+            Restarted the change feed: the newest stored change was at \(restart.highestStored), the feed now starts \
+            at \(restart.start). Every device downloads its data again at its next sync, keeping its unsent changes.
+            """
     }
 }
