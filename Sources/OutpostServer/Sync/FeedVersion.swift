@@ -202,7 +202,7 @@ extension FeedVersions {
     /// would miss what is written next. This moves the feed far past any
     /// cursor ever handed out and marks everything before as purged, so every
     /// device's next pull is answered `410 resync_required` and it downloads
-    /// its scope again, keeping its unsent changes. Returns the new start.
+    /// its scope again, keeping its unsent changes. Returns what it did.
     @discardableResult
     package static func restart(_ database: any ServerDatabase) throws -> Restart {
         try database.write { sql in
@@ -210,6 +210,8 @@ extension FeedVersions {
             var versions = try begin(sql)
             let stored = try highestStored(sql)
             let highest = max(stored, versions.last)
+            // The previous restart's start, kept under a key of its own:
+            // `purged_through` alone is also moved by tombstone purges.
             let previous = try sql.first(
                 """
                 SELECT r.value FROM server_state r JOIN server_state p ON p.key = 'purged_through' AND p.value = r.value
@@ -241,8 +243,7 @@ extension FeedVersions {
         /// The newest version a record or scope exit holds (0: none).
         package var highestStored: Int64
         /// The start of the previous restart when nothing has been written
-        /// since it: the restart had already been done, and this one changed
-        /// nothing for devices (they download their data once either way).
+        /// since it: that restart had already done what a restore needs.
         package var unusedPrevious: Int64?
     }
 

@@ -11,6 +11,8 @@ enum FeedCommand {
         in the change feed that the restored database never reached, and would miss what
         is written next. This moves the feed past every position ever handed out: each
         device's next sync downloads its data again, keeping every change it has not sent.
+        It says what it did; run again with nothing written in between, it says the first
+        run had already done it.
 
           --database PATH|URL  the server's database (default \(DatabaseLocation.defaultSQLitePath))
         """
@@ -38,8 +40,8 @@ enum FeedCommand {
         if let previous = restart.unusedPrevious {
             return """
                 The change feed had already been restarted (at \(previous)) and nothing has been written since: \
-                this run changed nothing for devices. It now starts at \(restart.start); every device downloads \
-                its data again once at its next sync, keeping its unsent changes.
+                that run had done what was needed. It now starts at \(restart.start); a device that downloaded \
+                its data again in between does so once more, keeping its unsent changes.
                 """
         }
         return """
