@@ -5,7 +5,8 @@ import OutpostCore
 /// session cookie, so the token never sits in the browser's storage.
 ///
 /// - The cookie is `HttpOnly` (no script reads it), `SameSite=Strict` (no
-///   other site's page sends it) and `Secure` when the server speaks TLS.
+///   other site's page sends it) and `Secure` when the server speaks TLS, or
+///   when its trusted proxy says the browser reached it over HTTPS.
 /// - Every state-changing request also carries the session's CSRF token in
 ///   `X-CSRF-Token`, which only the console's own script can read.
 /// - A new session is made at every sign-in, whatever cookie came with it

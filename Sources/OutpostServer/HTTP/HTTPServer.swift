@@ -366,8 +366,7 @@ public final class HTTPServer: @unchecked Sendable {
                 method: methodText, path: path, query: HTTPServer.arguments(connection),
                 headers: HTTPServer.headers(connection, HTTPServer.requestHeaders), body: state.body)
             request.fromSocket = true
-            request.overTLS = server.tls != nil
-                || (server.trustedProxy != nil && request.headers["x-forwarded-proto"]?.lowercased() == "https")
+            request.overTLS = server.tls != nil || server.forwardedOverTLS(connection)
             longPoll = request.query["wait"] != nil
             let answer = server.handler(request)
             if answer.authenticated { server.proved(connection) }
@@ -554,15 +553,30 @@ public final class HTTPServer: @unchecked Sendable {
     /// `X-Forwarded-For`, the one the proxy itself appended; earlier ones
     /// are the client's to write).
     func clientAddress(_ connection: OpaquePointer) -> String? {
-        var buffer = [CChar](repeating: 0, count: 64)
-        guard outpost_mhd_peer_address(connection, &buffer, socklen_t(buffer.count)) != 0 else { return nil }
-        let peer = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let peer = Self.peerAddress(connection) else { return nil }
         guard let trustedProxy, peer == trustedProxy,
             let forwarded = Self.lastValue(connection, header: "X-Forwarded-For"),
             let last = forwarded.split(separator: ",").last?.trimmingCharacters(in: .whitespaces),
             !last.isEmpty, last.utf8.count <= 64, last.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: ":") || ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) || ($0 >= 0x41 && $0 <= 0x46) })
         else { return peer }
         return last
+    }
+
+    /// Whether the client reached the trusted proxy over HTTPS, as the proxy
+    /// says in `X-Forwarded-Proto`: only the proxy's own connections count,
+    /// since any client can write the header too.
+    func forwardedOverTLS(_ connection: OpaquePointer) -> Bool {
+        guard let trustedProxy, Self.peerAddress(connection) == trustedProxy,
+            let proto = Self.lastValue(connection, header: "X-Forwarded-Proto")
+        else { return false }
+        return proto.trimmingCharacters(in: .whitespaces).lowercased() == "https"
+    }
+
+    /// The socket's peer address, as text.
+    private static func peerAddress(_ connection: OpaquePointer) -> String? {
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard outpost_mhd_peer_address(connection, &buffer, socklen_t(buffer.count)) != 0 else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The last line of a header sent more than once: a proxy that appends

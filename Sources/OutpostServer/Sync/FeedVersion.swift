@@ -202,13 +202,21 @@ extension FeedVersions {
     /// would miss what is written next. This moves the feed far past any
     /// cursor ever handed out and marks everything before as purged, so every
     /// device's next pull is answered `410 resync_required` and it downloads
-    /// its scope again, keeping its unsent changes. Returns the new start.
+    /// its scope again, keeping its unsent changes. Returns what it did.
     @discardableResult
-    package static func restart(_ database: any ServerDatabase) throws -> Int64 {
+    package static func restart(_ database: any ServerDatabase) throws -> Restart {
         try database.write { sql in
             if sql.dialect == .postgres { _ = try sql.query(PostgresDatabase.writeLockStatement, []) }
             var versions = try begin(sql)
-            let highest = max(try highestStored(sql), versions.last)
+            let stored = try highestStored(sql)
+            let highest = max(stored, versions.last)
+            // The previous restart's start, kept under a key of its own:
+            // `purged_through` alone is also moved by tombstone purges.
+            let previous = try sql.first(
+                """
+                SELECT r.value FROM server_state r JOIN server_state p ON p.key = 'purged_through' AND p.value = r.value
+                WHERE r.key = 'feed_restart'
+                """)?.optionalString(0).flatMap { Int64($0) }
             // Far beyond anything issued since the backup (transaction ids of
             // the lost cluster included), and still far below 2^53.
             let start = highest + restartMargin
@@ -222,8 +230,21 @@ extension FeedVersions {
                     [.integer(start - versions.last)])
             }
             try sql.execute("UPDATE server_state SET value = ? WHERE key = 'purged_through'", [.text(String(start))])
-            return start
+            try sql.execute("DELETE FROM server_state WHERE key = 'feed_restart'", [])
+            try sql.execute("INSERT INTO server_state (key, value) VALUES ('feed_restart', ?)", [.text(String(start))])
+            return Restart(start: start, highestStored: stored, unusedPrevious: previous.flatMap { stored < $0 ? $0 : nil })
         }
+    }
+
+    /// What `restart` did.
+    package struct Restart: Sendable {
+        /// The feed's new start: every cursor below it is answered 410.
+        package var start: Int64
+        /// The newest version a record or scope exit holds (0: none).
+        package var highestStored: Int64
+        /// The start of the previous restart when nothing has been written
+        /// since it: that restart had already done what a restore needs.
+        package var unusedPrevious: Int64?
     }
 
     /// 2^44: room for 4 billion transactions' versions past the highest

@@ -11,6 +11,8 @@ enum FeedCommand {
         in the change feed that the restored database never reached, and would miss what
         is written next. This moves the feed past every position ever handed out: each
         device's next sync downloads its data again, keeping every change it has not sent.
+        It says what it did; run again with nothing written in between, it says the first
+        run had already done it.
 
           --database PATH|URL  the server's database (default \(DatabaseLocation.defaultSQLitePath))
         """
@@ -28,7 +30,23 @@ enum FeedCommand {
         let database = try ServeCommand.openDatabase(location)
         defer { database.close() }
         _ = try SyncServer(database: database, config: ServerConfig())
-        let start = try FeedVersions.restart(database)
-        Terminal.note("The change feed now starts at \(start). Every device downloads its data again at its next sync; unsent changes are kept.")
+        let restart = try FeedVersions.restart(database)
+        print(report(restart))
+    }
+
+    /// What the restart did, in the operator's words; a second run in a row
+    /// says the first had already done it, so no one wonders which counted.
+    static func report(_ restart: FeedVersions.Restart) -> String {
+        if let previous = restart.unusedPrevious {
+            return """
+                The change feed had already been restarted (at \(previous)) and nothing has been written since: \
+                that run had done what was needed. It now starts at \(restart.start); a device that downloaded \
+                its data again in between does so once more, keeping its unsent changes.
+                """
+        }
+        return """
+            Restarted the change feed: the newest stored change was at \(restart.highestStored), the feed now starts \
+            at \(restart.start). Every device downloads its data again at its next sync, keeping its unsent changes.
+            """
     }
 }
