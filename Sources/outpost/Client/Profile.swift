@@ -101,19 +101,37 @@ struct Profile {
     /// `live`: keep the live channel once started (`outpost watch`); other
     /// commands run one cycle and exit.
     func engine(store: LocalStore, account: Account, timeout: TimeInterval = 15, live: Bool = false) throws -> SyncEngine {
-        guard let url = URL(string: account.server) else { throw CommandFailure("The saved server address is not valid.") }
         var options = SyncOptions()
         options.liveUpdates = live
         options.periodicInterval = live ? .seconds(300) : nil
         options.requestTimeout = timeout
         // Named in the server's console beside the device.
-        options.clientName = "outpost-cli/1.1"
-        let transport: any SyncTransport
+        options.clientName = "outpost-cli/\(OutpostVersion.current)"
+        return SyncEngine(store: store, transport: try transport(account), token: account.token, options: options)
+    }
+
+    /// The transport to the account's server, trusting its CA file if it has one.
+    func transport(_ account: Account) throws -> any SyncTransport {
+        guard let url = URL(string: account.server) else { throw CommandFailure("The saved server address is not valid.") }
         do {
-            transport = try HTTPTransport.make(baseURL: url, trustedCertificates: account.caFile)
+            return try HTTPTransport.make(baseURL: url, trustedCertificates: account.caFile)
         } catch {
             throw CommandFailure("\(error); run 'outpost login' again with --ca-file.")
         }
-        return SyncEngine(store: store, transport: transport, token: account.token, options: options)
+    }
+
+    /// Why the server could not be reached, when it is something a person
+    /// can fix here (its certificate is not trusted): the engine only says
+    /// "offline", which would send them looking for a network that works.
+    func unreachableReason(_ account: Account) async -> String? {
+        guard let transport = try? transport(account) else { return nil }
+        do {
+            _ = try await transport.send(TransportRequest(method: "GET", target: "/v1/health", timeout: 10))
+            return nil
+        } catch TransportError.notSent(let reason) where reason.contains("certificate") {
+            return "\(account.server) was reached, but \(reason). Give its certificate authority with 'outpost login --ca-file PATH'."
+        } catch {
+            return nil
+        }
     }
 }

@@ -37,7 +37,7 @@ enum SyncCommands {
                 bar.finish()
             }
             do {
-                let report = try await engine.sync(timeout: .seconds(timeout))
+                let report = try await syncRetryingWhileBusy(engine, within: .seconds(timeout))
                 bar.finish()
                 var parts = ["sent \(report.sent)", "confirmed \(report.confirmed)"]
                 if report.duplicates > 0 { parts[1] += " (\(report.duplicates) already on the server)" }
@@ -55,7 +55,28 @@ enum SyncCommands {
                 if !report.conflicts.isEmpty { print("  run 'outpost conflicts' to see the edits that lost.") }
             } catch let failure as SyncFailure {
                 bar.finish()
+                if failure == .offline, let reason = await profile.unreachableReason(account) { throw CommandFailure(reason) }
                 throw CommandFailure(StatusMessage.text(for: await engine.currentStatus) + " (" + describe(failure) + ")")
+            }
+        }
+    }
+
+    /// One sync, tried again while the server says "not now" and the
+    /// timeout leaves room: a proxy answers 502 or 504 while the servers
+    /// behind it restart, for seconds; giving up at the first of them left
+    /// changes unconfirmed that the next try would have sent.
+    static func syncRetryingWhileBusy(_ engine: SyncEngine, within timeout: Duration) async throws -> SyncReport {
+        let deadline = ContinuousClock.now + timeout
+        var wait = Duration.seconds(1)
+        while true {
+            do {
+                return try await engine.sync(timeout: deadline - ContinuousClock.now)
+            } catch SyncFailure.serverBusy(let retryAfter) {
+                let pause = retryAfter.map { Duration.seconds($0) } ?? wait
+                guard ContinuousClock.now + pause < deadline else { throw SyncFailure.serverBusy(retryAfter: retryAfter) }
+                Terminal.note("The server is busy or restarting; trying again in \(pause.components.seconds) s.")
+                try await Task.sleep(for: pause)
+                wait = min(wait * 2, .seconds(8))
             }
         }
     }

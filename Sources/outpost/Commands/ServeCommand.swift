@@ -124,8 +124,6 @@ enum ServeCommand {
         let logsProbes = arguments.flag("log-probes")
         try arguments.checkAllUsed()
         guard arguments.positional.isEmpty else { throw UsageError("serve takes no words, only options.") }
-        // The first line says which release this is: during an upgrade two run side by side.
-        ServerLog.info("Outpost \(OutpostVersion.current) starting.", ["version": OutpostVersion.current])
 
         var config: ServerConfig
         do {
@@ -178,13 +176,16 @@ enum ServeCommand {
                 throw UsageError("--trusted-proxy takes an IPv4 address such as 127.0.0.1, not \"\(trustedProxy)\".")
             }
         }
+        if let readLocation, !DatabaseLocation.isPostgres(location) || !DatabaseLocation.isPostgres(readLocation) {
+            throw UsageError("--read-database is a PostgreSQL replica of a PostgreSQL --database (postgres://…).")
+        }
+        // The first line once the arguments are sound says which release
+        // this is: during an upgrade two releases run side by side.
+        ServerLog.info("Outpost \(OutpostVersion.current) starting.", ["version": OutpostVersion.current])
         let database = try openDatabase(
             location, poolSize: threads, timeouts: config.databaseTimeouts, writeConcurrency: writeLock)
         var readDatabase: (any ServerDatabase)?
         if let readLocation {
-            guard DatabaseLocation.isPostgres(location), DatabaseLocation.isPostgres(readLocation) else {
-                throw UsageError("--read-database is a PostgreSQL replica of a PostgreSQL --database (postgres://…).")
-            }
             readDatabase = try openDatabase(readLocation, poolSize: threads, timeouts: config.databaseTimeouts)
         }
         let server = try SyncServer(database: database, readDatabase: readDatabase, config: config)
