@@ -1,4 +1,5 @@
 // swift-tools-version:6.2
+// 6.2 (Xcode 26): no older compiler builds or checks this package, so none is claimed.
 import PackageDescription
 
 /// One set of settings for every Swift target, so no module drifts out of
