@@ -1,4 +1,5 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
+// 6.2 (Xcode 26): no older compiler builds or checks this package, so none is claimed.
 import PackageDescription
 
 /// One set of settings for every Swift target, so no module drifts out of
@@ -35,7 +36,7 @@ var package = Package(
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "libcrypto",
-            providers: [.apt(["libssl-dev"])]
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
         ),
         // Deflate for push bodies (Linux; see OutpostCore's BodyCompression).
         .systemLibrary(
@@ -47,7 +48,7 @@ var package = Package(
         .systemLibrary(
             name: "CCurl",
             pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
+            providers: [.apt(["libcurl4-openssl-dev"]), .brew(["curl"])]
         ),
         // Whole-buffer deflate for the server's compressed answers: about 1.7x zlib's speed at its bytes (docs/benchmarks.md).
         .systemLibrary(

@@ -51,7 +51,7 @@ static void outpost_mhd_log(void *context, const char *format, va_list arguments
 // An empty option array: what the TLS option slot holds when TLS is off.
 static struct MHD_OptionItem outpost_mhd_no_options[] = {{MHD_OPTION_END, 0, NULL}};
 
-// Starts a daemon with an internal epoll thread pool and the limits Outpost needs.
+// Starts a daemon with an internal epoll (elsewhere poll) thread pool and the limits Outpost needs.
 // No per-address limit: the server counts connections by address itself
 // (only those not yet authenticated), and answers a request over a limit.
 static inline struct MHD_Daemon *outpost_mhd_start(
@@ -69,7 +69,12 @@ static inline struct MHD_Daemon *outpost_mhd_start(
         return NULL;
     }
     // With a certificate callback (a gnutls_certificate_retrieve_function2 *): TLS on every connection.
+#ifdef __linux__
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+#else
+    // No epoll (macOS): libmicrohttpd picks the best it has, poll() or select().
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+#endif
     if (certificate_callback != NULL) flags |= MHD_USE_TLS;
     return MHD_start_daemon(
         flags,

@@ -25,8 +25,16 @@ public enum ChildProcess {
 
     /// An executable built next to the running test bundle (`outpost`, a helper).
     public static func product(_ name: String) -> URL {
-        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        #if os(Linux)
+        return URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
             .appendingPathComponent(name)
+        #else
+        // No /proc: the bundle whose binary holds this code (the test bundle,
+        // or the folder of a command-line tool) sits beside the products.
+        let bundle = Bundle(for: PendingRead.self)
+        let folder = bundle.bundlePath.hasSuffix(".xctest") ? bundle.bundleURL.deletingLastPathComponent() : bundle.bundleURL
+        return folder.appendingPathComponent(name)
+        #endif
     }
 
     /// Runs to completion; `environment` is added to this process's own. A

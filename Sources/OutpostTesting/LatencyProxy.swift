@@ -1,4 +1,4 @@
-#if os(Linux)
+#if os(Linux) || os(macOS)
 import Foundation
 
 /// A TCP proxy that delivers every byte a fixed delay after it arrived, in

@@ -1,6 +1,10 @@
-#if os(Linux)
+#if os(Linux) || os(macOS)
 public import Foundation
+#if canImport(Glibc)
 import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A TCP relay that behaves like a slow link (a phone on a mobile network):
 /// bytes cross it at a set bandwidth in each direction, each arriving half
@@ -81,7 +85,7 @@ public final class LinkRelay: @unchecked Sendable {
     public init(targetPort: UInt16, link: Link) throws {
         self.targetPort = targetPort
         self.link = link
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw SpawnedProcess.SpawnError(reason: "socket failed") }
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
@@ -89,7 +93,7 @@ public final class LinkRelay: @unchecked Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard bound == 0, Glibc.listen(fd, 512) == 0 else {
+        guard bound == 0, listenOn(fd, backlog: 512) == 0 else {
             close(fd)
             throw SpawnedProcess.SpawnError(reason: "bind or listen failed")
         }
@@ -127,7 +131,7 @@ public final class LinkRelay: @unchecked Sendable {
                 if errno == EINTR { continue }
                 return
             }
-            let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let upstream = socket(AF_INET, streamSocketType, 0)
             var address = Self.loopback(port: targetPort)
             let connected = upstream >= 0 && withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -140,6 +144,7 @@ public final class LinkRelay: @unchecked Sendable {
             for socket in [client, upstream] {
                 var yes: Int32 = 1
                 setsockopt(socket, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
+                ignoreBrokenPipe(socket)
             }
             let pair = SocketPair(client: client, upstream: upstream)
             Self.carry(from: client, to: upstream, over: upLine, pair: pair)
@@ -280,7 +285,7 @@ public final class LinkRelay: @unchecked Sendable {
                 var sent = 0
                 while sent < bytes.count {
                     let count = bytes.withUnsafeBytes {
-                        send(destination, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+                        send(destination, $0.baseAddress! + sent, bytes.count - sent, noSignalFlag)
                     }
                     if count < 0 && errno == EINTR { continue }
                     guard count > 0 else { break }
@@ -298,12 +303,6 @@ public final class LinkRelay: @unchecked Sendable {
         return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
-    private static func loopback(port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
-    }
+    private static func loopback(port: UInt16) -> sockaddr_in { loopbackAddress(port: port) }
 }
 #endif

@@ -45,7 +45,7 @@ public final class LiveQuery<Value: Sendable> {
     }
 
     /// Reads the stream's first element, then follows the rest.
-    static func start(_ stream: AsyncThrowingStream<Value, any Error>, empty: Value) async -> LiveQuery<Value> {
+    package static func start(_ stream: AsyncThrowingStream<Value, any Error>, empty: Value) async -> LiveQuery<Value> {
         var iterator = stream.makeAsyncIterator()
         do {
             let first = try await iterator.next() ?? empty
@@ -63,7 +63,9 @@ public final class LiveQuery<Value: Sendable> {
         follower = nil
     }
 
-    isolated deinit {
+    // Not `isolated deinit`: that needs Swift 6.2 and, below iOS 18.4, a
+    // back-deployed hop to the main actor. Cancelling a task needs no isolation.
+    deinit {
         follower?.cancel()
     }
 }

@@ -1,6 +1,13 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+
+/// Glibc imports the resource as an enum case, Darwin as a number.
+private let openFiles = Int32(RLIMIT_NOFILE.rawValue)
+#elseif canImport(Darwin)
+import Darwin
+
+private let openFiles = RLIMIT_NOFILE
 #endif
 
 /// The process's open-file limit: every connection (a live stream, a
@@ -13,12 +20,16 @@ public enum FileDescriptorLimit {
     @discardableResult
     public static func raise(toAtLeast needed: Int) -> Int {
         var limit = rlimit()
-        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return needed }
+        guard getrlimit(openFiles, &limit) == 0 else { return needed }
         let wanted = rlim_t(needed)
         if limit.rlim_cur < wanted {
             limit.rlim_cur = min(wanted, limit.rlim_max)
-            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-            _ = getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+            #if canImport(Darwin)
+            // macOS refuses a soft limit above OPEN_MAX even when the hard limit is unlimited.
+            limit.rlim_cur = min(limit.rlim_cur, rlim_t(OPEN_MAX))
+            #endif
+            _ = setrlimit(openFiles, &limit)
+            _ = getrlimit(openFiles, &limit)
         }
         return Int(limit.rlim_cur)
     }

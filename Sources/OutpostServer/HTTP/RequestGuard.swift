@@ -6,8 +6,17 @@ import Foundation
 enum RequestGuard {
     static let maxDepth = 32
 
+    /// The bytes as text if they are valid UTF-8: the standard library's
+    /// check where the OS has it (macOS 15), Foundation's before.
+    static func utf8Text(_ bytes: some Collection<UInt8>) -> String? {
+        if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
+            return String(validating: bytes, as: UTF8.self)
+        }
+        return String(bytes: bytes, encoding: .utf8)
+    }
+
     static func check(_ body: Data) throws {
-        guard String(validating: body, as: UTF8.self) != nil else {
+        guard utf8Text(body) != nil else {
             throw APIError(.invalidJSON, "The request body is not valid UTF-8.")
         }
         // Over the bytes in place: iterating `Data` costs a call per byte.

@@ -62,7 +62,12 @@ final class LiveHub: Sendable {
     let origin = UUID().uuidString
     private let state = Locked(State())
     // Made and started in `init`, cancelled in `deinit`; never touched between.
+    // Darwin's timer is Sendable, Linux's is not.
+    #if canImport(Darwin)
+    private let timer: any DispatchSourceTimer
+    #else
     nonisolated(unsafe) private let timer: any DispatchSourceTimer
+    #endif
     /// Called on the hub's clock while connections wait: how the server
     /// notices revocations made by another process (the CLI).
     private let onTick: Locked<(@Sendable ([LiveConnection]) -> Void)?> = Locked(nil)

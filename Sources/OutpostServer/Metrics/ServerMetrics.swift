@@ -226,12 +226,23 @@ package final class ServerMetrics: Sendable {
             .replacingOccurrences(of: "\n", with: "\\n")
     }
 
-    /// From /proc on Linux; nil elsewhere.
+    /// From /proc on Linux, from the Mach task's basic info on macOS; nil elsewhere.
     static func residentBytes() -> Int? {
+        #if canImport(Darwin)
+        var info = mach_task_basic_info()
+        var count = mach_msg_type_number_t(MemoryLayout<mach_task_basic_info>.size / MemoryLayout<natural_t>.size)
+        let status = withUnsafeMutablePointer(to: &info) {
+            $0.withMemoryRebound(to: integer_t.self, capacity: Int(count)) {
+                task_info(mach_task_self_, task_flavor_t(MACH_TASK_BASIC_INFO), $0, &count)
+            }
+        }
+        return status == KERN_SUCCESS ? Int(info.resident_size) : nil
+        #else
         guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
             let pages = text.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
         else { return nil }
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+        #endif
     }
 }
 

@@ -360,7 +360,7 @@ enum PullCursorCodec {
     }
 
     static func decode(_ cursor: String, scopeTag: String) throws -> (version: Int64, purgedThrough: Int64) {
-        guard cursor.utf8.count <= 160, let bytes = Base64URL.decode(cursor), let text = String(validating: bytes, as: UTF8.self)
+        guard cursor.utf8.count <= 160, let bytes = Base64URL.decode(cursor), let text = RequestGuard.utf8Text(bytes)
         else { throw invalid }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         let version: Int64

@@ -49,13 +49,21 @@ enum Bench {
     /// This process's peak resident memory, in MB.
     static func peakRSSMegabytes() -> Double {
         var usage = rusage()
+        #if canImport(Darwin)
+        getrusage(RUSAGE_SELF, &usage)
+        return Double(usage.ru_maxrss) / 1_048_576  // bytes on macOS, KB on Linux
+        #else
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return Double(usage.ru_maxrss) / 1024
+        #endif
     }
 
     /// CPU seconds (user and system) another process has used so far, in
     /// clock ticks of 10 ms.
     static func cpuSeconds(_ pid: pid_t) -> Double {
+        #if canImport(Darwin)
+        return ProcessTaskInfo.cpuSeconds(pid)
+        #else
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
             let close = stat.lastIndex(of: ")")
         else { return 0 }
@@ -63,18 +71,27 @@ enum Bench {
         // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
         guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        #endif
     }
 
     /// CPU seconds (user and system) this process has used so far, every thread's.
     static func ownCPUSeconds() -> Double {
         var usage = rusage()
+        #if canImport(Darwin)
+        getrusage(RUSAGE_SELF, &usage)
+        #else
         getrusage(RUSAGE_SELF.rawValue, &usage)
+        #endif
         func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
     }
 
     static var executable: String {
+        #if os(Linux)
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+        #else
+        Bundle.main.executableURL!.resolvingSymlinksInPath().path
+        #endif
     }
 
     /// A record of about 300 bytes, made deterministically from its index:

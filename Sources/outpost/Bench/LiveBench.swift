@@ -283,7 +283,7 @@ enum LiveBench {
 
     /// A raw socket from 127.0.0.`source` holding `GET /v1/stream` open.
     static func openStream(port: UInt16, token: String, source: UInt8) -> Int32? {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let socket = socket(AF_INET, streamSocketType, 0)
         guard socket >= 0 else { return nil }
         var local = sockaddr_in()
         local.sin_family = sa_family_t(AF_INET)
@@ -307,9 +307,13 @@ enum LiveBench {
     }
 
     static func residentMegabytes(_ pid: pid_t) -> Double {
+        #if canImport(Darwin)
+        return Double(ProcessTaskInfo.of(pid)?.pti_resident_size ?? 0) / 1_048_576
+        #else
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
         else { return 0 }
         return (Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+        #endif
     }
 }

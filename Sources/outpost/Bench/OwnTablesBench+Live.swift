@@ -147,7 +147,7 @@ extension OwnTablesBench {
 
     /// A raw socket holding `GET /v1/stream` of the mapped collection open.
     static func openStream(port: UInt16, token: String) -> Int32? {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let socket = socket(AF_INET, streamSocketType, 0)
         guard socket >= 0 else { return nil }
         var remote = sockaddr_in()
         remote.sin_family = sa_family_t(AF_INET)
