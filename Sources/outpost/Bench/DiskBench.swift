@@ -125,7 +125,8 @@ enum DiskBench {
 }
 
 /// Each table's bytes with its indexes (and, on PostgreSQL, its TOAST):
-/// `dbstat` pages on SQLite (the search index's own tables counted with
+/// `dbstat` pages on SQLite (as the connection sees them, WAL included; the
+/// pages in use, not the free list; the search index's own tables counted with
 /// `records`), `pg_total_relation_size` on PostgreSQL.
 struct TableSizes {
     var byTable: [String: Int64] = [:]
@@ -145,10 +146,6 @@ struct TableSizes {
                 for row in rows { sizes.byTable[row.string(0)] = row.int(1) }
             }
             return sizes
-        }
-        try database.write { sql in
-            // The pages written so far, not those still only in the WAL.
-            _ = try sql.query("PRAGMA wal_checkpoint(TRUNCATE)", [])
         }
         try database.read { sql in
             let owners = Dictionary(
