@@ -440,10 +440,21 @@ package struct SchemaState: Equatable, Sendable {
         try database.read { try read($0) }
     }
 
+    /// The oldest release's schema that may serve: one read of the mark (each push asks).
+    static func oldestServer(_ sql: any SQLExecutor) throws -> Int {
+        Int(try sql.first("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")?.int(0) ?? 0)
+    }
+
     static func read(_ sql: any SQLExecutor) throws -> SchemaState {
+        // A database only a release before `schema_steps` migrated: its steps are the marked ones.
+        let exists =
+            sql.dialect == .postgres
+            ? "SELECT to_regclass('schema_steps') IS NOT NULL"
+            : "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_steps')"
+        let steps = try sql.first(exists)?.bool(0) == true ? "schema_steps" : "schema_migrations"
         let row = try sql.first(
             """
-            SELECT (SELECT COALESCE(MAX(version), 0) FROM schema_steps), (SELECT COALESCE(MAX(version), 0) FROM schema_migrations)
+            SELECT (SELECT COALESCE(MAX(version), 0) FROM \(steps)), (SELECT COALESCE(MAX(version), 0) FROM schema_migrations)
             """)
         return SchemaState(applied: Int(row?.int(0) ?? 0), oldestServer: Int(row?.int(1) ?? 0))
     }

@@ -60,7 +60,7 @@ struct PushService {
             var results: [[UInt8]] = []
             var stored = StoredResults(
                 user: principal.user, client: client, now: now,
-                slim: try SchemaState.read(sql).oldestServer >= ServerSchema.slimResultsStep)
+                slim: try SchemaState.oldestServer(sql) >= ServerSchema.slimResultsStep)
             var statuses: [MutationStatus] = []
             let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
             // Creates into the app's own tables, written for the whole batch at once where they are plain.
