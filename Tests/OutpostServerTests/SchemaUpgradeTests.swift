@@ -129,3 +129,57 @@ struct SchemaUpgradeTests {
         #expect(ServerSchema.contractedAtStartThrough < ServerSchema.slimResultsStep)
     }
 }
+
+/// Housekeeping after the contract step, with no index on the results' age.
+@Suite("Push results past the id map's horizon", .timeLimit(.minutes(3)))
+struct ResultsByAgeTests {
+    @Test(arguments: Backend.available)
+    func oldResultsGoAndNewerOnesStayWhole(_ backend: Backend) async throws {
+        let live = try LiveServer(backend)
+        let token = try live.token("u-1")
+        let device = TestDevice()
+        let old = (0..<5).map { _ in device.mutation(.create, data: ["name": "Old", "section": 1]) }
+        _ = try await live.push(PushRequest(clientID: device.clientID, mutations: old), token: token)
+        live.clock.advance(by: 100 * 86_400)
+        let recent = (0..<3).map { _ in device.mutation(.create, data: ["name": "Recent", "section": 2]) }
+        _ = try await live.push(PushRequest(clientID: device.clientID, mutations: recent), token: token)
+        live.clock.advance(by: 40 * 86_400)
+        try live.server.runMaintenance()
+        let kept = try live.database.read { sql in
+            try sql.query("SELECT seq, result FROM mutation_results ORDER BY seq", []).map { ($0.int(0), $0.string(1)) }
+        }
+        #expect(kept.map(\.0) == recent.map(\.seq), "the results past 90 days are gone, the 40-day-old ones kept")
+        #expect(kept.allSatisfy { $0.1.contains("applied") }, "kept whole past the 30 days: slim results are never emptied")
+        let ageIndexes = try live.database.read { sql in
+            try sql.query(
+                live.database.dialect == .postgres
+                    ? "SELECT indexdef FROM pg_indexes WHERE tablename = 'mutation_results' AND indexname = 'mutation_results_by_age'"
+                    : "SELECT sql FROM sqlite_master WHERE name = 'mutation_results_by_age'", []
+            ).map { $0.string(0) }
+        }
+        #expect(live.database.dialect == .postgres ? ageIndexes.first?.contains("brin") == true : ageIndexes.isEmpty, "\(ageIndexes)")
+    }
+
+    /// The bisection on a table whose rowids have gaps and whose times are not quite in order.
+    @Test func theBoundaryIsTheNewestOldRow() throws {
+        let directory = try TemporaryDirectory(prefix: "outpost-results-age")
+        let database = try SQLiteServerDatabase(path: directory.path("server.sqlite"))
+        defer { database.close() }
+        try ServerSchema.migrate(database)
+        let stamps = ["2026-01-01", "2026-01-02", "2026-01-05", "2026-01-03", "2026-01-06", "2026-01-09", "2026-01-10"]
+        try database.write { sql in
+            for (index, stamp) in stamps.enumerated() {
+                try sql.execute(
+                    "INSERT INTO mutation_results (rowid, user_id, client_id, seq, mutation_id, result, created_at) VALUES (?, 'u', 'c', ?, ?, '', ?)",
+                    [.integer(Int64(index * 3 + 1)), .integer(Int64(index + 1)), .text(UUID().wireText), .text(stamp)])
+            }
+        }
+        let boundaries = try database.read { sql in
+            try ["2026-01-01", "2026-01-07", "2026-02-01"].map { try ResultsByAge.lastRowID(olderThan: $0, in: sql) }
+        }
+        #expect(boundaries == [nil, 13, 19])
+        try database.write { try ResultsByAge.delete(olderThan: "2026-01-04", in: $0) }
+        let left = try database.read { try $0.query("SELECT created_at FROM mutation_results ORDER BY rowid", []).map { $0.string(0) } }
+        #expect(left == ["2026-01-05", "2026-01-06", "2026-01-09", "2026-01-10"], "never a row stamped later than the cutoff")
+    }
+}

@@ -318,6 +318,10 @@ package enum ServerSchema {
             // `record_history` at that version (`StoredOutcome`). Results whose
             // version no history row holds keep their copy. Older servers
             // read the copy, so this waits until none runs (docs/operations.md).
+            // The age index goes too (a seventh of the table's bytes):
+            // results are written in time order, so housekeeping finds the
+            // old ones by rowid on SQLite (`ResultsByAge`) and by a block
+            // range index on PostgreSQL.
             dialect == .postgres
                 ? """
                 UPDATE mutation_results SET
@@ -328,6 +332,8 @@ package enum ServerSchema {
                     WHERE h.collection = mutation_results.result::jsonb #>> '{record,collection}'
                     AND h.uuid = mutation_results.result::jsonb #>> '{record,uuid}'
                     AND h.version = CAST(mutation_results.result::jsonb #>> '{record,version}' AS BIGINT));
+                DROP INDEX mutation_results_by_age;
+                CREATE INDEX mutation_results_by_age ON mutation_results USING brin (created_at);
                 """
                 : """
                 UPDATE mutation_results SET
@@ -338,6 +344,7 @@ package enum ServerSchema {
                     WHERE h.collection = json_extract(mutation_results.result, '$.record.collection')
                     AND h.uuid = json_extract(mutation_results.result, '$.record.uuid')
                     AND h.version = json_extract(mutation_results.result, '$.record.version'));
+                DROP INDEX mutation_results_by_age;
                 """,
         ]
     }
