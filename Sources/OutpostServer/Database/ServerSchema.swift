@@ -18,6 +18,8 @@ import Foundation
 ///   waiting for a feed version, and each attached table's backfill.
 /// - `server_state`: the version counter (SQLite), the base of versions
 ///   made from transaction ids (PostgreSQL) and the tombstone horizon.
+/// - `schema_steps` / `schema_migrations`: the steps taken, and those up to
+///   the newest contract step (see `migrate`).
 package enum ServerSchema {
     static func migrations(_ dialect: SQLDialect) -> [String] {
         let bigint = dialect == .postgres ? "BIGINT" : "INTEGER"
