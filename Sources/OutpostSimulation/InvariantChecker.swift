@@ -91,6 +91,16 @@ public enum InvariantChecker {
                 appliedTexts.append(text)
             }
         }
+        // Every state each record had: push results keep the version they
+        // wrote, not the record, so an applied edit is found in the version
+        // it made (older versions' data is in history, the newest in records).
+        var versionTexts: [String: [String]] = [:]
+        for row in try server.database.read({ sql in
+            try sql.query("SELECT uuid, data FROM record_history WHERE data IS NOT NULL", [])
+        }) {
+            versionTexts[row.string(0), default: []].append(row.string(1))
+        }
+        for (uuid, row) in byUUID { if let data = row.data { versionTexts[uuid, default: []].append(data) } }
         report.checks["I2", default: 0] += appliedIDs.count
         for (id, count) in appliedIDs where count > 1 {
             report.violations.append(Violation(invariant: "I2", detail: "mutation \(id) took effect \(count) times"))
@@ -189,7 +199,8 @@ public enum InvariantChecker {
                 // (merged in the outbox before sending): not a lost update.
                 if marks[(position + 1)...].contains(where: { $0.record == uuid }) { continue }
                 report.checks["I4", default: 0] += 1
-                let applied = appliedTexts.contains { $0.contains(mark) }
+                let applied =
+                    versionTexts[uuid.wireText]?.contains { $0.contains(mark) } == true || appliedTexts.contains { $0.contains(mark) }
                 let reported = conflictText.contains(mark) || rejected.contains(uuid) || held.contains(uuid)
                 let recordGone = device.ledger.deleted.contains(uuid) || byUUID[uuid.wireText]?.deleted == true
                 if !applied && !reported && !recordGone {

@@ -9,6 +9,7 @@ enum OutpostCommand {
         ("serve", "Run the sync server (SQLite by default, or PostgreSQL)."),
         ("token", "Issue or revoke an access token."),
         ("seed", "Fill a server database with generated people (235,613 by default)."),
+        ("migrate", "Bring the server database's schema up to date; --contract after a rolling upgrade."),
         ("feed", "After restoring a backup: make every device download its data again."),
         ("tables", "The SQL Outpost adds to the app's own PostgreSQL tables, or take it away."),
         ("simulate", "Run the fault-injecting multi-device simulation and check invariants."),
@@ -51,6 +52,8 @@ enum OutpostCommand {
                 try SeedCommand.run(words)
             case "feed":
                 try FeedCommand.run(words)
+            case "migrate":
+                try MigrateCommand.run(words)
             case "tables":
                 try TablesCommand.run(words)
             case "simulate":
@@ -106,6 +109,7 @@ enum OutpostCommand {
         case "token": return TokenCommand.help
         case "seed": return SeedCommand.help
         case "feed": return FeedCommand.help
+        case "migrate": return MigrateCommand.help
         case "tables": return TablesCommand.help
         case "simulate": return SimulateCommand.help
         case "bench": return BenchCommand.help

@@ -33,20 +33,31 @@ struct ReadinessTests {
     }
 
     @Test(arguments: Backend.available)
-    func aDatabaseBehindOrAheadOfTheServerIsNotReady(_ backend: Backend) async throws {
+    func aDatabaseBehindOrContractedPastTheServerIsNotReady(_ backend: Backend) async throws {
         let live = try LiveServer(backend)
         let expected = ServerSchema.migrations(live.database.dialect).count
-        try live.database.write { try $0.execute("DELETE FROM schema_migrations WHERE version = ?", [.integer(Int64(expected))]) }
+        let required = ServerSchema.required(live.database.dialect)
+        try live.database.write { try $0.execute("DELETE FROM schema_steps WHERE version >= ?", [.integer(Int64(required))]) }
         let behind = try await live.get("/v1/ready", token: nil)
         #expect(behind.status == 503)
         #expect(behind.error?.code == .unavailable)
         #expect(behind.error?.message.contains("has not been migrated yet") == true, "\(behind.text)")
         #expect(behind.headers["retry-after"] != nil)
 
-        try live.database.write { try $0.execute("INSERT INTO schema_migrations (version) VALUES (?), (?)", [.integer(Int64(expected)), .integer(Int64(expected + 1))]) }
+        // A newer release's expand step: this server keeps serving beside it.
+        try live.database.write { sql in
+            for step in required...(expected + 1) { try sql.execute("INSERT INTO schema_steps (version) VALUES (?)", [.integer(Int64(step))]) }
+        }
+        let expanded = try await live.get("/v1/ready", token: nil)
+        #expect(expanded.status == 200, "\(expanded.text)")
+        let ready = try expanded.decode(Ready.self)
+        #expect(ready.schemaVersion == expected + 1)
+
+        // Its contract step: this server stops.
+        try live.database.write { try $0.execute("INSERT INTO schema_migrations (version) VALUES (?)", [.integer(Int64(expected + 1))]) }
         let ahead = try await live.get("/v1/ready", token: nil)
         #expect(ahead.status == 503)
-        #expect(ahead.error?.message.contains("a newer outpost serve") == true, "\(ahead.text)")
+        #expect(ahead.error?.message.contains("a newer release contracted it") == true, "\(ahead.text)")
         // The process itself still answers.
         #expect(try await live.get("/v1/health", token: nil).status == 200)
     }

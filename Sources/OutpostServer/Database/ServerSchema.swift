@@ -18,7 +18,9 @@ import Foundation
 ///   waiting for a feed version, and each attached table's backfill.
 /// - `server_state`: the version counter (SQLite), the base of versions
 ///   made from transaction ids (PostgreSQL) and the tombstone horizon.
-enum ServerSchema {
+/// - `schema_steps` / `schema_migrations`: the steps taken, and those up to
+///   the newest contract step (see `migrate`).
+package enum ServerSchema {
     static func migrations(_ dialect: SQLDialect) -> [String] {
         let bigint = dialect == .postgres ? "BIGINT" : "INTEGER"
         let serial = dialect == .postgres ? "BIGSERIAL PRIMARY KEY" : "INTEGER PRIMARY KEY AUTOINCREMENT"
@@ -307,8 +309,59 @@ enum ServerSchema {
                 CREATE INDEX records_search ON records USING gin (\(RecordSearch.postgresDocument));
                 """
                 : "",
+            // Expand: the version of the record a push result names, so a
+            // result can be kept without a copy of the record (see the next
+            // step). Older servers neither read nor write the column.
+            """
+            ALTER TABLE mutation_results ADD COLUMN record_version \(bigint);
+            """,
+            // Contract: results keep the outcome and the record's version, not
+            // the record; a duplicate's record is read back from `records` or
+            // `record_history` at that version (`StoredOutcome`). Results whose
+            // version no history row holds keep their copy. Older servers
+            // read the copy, so this waits until none runs (docs/operations.md).
+            // The age index goes too (a seventh of the table's bytes):
+            // results are written in time order, so housekeeping finds the
+            // old ones by rowid on SQLite (`ResultsByAge`) and by a block
+            // range index on PostgreSQL.
+            dialect == .postgres
+                ? """
+                UPDATE mutation_results SET
+                    record_version = CAST(result::jsonb #>> '{record,version}' AS BIGINT),
+                    result = (result::jsonb - 'record' - 'seq' - 'id')::text
+                WHERE result LIKE '{%' AND result NOT LIKE '%\\\\u0000%' AND EXISTS (
+                    SELECT 1 FROM record_history h
+                    WHERE h.collection = mutation_results.result::jsonb #>> '{record,collection}'
+                    AND h.uuid = mutation_results.result::jsonb #>> '{record,uuid}'
+                    AND h.version = CAST(mutation_results.result::jsonb #>> '{record,version}' AS BIGINT));
+                DROP INDEX mutation_results_by_age;
+                CREATE INDEX mutation_results_by_age ON mutation_results USING brin (created_at);
+                """
+                : """
+                UPDATE mutation_results SET
+                    record_version = json_extract(result, '$.record.version'),
+                    result = json_remove(result, '$.record', '$.seq', '$.id')
+                WHERE result LIKE '{%' AND json_valid(result) AND EXISTS (
+                    SELECT 1 FROM record_history h
+                    WHERE h.collection = json_extract(mutation_results.result, '$.record.collection')
+                    AND h.uuid = json_extract(mutation_results.result, '$.record.uuid')
+                    AND h.version = json_extract(mutation_results.result, '$.record.version'));
+                DROP INDEX mutation_results_by_age;
+                """,
         ]
     }
+
+    /// The steps that contract: once one ran, a server that does not know
+    /// it no longer works on the database. Every other step from
+    /// `firstExpandStep` on is expand-only: a server one release older
+    /// keeps serving beside the newer one (docs/operations.md, "Upgrading").
+    static let contractingSteps: Set<Int> = [15]
+    /// Steps before this one predate the distinction: each counts as contracting.
+    static let firstExpandStep = 14
+    /// Contract steps up to this one run when a server starts; later ones
+    /// only when asked (`outpost migrate --contract`). The release after
+    /// the one that adds a contract step raises this past it.
+    static let contractedAtStartThrough = 13
 
     /// A migration's statements. Split at `;`, except inside a trigger's
     /// `BEGIN … END` (whose body has statements of its own).
@@ -325,19 +378,111 @@ enum ServerSchema {
         return statements
     }
 
-    /// Brings the database to the current schema. Runs inside a write
-    /// transaction, so two servers starting at once migrate once.
-    static func migrate(_ database: any ServerDatabase) throws {
+    /// Brings the database to the current schema, stopping before a
+    /// pending contract step unless `contract` (or the step is at most
+    /// `contractedAtStartThrough`). A new database takes every step: no
+    /// older server has run on it. Runs inside a write transaction, so two
+    /// servers starting at once migrate once.
+    ///
+    /// `schema_steps` lists every step taken; `schema_migrations` only
+    /// those up to the newest contract step taken (`SchemaState.oldestServer`):
+    /// servers of releases before this bookkeeping compare its highest
+    /// number with their own count, so an expand step leaves them serving.
+    package static func migrate(_ database: any ServerDatabase, contract: Bool = false) throws {
         try database.write { sql in
             // Writers of PostgreSQL take no common lock; migrations do, so
             // servers starting together apply each one once.
             if sql.dialect == .postgres { _ = try sql.query(PostgresDatabase.writeLockStatement, []) }
             try sql.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)", [])
-            let applied = try sql.first("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")?.int(0) ?? 0
-            for (index, migration) in migrations(database.dialect).enumerated() where index + 1 > applied {
+            try sql.execute("CREATE TABLE IF NOT EXISTS schema_steps (version INTEGER PRIMARY KEY)", [])
+            // A database an older release migrated: its steps are the ones it recorded.
+            try sql.execute(
+                "INSERT INTO schema_steps (version) SELECT version FROM schema_migrations WHERE version > (SELECT COALESCE(MAX(version), 0) FROM schema_steps)",
+                [])
+            let state = try SchemaState.read(sql)
+            var oldestServer = state.oldestServer
+            for (index, migration) in migrations(database.dialect).enumerated() where index + 1 > state.applied {
+                let step = index + 1
+                if contracts(step) && state.applied > 0 && !contract && step > contractedAtStartThrough { break }
                 for statement in statements(migration) { try sql.execute(statement, []) }
-                try sql.execute("INSERT INTO schema_migrations (version) VALUES (?)", [.integer(Int64(index + 1))])
+                try sql.execute("INSERT INTO schema_steps (version) VALUES (?)", [.integer(Int64(step))])
+                if contracts(step) { oldestServer = step }
+            }
+            for version in stride(from: state.oldestServer + 1, through: oldestServer, by: 1) {
+                try sql.execute("INSERT INTO schema_migrations (version) VALUES (?)", [.integer(Int64(version))])
             }
         }
+    }
+
+    /// Whether `step` (numbered from 1) leaves servers that do not know it unable to work.
+    static func contracts(_ step: Int) -> Bool {
+        step < firstExpandStep || contractingSteps.contains(step)
+    }
+
+    /// The steps this release needs taken to serve: every one up to its
+    /// first contract step still to be asked for (its code works before and
+    /// after that step).
+    package static func required(_ dialect: SQLDialect) -> Int {
+        let known = current(dialect)
+        let waiting = (contractedAtStartThrough + 1...max(contractedAtStartThrough + 1, known)).first { $0 <= known && contracts($0) }
+        return waiting.map { $0 - 1 } ?? known
+    }
+
+    /// This release's schema: the number of steps it knows.
+    package static func current(_ dialect: SQLDialect) -> Int { migrations(dialect).count }
+
+    /// Push results are kept without a copy of their record once the step
+    /// that slims them has run (no older server reads them any more).
+    static let slimResultsStep = 15
+}
+
+/// Where a database stands: the steps taken, and the oldest release's
+/// schema that may still serve on it.
+package struct SchemaState: Equatable, Sendable {
+    /// The highest step taken.
+    package var applied: Int
+    /// The newest contract step taken: a server knowing fewer steps must not serve.
+    package var oldestServer: Int
+
+    /// The state of `database`.
+    package static func read(_ database: any ServerDatabase) throws -> SchemaState {
+        try database.read { try read($0) }
+    }
+
+    /// The oldest release's schema that may serve: one read of the mark (each push asks).
+    static func oldestServer(_ sql: any SQLExecutor) throws -> Int {
+        Int(try sql.first("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")?.int(0) ?? 0)
+    }
+
+    static func read(_ sql: any SQLExecutor) throws -> SchemaState {
+        // A database only a release before `schema_steps` migrated: its steps are the marked ones.
+        let exists =
+            sql.dialect == .postgres
+            ? "SELECT to_regclass('schema_steps') IS NOT NULL"
+            : "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_steps')"
+        let steps = try sql.first(exists)?.bool(0) == true ? "schema_steps" : "schema_migrations"
+        let row = try sql.first(
+            """
+            SELECT (SELECT COALESCE(MAX(version), 0) FROM \(steps)), (SELECT COALESCE(MAX(version), 0) FROM schema_migrations)
+            """)
+        return SchemaState(applied: Int(row?.int(0) ?? 0), oldestServer: Int(row?.int(1) ?? 0))
+    }
+
+    /// Why a server knowing `known` steps, of which it needs `required`
+    /// taken, may not serve here, or nil when it may.
+    package func refusal(known: Int, required: Int) -> String? {
+        if applied < required {
+            return "The database's schema is at step \(applied), this server needs \(required): it has not been migrated yet (outpost serve migrates it when it starts)."
+        }
+        if oldestServer > known {
+            return "The database's schema is at step \(applied) and no longer serves servers before step \(oldestServer) "
+                + "(a newer release contracted it); this server knows \(known): run the newer release here too."
+        }
+        return nil
+    }
+
+    /// The steps that wait for `outpost migrate --contract`.
+    package func pendingContract(_ dialect: SQLDialect) -> [Int] {
+        (0..<ServerSchema.current(dialect)).map { $0 + 1 }.filter { $0 > oldestServer && ServerSchema.contracts($0) }
     }
 }

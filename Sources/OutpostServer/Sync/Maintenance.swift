@@ -49,9 +49,15 @@ struct Maintenance {
             // for stays as long as tombstones do: it is what tells a retry
             // from a restored device reusing the seq (an emptied result).
             let idMap = ServerTimestamp(now - max(config.tombstoneHorizon, config.resultRetention)).rawValue
-            try sql.execute("DELETE FROM mutation_results WHERE created_at < ?", [.text(idMap)])
-            try sql.execute(
-                "UPDATE mutation_results SET result = '' WHERE created_at < ? AND result <> ''", [.text(retention)])
+            if try SchemaState.oldestServer(sql) >= ServerSchema.slimResultsStep {
+                // Slim results hold no record: each is kept whole until its
+                // id goes, and nothing is emptied (which rewrote every row).
+                try ResultsByAge.delete(olderThan: idMap, in: sql)
+            } else {
+                try sql.execute("DELETE FROM mutation_results WHERE created_at < ?", [.text(idMap)])
+                try sql.execute(
+                    "UPDATE mutation_results SET result = '' WHERE created_at < ? AND result <> ''", [.text(retention)])
+            }
             try sql.execute("DELETE FROM push_problems WHERE at < ?", [.text(retention)])
             try sql.execute("DELETE FROM admin_sessions WHERE expires_at < ?", [.text(ServerTimestamp(now).rawValue)])
         }

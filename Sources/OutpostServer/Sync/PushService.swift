@@ -58,7 +58,9 @@ struct PushService {
             var lastSeq = try session.lockClientSeq()
             try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
             var results: [[UInt8]] = []
-            var stored = StoredResults(user: principal.user, client: client, now: now)
+            var stored = StoredResults(
+                user: principal.user, client: client, now: now,
+                slim: try SchemaState.oldestServer(sql) >= ServerSchema.slimResultsStep)
             var statuses: [MutationStatus] = []
             let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
             // Creates into the app's own tables, written for the whole batch at once where they are plain.
@@ -82,6 +84,7 @@ struct PushService {
                     let result = try session.duplicate(of: mutation, original: original)
                     text = Array(try WireCoding.encode(result))
                     statuses.append(result.status)
+                    try stored.add(mutation, result: text, slim: session.slim(result), in: sql)
                 } else {
                     session.overwritten = nil
                     let outcome = try session.apply(mutation)
@@ -90,8 +93,8 @@ struct PushService {
                         now: now, in: sql)
                     text = outcome.wire(mutation)
                     statuses.append(outcome.status)
+                    try stored.add(mutation, result: text, slim: session.slim(outcome, of: mutation), in: sql)
                 }
-                try stored.add(mutation, result: text, in: sql)
                 lastSeq = mutation.seq
                 results.append(text)
             }
@@ -181,13 +184,13 @@ struct PushSession {
     /// bounded on both backends), and the rows of other users or clients
     /// dropped here: the only index that can serve the query is the one on
     /// mutation ids, so its plan needs no statistics (see the migration).
-    func resultsByID(of mutations: [Mutation]) throws -> [String: String] {
-        var found: [String: String] = [:]
+    func resultsByID(of mutations: [Mutation]) throws -> [String: StoredOutcome?] {
+        var found: [String: StoredOutcome?] = [:]
         for start in stride(from: 0, to: mutations.count, by: 200) {
             let slice = mutations[start..<min(start + 200, mutations.count)]
             for row in try sql.query(Self.resultsByIDQuery(slice.count), slice.map { .text($0.id.wireText) })
             where row.string(0) == principal.user && row.string(1) == client {
-                found[row.string(2)] = row.string(3)
+                found[row.string(2)] = .some(StoredOutcome(text: row.optionalString(3), recordVersion: row.optionalInt(4)))
             }
         }
         return found
@@ -211,30 +214,52 @@ struct PushSession {
     /// A seq already processed: never applied again; the original result rides along.
     func duplicate(of mutation: Mutation) throws -> MutationResult {
         let stored = try sql.first(
-            "SELECT result FROM mutation_results WHERE user_id = ? AND client_id = ? AND seq = ?",
+            "SELECT result, record_version FROM mutation_results WHERE user_id = ? AND client_id = ? AND seq = ?",
             [.text(principal.user), .text(client), .integer(mutation.seq)])
-        return try duplicate(of: mutation, original: stored?.optionalString(0) ?? "")
+        return try duplicate(
+            of: mutation, original: StoredOutcome(text: stored?.optionalString(0), recordVersion: stored?.optionalInt(1)))
     }
 
     /// `duplicate`, carrying the original result when it is still held.
-    func duplicate(of mutation: Mutation, original text: String) throws -> MutationResult {
-        guard let original = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8)) else {
-            return MutationResult(seq: mutation.seq, id: mutation.id, status: .duplicate)
-        }
-        let originalStatus = original.status == .duplicate ? original.originalStatus : original.status
-        var record = original.record
+    func duplicate(of mutation: Mutation, original: StoredOutcome?) throws -> MutationResult {
+        guard let original else { return MutationResult(seq: mutation.seq, id: mutation.id, status: .duplicate) }
+        let originalStatus = original.firstStatus
+        var record: WireRecord?
         // A change that lost a conflict is told the server's copy as it is
         // now, not as it was when the lost answer was written: the device may
         // already hold a newer copy, which the old one would replace (and its
         // cursor is past the newer one, so it would never come again).
-        if originalStatus == .conflict, let current = try load(mutation.collection, mutation.uuid.wireText),
-            scope.canRead(current)
-        {
-            record = try current.wire()
+        if originalStatus == .conflict {
+            if let current = try load(mutation.collection, mutation.uuid.wireText), scope.canRead(current) {
+                record = try current.wire()
+            } else {
+                record = original.record
+            }
+        } else {
+            record = try original.record(collection: mutation.collection, uuid: mutation.uuid.wireText, in: sql)
         }
         return MutationResult(
             seq: mutation.seq, id: mutation.id, status: .duplicate, record: record, originalStatus: originalStatus,
             code: original.code, errors: original.errors, fields: original.fields, message: original.message)
+    }
+
+    /// What the dedupe row of a result made now keeps when results are
+    /// slim: nil keeps the whole result (a record of an app's own table).
+    /// A conflict's record is never kept: a retry is told the current copy.
+    func slim(_ outcome: PushOutcome, of mutation: Mutation) -> StoredOutcome? {
+        guard config.mappedTables[mutation.collection] == nil else { return nil }
+        return StoredOutcome(
+            status: outcome.status, code: outcome.code, errors: outcome.errors, fields: outcome.fields,
+            message: outcome.message, recordVersion: outcome.status == .conflict ? nil : outcome.record?.version)
+    }
+
+    /// The same for a `duplicate` answered under a new seq.
+    func slim(_ result: MutationResult) -> StoredOutcome? {
+        guard config.mappedTables[result.record?.collection ?? ""] == nil else { return nil }
+        let firstStatus = result.status == .duplicate ? result.originalStatus : result.status
+        return StoredOutcome(
+            status: result.status, originalStatus: result.originalStatus, code: result.code, errors: result.errors,
+            fields: result.fields, message: result.message, recordVersion: firstStatus == .conflict ? nil : result.record?.version)
     }
 
     mutating func apply(_ mutation: Mutation) throws -> PushOutcome {
@@ -360,7 +385,7 @@ struct PushSession {
     // The push's lookups, each answerable by one index whatever the database
     // knows of its tables (tests check their plans on a new database).
     static func resultsByIDQuery(_ count: Int) -> String {
-        "SELECT user_id, client_id, mutation_id, result FROM mutation_results WHERE mutation_id IN ("
+        "SELECT user_id, client_id, mutation_id, result, record_version FROM mutation_results WHERE mutation_id IN ("
             + Array(repeating: "?", count: count).joined(separator: ", ") + ")"
     }
     static let idsBySeqQuery =
@@ -487,33 +512,41 @@ struct PushOutcome {
 /// answered). On SQLite each is inserted as it is made; on PostgreSQL they
 /// are written together at the end of the push, a round trip per 500 rather
 /// than per mutation, in the same transaction.
+///
+/// `slim`: once no older server reads them (`ServerSchema.slimResultsStep`),
+/// rows keep the outcome and the record's version, not the record
+/// (`StoredOutcome`); until then, the whole result, as older servers read it.
 struct StoredResults {
     let user: String
     let client: String
     let now: ServerTimestamp
-    private var waiting: [(seq: Int64, id: String, result: String)] = []
+    let slim: Bool
+    private var waiting: [(seq: Int64, id: String, result: String, version: Int64?)] = []
 
-    init(user: String, client: String, now: ServerTimestamp) {
+    init(user: String, client: String, now: ServerTimestamp, slim: Bool) {
         self.user = user
         self.client = client
         self.now = now
+        self.slim = slim
     }
 
-    mutating func add(_ mutation: Mutation, result: [UInt8], in sql: any SQLExecutor) throws {
-        let text = String(decoding: result, as: UTF8.self)
+    mutating func add(_ mutation: Mutation, result: [UInt8], slim outcome: StoredOutcome?, in sql: any SQLExecutor) throws {
+        let kept = slim ? outcome : nil
+        let text = kept?.slimText ?? String(decoding: result, as: UTF8.self)
+        let version = kept?.recordVersion
         guard sql.dialect == .postgres else {
             try sql.execute(
                 """
-                INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
-                VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at, record_version)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
                     .text(user), .text(client), .integer(mutation.seq), .text(mutation.id.wireText), .text(text),
-                    .text(now.rawValue),
+                    .text(now.rawValue), version.map { .integer($0) } ?? .null,
                 ])
             return
         }
-        waiting.append((mutation.seq, mutation.id.wireText, text))
+        waiting.append((mutation.seq, mutation.id.wireText, text, version))
     }
 
     mutating func flush(_ sql: any SQLExecutor) throws {
@@ -521,13 +554,14 @@ struct StoredResults {
             let slice = waiting[start..<min(start + 500, waiting.count)]
             try sql.execute(
                 """
-                INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at)
-                SELECT ?, ?, CAST(v.seq AS BIGINT), v.id, v.result, ?
-                FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[])) AS v(seq, id, result)
+                INSERT INTO mutation_results (user_id, client_id, seq, mutation_id, result, created_at, record_version)
+                SELECT ?, ?, CAST(v.seq AS BIGINT), v.id, v.result, ?, CAST(v.version AS BIGINT)
+                FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[])) AS v(seq, id, result, version)
                 """,
                 [
                     .text(user), .text(client), .text(now.rawValue), OwnTableCopies.arrayLiteral(slice.map { String($0.seq) }),
                     OwnTableCopies.arrayLiteral(slice.map(\.id)), OwnTableCopies.arrayLiteral(slice.map(\.result)),
+                    OwnTableCopies.arrayLiteral(slice.map { $0.version.map(String.init) }),
                 ])
         }
         waiting.removeAll()

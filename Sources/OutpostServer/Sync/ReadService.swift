@@ -103,19 +103,23 @@ struct ReadService {
         }
         // By id alone (the index that serves it needs no statistics to be
         // chosen); another user's rows under the same id are dropped here.
-        let stored = try database.read { sql in
-            try sql.query(
-                "SELECT user_id, result FROM mutation_results WHERE mutation_id = ? ORDER BY created_at DESC",
+        // A slim result names its record by version: the record is given
+        // while it is still at that version (the unique index on versions
+        // finds it); one changed since is read with `GET /v1/records`.
+        let (found, record) = try database.read { sql -> (SQLRow?, WireRecord?) in
+            let row = try sql.query(
+                "SELECT user_id, result, record_version FROM mutation_results WHERE mutation_id = ? ORDER BY created_at DESC",
                 [.text(id.wireText)]
             ).first { $0.string(0) == principal.user }
+            guard let version = row?.optionalInt(2) else { return (row, nil) }
+            let current = try sql.first("SELECT \(ServerRecord.columns) FROM records WHERE version = ?", [.integer(version)])
+            return (row, try current.map { try ServerRecord($0).wire() })
         }
-        guard let text = stored?.optionalString(1) else {
-            throw APIError(.notFound, "The server never processed this change.")
-        }
+        guard let found else { throw APIError(.notFound, "The server never processed this change.") }
         // Processed, but its result is past retention (only the id is kept).
-        guard let result = try? WireCoding.decode(MutationResult.self, from: Data(text.utf8)) else {
+        guard let result = StoredOutcome(text: found.optionalString(1), recordVersion: found.optionalInt(2)) else {
             return MutationLookup(status: .duplicate, record: nil, code: nil, errors: nil)
         }
-        return MutationLookup(status: result.status, record: result.record, code: result.code, errors: result.errors)
+        return MutationLookup(status: result.status, record: result.record ?? record, code: result.code, errors: result.errors)
     }
 }

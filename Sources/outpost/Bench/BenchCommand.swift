@@ -5,7 +5,7 @@ import OutpostTesting
 /// `outpost bench`: every figure with its baseline measured in the same run.
 enum BenchCommand {
     static let help = """
-        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [own-tables] [idle-stream] [--quick] [--json FILE]
+        Usage: outpost bench [initial-sync] [local-write] [push] [many-devices] [live] [attachments] [own-tables] [idle-stream] [disk] [--quick] [--json FILE]
                              [--records N] [--postgres URL] [--servers N] [--db-latency MS] [--series] [--mixed-keys] [--repeat N]
 
         Runs the benchmarks (all when none is named) and prints each figure, its baseline
@@ -38,6 +38,11 @@ enum BenchCommand {
         through CurlTransport and URLSessionTransport, 10 s each (--quick: 3 s), beside the
         process with none open.
 
+        disk (run only when named): the server database's bytes per record after 20 devices create
+        records of ~230 bytes and edit 43% of them, beside the records table and its indexes, by table
+        (SQLite, and PostgreSQL with --postgres). --records N sets the records (default 100,000;
+        --quick 5,000).
+
         own-tables (needs --postgres) maps a table of the app's own database: 10,000 device creates
         pushed into it against the same INSERTs through libpq; 235,613 rows it held before Outpost
         came (backfilled, then downloaded by one device) against SQLite copying them; 50,000 of them
@@ -46,7 +51,7 @@ enum BenchCommand {
         20,000, 2,000 and 50.
         """
 
-    static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments", "own-tables", "idle-stream"]
+    static let names = ["initial-sync", "local-write", "push", "many-devices", "live", "attachments", "own-tables", "idle-stream", "disk"]
 
     static func run(_ words: [String]) async throws {
         var arguments = try Arguments(words, flagNames: ["quick", "series", "mixed-keys"])
@@ -83,7 +88,7 @@ enum BenchCommand {
             throw UsageError("'\(name)' is not a benchmark; choose from \(names.joined(separator: ", ")).")
         }
         // idle-stream compares two transports for 25 s: only when named.
-        let chosen = arguments.positional.isEmpty ? names.filter { $0 != "idle-stream" } : arguments.positional
+        let chosen = arguments.positional.isEmpty ? names.filter { $0 != "idle-stream" && $0 != "disk" } : arguments.positional
         var results: [BenchResult] = []
         func report(_ new: [BenchResult]) {
             for result in new {
@@ -133,6 +138,9 @@ enum BenchCommand {
                     report(try await AttachmentBench.run(photos: quick ? 4 : 100, photoBytes: quick ? 500_000 : 2_000_000))
                 case "idle-stream":
                     report(try await IdleStreamBench.run(seconds: quick ? 3 : 10))
+                case "disk":
+                    let given = arguments.positional.count == 1 && words.contains("--records")
+                    report(try await DiskBench.run(records: given ? records : (quick ? 5_000 : 100_000), postgres: postgres))
                 case "own-tables":
                     // Mapped tables are PostgreSQL's alone.
                     guard let postgres else {
