@@ -126,4 +126,42 @@ struct PullPageChainTests {
         #expect(numbers == [1, 2, 3, 4], "the body's cursor decides")
         #expect(feed.cursorsAsked.contains("9") && feed.cursorsAsked.filter { $0 == "2" }.count == 1)
     }
+
+    /// A download stores the pages in hand once the next is not here yet:
+    /// the chain tells which, without waiting.
+    @Test func theChainTellsWhetherTheNextPageIsHere() async throws {
+        let release = AsyncStream<Void>.makeStream()
+        let asked = Locked(0)
+        var chain = PullPageChain<Page>(
+            after: nil, depth: 2, following: { $0.hasMore ? PullCursor(rawValue: String($0.number)) : nil },
+            fetch: { cursor in
+                let number = (cursor.flatMap { Int($0.rawValue) } ?? 0) + 1
+                asked.withLock { $0 = number }
+                // Page 2 waits for the test; pages 1 and 3 come at once.
+                if number == 2 { for await _ in release.stream { break } }
+                return Page(number: number, hasMore: number < 3)
+            })
+        defer { chain.cancel() }
+        try await Self.waitUntilHere(chain, "the first page")
+        #expect(try await chain.next()?.number == 1)
+        try await eventually("page 2 is asked for") { asked.withLock { $0 } >= 2 }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!chain.nextIsHere, "page 2 is still on its way")
+        release.continuation.yield()
+        try await Self.waitUntilHere(chain, "page 2")
+        #expect(try await chain.next()?.number == 2)
+        #expect(try await chain.next()?.number == 3)
+        // The link after the last page ends without a request.
+        try await Self.waitUntilHere(chain, "the end of the chain")
+        #expect(try await chain.next() == nil)
+    }
+
+    /// Polls `nextIsHere` (a chain is not Sendable), failing after 30 s.
+    static func waitUntilHere(_ chain: PullPageChain<Page>, _ what: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !chain.nextIsHere {
+            guard ContinuousClock.now < deadline else { throw WaitTimedOut(what + " is here", timeout: .seconds(30)) }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
 }

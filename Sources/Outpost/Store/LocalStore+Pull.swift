@@ -98,63 +98,28 @@ extension LocalStore {
     /// initial-sync path; see `RawPullPage`).
     @discardableResult
     package func applyPull(_ page: RawPullPage, collections: [String]) throws -> PullPageResult {
+        try applyPulls([page], collections: collections)
+    }
+
+    /// Applies consecutive pages of one pull in one transaction, with the
+    /// last page's cursor: a first download whose uuids arrive in no key
+    /// order rewrites most leaves of the uuid index at every commit, so
+    /// fewer commits write far less. The pages are all here already: no
+    /// transaction waits for the network.
+    @discardableResult
+    package func applyPulls(_ pages: [RawPullPage], collections: [String]) throws -> PullPageResult {
         try checkOpen()
+        guard let last = pages.last else { return PullPageResult() }
         var result = PullPageResult()
         var touched: Set<String> = []
         let registered = Set(registry.all.map(\.name))
         if isReadOnly { throw StoreError.readOnly }
-        try translatingStorageErrors { try downloadCache.pageArrives(hasMore: page.hasMore, on: connection) }
+        try translatingStorageErrors { try downloadCache.pageArrives(hasMore: last.hasMore, on: connection) }
         try translatingStorageErrors { try connection.transaction {
             let resyncing = try kvValue(Self.resyncKey) == "1"
             let seen = resyncing ? try ResyncLedger(connection) : nil
-            try page.withText { text in
-                // Pages hold long runs of one collection: its statements are
-                // looked up once per run, and its records go in as multi-row
-                // statements.
-                var current: (collection: String, writer: SyncedCopyWriter?) = ("", nil)
-                let changes = page.changes
-                var index = 0
-                while index < changes.count {
-                    let change = changes[index]
-                    if change.collection == "catalogs" {
-                        if try applyCatalog(change, in: page) { result.applied += 1 } else { result.deleted += 1 }
-                        touched.insert("catalogs")
-                        index += 1
-                        continue
-                    }
-                    if change.collection != current.collection {
-                        let known = registered.contains(change.collection)
-                        current = (change.collection, known ? try SyncedCopyWriter(connection, change.collection, payloads: tables.payloads) : nil)
-                        if known { touched.insert(change.collection) }
-                    }
-                    guard let writer = current.writer else {
-                        index += 1
-                        continue
-                    }
-                    if change.removed || change.deleted {
-                        try seen?.mark(change, text)
-                        // Tombstones and removals never touch a row with local changes waiting.
-                        if try writer.deleteSynced(text.span(change.uuid)) {
-                            if change.removed { result.removed += 1 } else { result.deleted += 1 }
-                        } else if try tables.exists(change.collection, page.uuid(change)) {
-                            result.keptLocal += 1
-                        }
-                        index += 1
-                        continue
-                    }
-                    var end = index + 1
-                    while end < changes.count, end - index < SyncedCopyWriter.batchSize, !changes[end].deleted,
-                        !changes[end].removed, changes[end].collection == change.collection
-                    {
-                        end += 1
-                    }
-                    for record in changes[index..<end] { try seen?.mark(record, text) }
-                    let outcome = try writer.upsert(changes[index..<end], text)
-                    result.applied += outcome.applied
-                    result.keptLocal += outcome.keptLocal
-                    result.unblocked += outcome.unblocked
-                    index = end
-                }
+            for page in pages {
+                try applyChanges(of: page, registered: registered, seen: seen, into: &result, touched: &touched)
             }
             if result.applied > 0, try outbox.hasCancelledDoubts() {
                 for collection in touched where collection != "catalogs" {
@@ -164,26 +129,86 @@ extension LocalStore {
                     result.redeleted += returned
                 }
             }
-            try setKV(Self.cursorKey, page.cursor.rawValue)
+            try setKV(Self.cursorKey, last.cursor.rawValue)
             try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
-            if !page.hasMore {
+            if !last.hasMore {
                 if resyncing {
                     try finishResync()
                     liveCounts.forget(registry.all.map(\.name))
                 }
                 for collection in collections {
-                    try setKV(Self.lastSyncPrefix + collection, page.serverTime.rawValue)
+                    try setKV(Self.lastSyncPrefix + collection, last.serverTime.rawValue)
                 }
-                let purged = try applyRetention(now: page.serverTime)
+                let purged = try applyRetention(now: last.serverTime)
                 liveCounts.forget(purged)
                 touched.formUnion(purged)
             }
         } }
-        // The page is committed: a cache left large must not fail it.
-        if !page.hasMore { try? downloadCache.downloadEnded(on: connection) }
+        // The pages are committed: a cache left large must not fail them.
+        if !last.hasMore { try? downloadCache.downloadEnded(on: connection) }
         if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
         notify(touched)
         return result
+    }
+
+    /// Writes one page's changes inside the caller's transaction.
+    ///
+    /// Records with local changes waiting (pending, sending or rejected) are
+    /// never overwritten: the local edit stays visible and the push settles
+    /// it. Tombstones delete, `removed` drops the local copy.
+    private func applyChanges(
+        of page: RawPullPage, registered: Set<String>, seen: ResyncLedger?, into result: inout PullPageResult,
+        touched: inout Set<String>
+    ) throws {
+        try page.withText { text in
+            // Pages hold long runs of one collection: its statements are
+            // looked up once per run, and its records go in as multi-row
+            // statements.
+            var current: (collection: String, writer: SyncedCopyWriter?) = ("", nil)
+            let changes = page.changes
+            var index = 0
+            while index < changes.count {
+                let change = changes[index]
+                if change.collection == "catalogs" {
+                    if try applyCatalog(change, in: page) { result.applied += 1 } else { result.deleted += 1 }
+                    touched.insert("catalogs")
+                    index += 1
+                    continue
+                }
+                if change.collection != current.collection {
+                    let known = registered.contains(change.collection)
+                    current = (change.collection, known ? try SyncedCopyWriter(connection, change.collection, payloads: tables.payloads) : nil)
+                    if known { touched.insert(change.collection) }
+                }
+                guard let writer = current.writer else {
+                    index += 1
+                    continue
+                }
+                if change.removed || change.deleted {
+                    try seen?.mark(change, text)
+                    // Tombstones and removals never touch a row with local changes waiting.
+                    if try writer.deleteSynced(text.span(change.uuid)) {
+                        if change.removed { result.removed += 1 } else { result.deleted += 1 }
+                    } else if try tables.exists(change.collection, page.uuid(change)) {
+                        result.keptLocal += 1
+                    }
+                    index += 1
+                    continue
+                }
+                var end = index + 1
+                while end < changes.count, end - index < SyncedCopyWriter.batchSize, !changes[end].deleted,
+                    !changes[end].removed, changes[end].collection == change.collection
+                {
+                    end += 1
+                }
+                for record in changes[index..<end] { try seen?.mark(record, text) }
+                let outcome = try writer.upsert(changes[index..<end], text)
+                result.applied += outcome.applied
+                result.keptLocal += outcome.keptLocal
+                result.unblocked += outcome.unblocked
+                index = end
+            }
+        }
     }
 
     /// After a full re-download: synced rows the server did not send again go.

@@ -31,6 +31,8 @@ package struct PullPageChain<Page: Sendable> {
         let task: Task<Page?, any Error>
         /// The next page's cursor, as soon as this page's answer names it.
         let next: EarlyCursor
+        /// Set once the request has ended (answered, failed or cancelled).
+        let ended: Locked<Bool>
     }
 
     private var ahead: [Link] = []
@@ -51,12 +53,16 @@ package struct PullPageChain<Page: Sendable> {
         self.fetch = earlyFetch
         self.following = following
         let next = EarlyCursor()
+        let ended = Locked(false)
         ahead.append(
             Link(
                 task: Task {
-                    defer { next.close() }
+                    defer {
+                        next.close()
+                        ended.withLock { $0 = true }
+                    }
                     return try await earlyFetch(cursor) { next.offer($0) }
-                }, next: next))
+                }, next: next, ended: ended))
         extend()
     }
 
@@ -68,6 +74,13 @@ package struct PullPageChain<Page: Sendable> {
         extend()
         // A cancelled cycle (stopped, or cut at a background deadline) ends its request now, not at its timeout.
         return try await withTaskCancellationHandler { try await head.task.value } onCancel: { head.task.cancel() }
+    }
+
+    /// Whether the next page is already here (or its request already
+    /// failed): `next()` would not wait for the network.
+    package var nextIsHere: Bool {
+        guard let head = ahead.first else { return true }
+        return head.ended.withLock { $0 }
     }
 
     /// Stops every request not yet answered (the cycle ended or failed).
@@ -82,10 +95,14 @@ package struct PullPageChain<Page: Sendable> {
         let following = self.following
         while ahead.count < depth, let previous = ahead.last {
             let next = EarlyCursor()
+            let ended = Locked(false)
             ahead.append(
                 Link(
                     task: Task {
-                        defer { next.close() }
+                        defer {
+                            next.close()
+                            ended.withLock { $0 = true }
+                        }
                         let early = await previous.next.value()
                         try Task.checkCancellation()
                         if let early {
@@ -101,7 +118,7 @@ package struct PullPageChain<Page: Sendable> {
                         guard let page = try await previous.task.value, let cursor = following(page) else { return nil }
                         try Task.checkCancellation()
                         return try await fetch(cursor) { next.offer($0) }
-                    }, next: next))
+                    }, next: next, ended: ended))
         }
     }
 }

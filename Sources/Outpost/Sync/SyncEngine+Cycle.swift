@@ -154,17 +154,29 @@ extension SyncEngine {
     /// records cover the longest checkpoint seen in a first download.
     static let pullPagesAhead = 3
 
+    /// Pages read ahead during a first download, whose pages are stored
+    /// several to a transaction (`DownloadBatch`): a batch's worth and the
+    /// pages for the store's next wait, so the next batch is here when the
+    /// store is done with this one.
+    static let downloadPagesAhead = 8
+
     private func pullPages(_ generation: UInt64, _ report: inout SyncReport) async throws {
         let plan = try await scopePlan(generation)
         let cursor = try await store.pullState(collections: plan.collections).cursor
         // The device's own writes whose answers it holds stay on the server
         // (a store only ever holds more of them as the pull goes on).
         let own = try await store.ownAnswersHeld().flatMap { $0 > 0 ? (client: store.clientID, through: $0) : nil }
+        // A first download (or one from scratch again) stores pages in
+        // batches; later pulls are a page or two, stored as they come.
+        let batching = cursor == nil
+        var batch = DownloadBatch()
         // Pages are requested ahead while the store writes (see PullPageChain).
         let client = self.client
         let limit = options.pullPageSize
-        var chain = PullPageChain(after: cursor, depth: Self.pullPagesAhead, following: { $0.body.hasMore ? $0.body.cursor : nil }) {
-            cursor, early in
+        var chain = PullPageChain(
+            after: cursor, depth: batching ? Self.downloadPagesAhead : Self.pullPagesAhead,
+            following: { $0.body.hasMore ? $0.body.cursor : nil }
+        ) { cursor, early in
             try await client.pull(
                 collections: plan.collections, cursor: cursor, limit: limit, windowStart: plan.windowStart, own: own, nextCursor: early)
         }
@@ -177,30 +189,47 @@ extension SyncEngine {
             guard schedule.isCurrent(generation) else { throw StaleGeneration() }
             let page: RawPullPage
             do {
-                guard let answer = try await chain.next() else { return }
+                guard let answer = try await chain.next() else {
+                    _ = try await storePages(batch.take(), plan, generation, &report)
+                    return
+                }
                 page = answer.body
                 await record(.answered(latency: answer.latency))
             } catch let failure as ServerClient.Failure {
                 await record(failure)
+                // Pages already here are kept: the next cycle goes on after them.
+                _ = try await storePages(batch.take(), plan, generation, &report)
                 throw failure.failure
             }
-            // A slow answer from before a newer cycle never overwrites fresher data.
-            guard schedule.isCurrent(generation) else { throw StaleGeneration() }
-            let result = try await store.applyPull(page, collections: plan.collections)
-            liveChannel.stored(page)
-            report.add(result)
-            // The page queued deletes of records that came back, or freed
-            // changes held behind a refused create: they go out next.
-            if result.redeleted + result.unblocked > 0, schedule.followUp == nil { schedule.requestFollowUp(.localChange) }
-            statusPublisher.send(.downloaded(rows: Int64(result.applied + result.keptLocal)))
-            if !page.hasMore {
-                statusPublisher.send(.downloadFinished)
-                return
-            }
+            batch.add(page)
+            guard !batching || batch.isDue(nextIsHere: chain.nextIsHere) else { continue }
+            if try await storePages(batch.take(), plan, generation, &report) { return }
             // Between pages only the progress moves; the store-wide counts
             // (a COUNT over every table) wait for the end of the cycle.
             publishProgress()
         }
+    }
+
+    /// Stores pages of a pull with the last one's cursor, in one
+    /// transaction; true once the last page of the pull is in.
+    private func storePages(
+        _ pages: [RawPullPage], _ plan: ScopePlan, _ generation: UInt64, _ report: inout SyncReport
+    ) async throws -> Bool {
+        guard let last = pages.last else { return false }
+        // A slow answer from before a newer cycle never overwrites fresher data.
+        guard schedule.isCurrent(generation) else { throw StaleGeneration() }
+        let result = try await store.applyPulls(pages, collections: plan.collections)
+        for page in pages { liveChannel.stored(page) }
+        report.add(result)
+        // The pages queued deletes of records that came back, or freed
+        // changes held behind a refused create: they go out next.
+        if result.redeleted + result.unblocked > 0, schedule.followUp == nil { schedule.requestFollowUp(.localChange) }
+        statusPublisher.send(.downloaded(rows: Int64(result.applied + result.keptLocal)))
+        if !last.hasMore {
+            statusPublisher.send(.downloadFinished)
+            return true
+        }
+        return false
     }
 
     /// What to download: collections, window and the exact total. Decided

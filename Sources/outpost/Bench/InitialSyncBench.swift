@@ -11,6 +11,10 @@ enum InitialSyncBench {
         var seconds: Double
         var rssMegabytes: Double
         var records: Int
+        /// The client's CPU seconds and the bytes it had written to the
+        /// disk: on a loaded machine these move far less than its time.
+        var cpuSeconds: Double?
+        var writtenMegabytes: Double?
     }
 
     /// `encrypted` adds a run of the same download into a store that seals
@@ -98,9 +102,19 @@ enum InitialSyncBench {
                 "client_peak_rss_mb": figures.rssMegabytes, "server_seconds_answering_pulls": serverSeconds,
                 "pages": Double(pages),
             ]
+            if let cpu = figures.cpuSeconds { result.details["client_cpu_seconds"] = cpu }
+            if let written = figures.writtenMegabytes { result.details["client_written_mb"] = written }
             results.append(result)
         }
         return results
+    }
+
+    /// Bytes this process caused to be written to storage (`write_bytes` of
+    /// `/proc/self/io`), or nil where the kernel does not tell.
+    static func bytesWritten() -> Int64? {
+        guard let io = try? String(contentsOfFile: "/proc/self/io", encoding: .utf8) else { return nil }
+        let line = io.split(separator: "\n").first { $0.hasPrefix("write_bytes:") }
+        return line.flatMap { Int64($0.dropFirst("write_bytes:".count).trimmingCharacters(in: .whitespaces)) }
     }
 
     /// The device side, in its own process so its memory is measured alone.
@@ -124,7 +138,9 @@ enum InitialSyncBench {
         let seconds = try await Bench.time {
             received = try await engine.sync(timeout: .seconds(1800)).received
         }
-        let figures = ClientFigures(seconds: seconds, rssMegabytes: Bench.peakRSSMegabytes(), records: received)
+        let figures = ClientFigures(
+            seconds: seconds, rssMegabytes: Bench.peakRSSMegabytes(), records: received, cpuSeconds: Bench.ownCPUSeconds(),
+            writtenMegabytes: Self.bytesWritten().map { Double($0) / 1e6 })
         FileHandle.standardOutput.write(try JSONEncoder().encode(figures))
     }
 }
