@@ -49,6 +49,7 @@ extension LocalStore {
         identity.withLock { $0 = newID }
         StoreMarker(databasePath: path).record(newID)
         outbox.leases = []
+        releasePushLockIfIdle()
         captureLimits = nil
         liveCounts = LiveCounts()
         tables.damage.clearAll()
