@@ -1,4 +1,9 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Outpost
 import OutpostCore
 import OutpostTesting
@@ -83,6 +88,34 @@ struct TwoProcessStoreTests {
         #expect(try await app.takePushBatch() == nil)
         await other.close()
         await app.close()
+    }
+
+    /// This process's CPU time so far (user and system), in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF, &usage)
+        let user = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+        let system = Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        return user + system
+    }
+
+    @Test func watchingForOtherProcessesCostsLittleWhenIdle() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        // One look, timed alone: a read of `data_version` on the store's queue.
+        let looks = 2_000
+        let start = ContinuousClock.now
+        for _ in 0..<looks { await store.checkOtherProcesses() }
+        let perLook = (ContinuousClock.now - start) / looks
+        // A store observed and idle for 3 s: the process's CPU time meanwhile.
+        let observing = Task { for try await _ in await store.observe(Person.self) {} }
+        defer { observing.cancel() }
+        let cpuBefore = Self.cpuSeconds()
+        try await Task.sleep(for: .seconds(3))
+        let share = (Self.cpuSeconds() - cpuBefore) / 3
+        #expect(perLook < .milliseconds(1), "one look for other processes' commits took \(perLook)")
+        #expect(share < 0.02, "an observed idle store used \(share * 100)% of a core")
+        await store.close()
     }
 
     @Test func processesCreatingOneStoreAtOnceAgreeOnIt() async throws {
