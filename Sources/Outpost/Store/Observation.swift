@@ -167,12 +167,16 @@ extension LocalStore {
     /// and the sync engine hears of a local change, so the other process's
     /// captures are pushed from here.
     package func checkOtherProcesses() {
+        otherProcesses.looks += 1
         guard !isClosed, let version = try? connection.dataVersion(), version != otherProcesses.seen else { return }
         otherProcesses.seen = version
         liveCounts = LiveCounts()
         notify(Set(registry.all.map(\.name)).union([StoreObserver.conflictsKey]))
         localChangeContinuations.values.forEach { $0.yield() }
     }
+
+    /// Looks for other processes' commits taken so far.
+    package var otherProcessLooks: Int { otherProcesses.looks }
 
     /// How often an observed store looks for other processes' commits
     /// (200 ms unless set): the longest an extension's write waits to show.
@@ -199,6 +203,8 @@ struct OtherProcessWatch {
     /// The `data_version` last seen.
     var seen: Int64?
     var interval: Duration = .milliseconds(200)
+    /// Looks taken so far (tests count them to see the watch idle).
+    var looks = 0
 
     mutating func stop() {
         task?.cancel()
