@@ -118,6 +118,16 @@ struct TwoProcessStoreTests {
         await store.close()
     }
 
+    @Test func destroyRemovesThePushLockFileWithTheDatabase() async throws {
+        let fixture = try StoreFixture()
+        try await fixture.store.create(Person(name: "a"))
+        _ = try #require(try await fixture.store.takePushBatch())
+        #expect(FileManager.default.fileExists(atPath: fixture.path + ".outpost-push"))
+        try await fixture.store.destroy()
+        #expect(!FileManager.default.fileExists(atPath: fixture.path + ".outpost-push"))
+        #expect(!FileManager.default.fileExists(atPath: fixture.path))
+    }
+
     @Test func processesCreatingOneStoreAtOnceAgreeOnIt() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("shared.sqlite")
