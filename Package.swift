@@ -131,6 +131,8 @@ var package = Package(
 
         // A child process for the crash tests: writes through the store until killed.
         .executableTarget(name: "OutpostCrashWriter", dependencies: ["Outpost", "OutpostCore"]),
+        // A second process on one store file (an app extension), for the two-process tests.
+        .executableTarget(name: "OutpostExtensionWriter", dependencies: ["Outpost", "OutpostCore"]),
 
         .testTarget(
             name: "OutpostSimulationTests",
@@ -140,7 +142,7 @@ var package = Package(
         .testTarget(name: "OutpostServerTests", dependencies: ["OutpostServer", "OutpostCore", "OutpostSQLite", "OutpostTesting", "COpenSSL", "outpost"]),
         .testTarget(
             name: "OutpostTests",
-            dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "OutpostSimulation", "OutpostCrashWriter"]
+            dependencies: ["Outpost", "OutpostCore", "OutpostServer", "OutpostTesting", "OutpostSimulation", "OutpostCrashWriter", "OutpostExtensionWriter"]
         ),
     ]
 )

@@ -36,9 +36,13 @@ public final class SQLiteConnection {
     /// one on a read-only filesystem, without the WAL's shared-memory file
     /// that could not be created there. `vfs` names a registered SQLite VFS
     /// (tests inject disk faults through one).
+    ///
+    /// `busyTimeoutMilliseconds`: how long a statement, opening's own
+    /// included, waits for another connection's lock (another process
+    /// sharing the file) before failing with "database is locked".
     public init(
         path: String, readOnly: Bool = false, immutable: Bool = false, protection: FileProtection = .untilFirstUnlock,
-        vfs: String? = nil, durability: Durability = .powerLoss
+        vfs: String? = nil, durability: Durability = .powerLoss, busyTimeoutMilliseconds: Int32 = 5_000
     ) throws {
         var handle: OpaquePointer?
         var flags =
@@ -62,7 +66,7 @@ public final class SQLiteConnection {
         self.openFlags = flags & ~SQLITE_OPEN_CREATE
         self.vfs = vfs
         sqlite3_extended_result_codes(handle, 1)
-        sqlite3_busy_timeout(handle, 5_000)
+        sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
         do {
             if !readOnly {
                 try execute("PRAGMA journal_mode = WAL")
@@ -88,6 +92,13 @@ public final class SQLiteConnection {
     /// failing with "database is locked" (5 s unless set).
     public func setBusyTimeout(milliseconds: Int32) {
         sqlite3_busy_timeout(handle, milliseconds)
+    }
+
+    /// Changes whenever another connection (another process's included)
+    /// commits to the file; this connection's own commits leave it as it
+    /// is. Reading it costs no I/O while nothing changed.
+    public func dataVersion() throws -> Int64 {
+        try first("PRAGMA data_version") { $0.int64(0) } ?? 0
     }
 
     deinit { close() }

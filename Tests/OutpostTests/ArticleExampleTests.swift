@@ -169,6 +169,15 @@ enum ArticleExamples {
         return sealed
     }
 
+    static func appGroup(appGroupFolder: URL, cipher: AESGCMCipher) async throws -> LocalStore {
+        // The App Group's folder, from FileManager's containerURL(forSecurityApplicationGroupIdentifier:).
+        let path = appGroupFolder.appendingPathComponent("outpost.sqlite").path
+        let shared = try await LocalStore.open(
+            path: path, collections: [Person.descriptor], protection: .untilFirstUnlock, cipher: cipher,
+            busyTimeout: .seconds(2))
+        return shared
+    }
+
     static func durability(cachePath: String) throws -> LocalStore {
         // Survives the app being killed, not the power going: the last writes may
         // be lost (never the file). Never for what a person typed or photographed.
@@ -220,6 +229,9 @@ struct ArticleExampleTests {
         #expect(try await ArticleExamples.testing(serverURL: url, token: signIn.token) == nil)
         let sealed = try await ArticleExamples.security(databasePath: directory.path("sealed.sqlite"))
         await sealed.close()
+        let shared = try await ArticleExamples.appGroup(
+            appGroupFolder: directory.url, cipher: try AESGCMCipher(key: [UInt8](repeating: 7, count: 32)))
+        await shared.close()
     }
 
     /// Every line of every article's `swift` blocks (but SwiftUI ones) is in this file.

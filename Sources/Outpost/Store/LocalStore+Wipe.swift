@@ -49,13 +49,14 @@ extension LocalStore {
         identity.withLock { $0 = newID }
         StoreMarker(databasePath: path).record(newID)
         outbox.leases = []
+        releasePushLockIfIdle()
         captureLimits = nil
         liveCounts = LiveCounts()
         tables.damage.clearAll()
         notify(Set(registry.all.map(\.name)).union([StoreObserver.conflictsKey]))
     }
 
-    /// Closes the store and removes the database with its WAL and SHM files
+    /// Closes the store and removes the database with its WAL, SHM and push lock files
     /// and the attachments' folder
     /// (deleting the account from the device). Later calls on this handle
     /// throw ``StoreError/closed``; to sign out and go on, use ``wipe()``.
@@ -63,7 +64,7 @@ extension LocalStore {
         close()
         StoreMarker(databasePath: path).remove()
         try attachments.folder.removeAll()
-        for suffix in ["", "-wal", "-shm", "-journal"] {
+        for suffix in ["", "-wal", "-shm", "-journal", ".outpost-push"] {
             let file = path + suffix
             if FileManager.default.fileExists(atPath: file) {
                 try FileManager.default.removeItem(atPath: file)

@@ -7,15 +7,24 @@ public import OutpostSQLite
 ///
 /// Open it locally and it works offline from the first line; sync is
 /// connected separately. An actor: the one serial owner of its SQLite
-/// connection, so writes from many tasks are serialised without locks.
+/// connection, so writes from many tasks are serialised without locks. Its
+/// work runs on a dispatch queue of its own, never on the cooperative
+/// threads the app's tasks share: SQLite's waits for the disk hold that
+/// queue's thread only.
 ///
 /// ```swift
-/// let store = try LocalStore(path: dbPath, collections: [Person.descriptor, Visit.descriptor])
+/// let store = try await LocalStore.open(path: dbPath, collections: [Person.descriptor, Visit.descriptor])
 /// let id = try await store.create(Person(name: "Ana"))
 /// try await store.update(Person.self, id) { $0.phone = "555" }
 /// for try await people in await store.observe(Person.self) { render(people) }
 /// ```
 public actor LocalStore {
+    /// The store's own serial queue (see `StoreExecutor`).
+    package nonisolated let executor: StoreExecutor
+
+    /// Where the store's work runs: its own queue, off the cooperative pool.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.unownedExecutor }
+
     /// The one connection. Every statement on it is written by the owner of
     /// its table (`OutboxTable`, `RecordTable`, `BlobTable`, `KeyValueTable`,
     /// …); the store orders the work over them.
@@ -39,6 +48,12 @@ public actor LocalStore {
     var observers: [UUID: StoreObserver] = [:]
     var localChangeContinuations: [UUID: AsyncStream<Void>.Continuation] = [:]
     var isClosed = false
+    /// Held while this process's push is on the wire (see `PushLock`).
+    let pushLock: PushLock
+    /// How long a statement waits for another process's lock.
+    let busyTimeout: Duration
+    /// Watches for commits of other processes while anyone observes.
+    var otherProcesses = OtherProcessWatch()
     var liveCounts = LiveCounts()
     /// Raised while a download of many pages runs.
     var downloadCache = DownloadPageCache()
@@ -80,14 +95,27 @@ public actor LocalStore {
     /// writes across an app crash only and lets the last ones go with a
     /// power loss, for data the app could make again; never for a person's
     /// captures.
+    ///
+    /// `busyTimeout` is how long a statement waits while another process
+    /// (an app's widget or share extension on the same App Group file)
+    /// holds the file's write lock, before failing with
+    /// ``StoreError/busy(_:)``; 0 fails at once. It must lie between 0 and
+    /// one hour.
+    ///
+    /// This initializer opens on the calling thread: migrations, a first
+    /// cipher's sealing of every record and a checkpoint may take seconds.
+    /// From the main thread (`App.init`, where iOS ends a launch that takes
+    /// too long) use ``open(path:collections:clock:ids:protection:cipher:ifDatabaseLost:durability:busyTimeout:progress:)``,
+    /// which does the same work on the store's own queue.
     public init(
         path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
         ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock,
-        cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse, durability: Durability = .powerLoss
+        cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse, durability: Durability = .powerLoss,
+        busyTimeout: Duration = LocalStore.defaultBusyTimeout
     ) throws {
         try self.init(
             path: path, collections: collections, clock: clock, ids: ids, protection: protection, cipher: cipher,
-            ifDatabaseLost: ifDatabaseLost, vfs: nil, durability: durability)
+            ifDatabaseLost: ifDatabaseLost, vfs: nil, lockWait: busyTimeout, durability: durability)
     }
 
     /// The same, through a named SQLite VFS (tests inject disk faults with one).
@@ -95,8 +123,11 @@ public actor LocalStore {
         path: String, collections: [CollectionDescriptor], clock: any WallClock = SystemWallClock(),
         ids: any IDGenerator = UUIDv7Generator(), protection: FileProtection = .untilFirstUnlock,
         cipher: (any PayloadCipher)? = nil, ifDatabaseLost: LostDatabasePolicy = .refuse, vfs: String?,
-        lockWait: Duration? = nil, durability: Durability = .powerLoss
+        lockWait: Duration? = nil, durability: Durability = .powerLoss, executor: StoreExecutor? = nil,
+        progress: (@Sendable (OpenProgress) -> Void)? = nil
     ) throws {
+        let busyTimeout = lockWait ?? Self.defaultBusyTimeout
+        let waitMilliseconds = try Self.milliseconds(busyTimeout: busyTimeout)
         let registry = try CollectionRegistry(collections)
         let marker = StoreMarker(databasePath: path)
         try marker.check(databasePath: path, policy: ifDatabaseLost)
@@ -104,25 +135,35 @@ public actor LocalStore {
         var readOnly = false
         let connection: SQLiteConnection
         do {
-            connection = try SQLiteConnection(path: path, protection: protection, vfs: vfs, durability: durability)
+            connection = try SQLiteConnection(
+                path: path, protection: protection, vfs: vfs, durability: durability, busyTimeoutMilliseconds: waitMilliseconds)
         } catch let error as SQLiteError
             where [.readOnly, .cantOpen, .permission].contains(error.code) && FileManager.default.fileExists(atPath: path)
         {
             // The file is there but cannot be written (a read-only filesystem):
             // read what it holds rather than fail outright.
             connection = try translatingStorageErrors {
-                try SQLiteConnection(path: path, readOnly: true, immutable: true, protection: protection, vfs: vfs)
+                try SQLiteConnection(
+                    path: path, readOnly: true, immutable: true, protection: protection, vfs: vfs,
+                    busyTimeoutMilliseconds: waitMilliseconds)
             }
             readOnly = true
         } catch let error as SQLiteError {
             // Opening itself could not write (a full disk switching to WAL).
             throw StoreError(storage: error) ?? error
         }
-        if let lockWait { connection.setBusyTimeout(milliseconds: Int32(lockWait / .milliseconds(1))) }
+        // Records left "sending" are reset only when no other process's
+        // push is on the wire: then a process that died left them.
+        let pushLock = PushLock(databasePath: path)
+        let noPushElsewhere = !readOnly && pushLock.tryAcquire()
+        defer { pushLock.release() }
         let clientID: UUID = try translatingStorageErrors {
-            if try StoreMigrator.needsWrite(connection, collections: registry.all, payloads: payloads, readOnly: readOnly) {
+            if try StoreMigrator.needsWrite(
+                connection, collections: registry.all, payloads: payloads, readOnly: readOnly, resettingSending: noPushElsewhere)
+            {
                 if readOnly { throw StoreError.readOnly }
-                try StoreMigrator.migrate(connection, collections: registry.all, payloads: payloads)
+                try StoreMigrator.migrate(
+                    connection, collections: registry.all, payloads: payloads, resettingSending: noPushElsewhere, progress: progress)
             }
             return try StoreMigrator.clientID(connection, ids: ids)
         }
@@ -149,6 +190,9 @@ public actor LocalStore {
         self.ids = ids
         self.identity = Locked(clientID)
         self.path = path
+        self.pushLock = pushLock
+        self.busyTimeout = busyTimeout
+        self.executor = executor ?? StoreExecutor()
     }
 
     /// Opens the database at a file URL.
@@ -167,6 +211,8 @@ public actor LocalStore {
         observers.removeAll()
         localChangeContinuations.values.forEach { $0.finish() }
         localChangeContinuations.removeAll()
+        otherProcesses.stop()
+        pushLock.release()
         connection.close()
     }
 
@@ -176,6 +222,11 @@ public actor LocalStore {
 
     func checkOpen() throws {
         if isClosed { throw StoreError.closed }
+    }
+
+    /// Lets other processes push once none of this one's pushes is on the wire.
+    func releasePushLockIfIdle() {
+        if outbox.leases.isEmpty { pushLock.release() }
     }
 
     // MARK: Writing
@@ -286,6 +337,11 @@ public actor LocalStore {
 
     private func taking(_ take: (_ waitingFor: Set<String>) throws -> PushBatch?) throws -> PushBatch? {
         try checkOpen()
+        // One push on the wire across the processes sharing the file: an
+        // extension's push waits for the app's to end (on this queue, not
+        // on a cooperative thread), then finds its entries settled.
+        if outbox.leases.isEmpty && !pushLock.acquire(waitingAtMost: busyTimeout) { return nil }
+        defer { releasePushLockIfIdle() }
         guard
             let batch = try translatingStorageErrors({
                 // A change naming an attachment the server does not hold yet waits for its upload.
@@ -300,6 +356,7 @@ public actor LocalStore {
     /// writing fails, the lease still ends, and its entries keep the seqs no
     /// server saw and go as they are.
     package func giveBack(_ batch: PushBatch) {
+        defer { releasePushLockIfIdle() }
         guard outbox.isLeased(batch) else { return }
         try? outbox.giveBack(batch)
         notify(Set(batch.entries.map(\.record.collection)))
@@ -307,6 +364,7 @@ public actor LocalStore {
 
     /// Applies the server's per-mutation results of a push.
     package func settle(_ batch: PushBatch, with response: PushResponse) throws -> PushSettlement {
+        defer { releasePushLockIfIdle() }
         try checkOpen()
         let touched = Set(batch.entries.map(\.record.collection))
         let settlement: PushSettlement
@@ -328,6 +386,7 @@ public actor LocalStore {
 
     /// Gives back a push that produced no results; its entries keep their seqs.
     package func release(_ batch: PushBatch, failure: PushFailure) throws {
+        defer { releasePushLockIfIdle() }
         try checkOpen()
         try translatingStorageErrors { try outbox.release(batch, failure: failure) }
         notify(Set(batch.entries.map(\.record.collection)))
@@ -338,6 +397,7 @@ public actor LocalStore {
     /// attempt fails too, the batch still stops being in flight, and its
     /// entries, whose seqs are on disk, are resent as they are.
     package func endLease(_ batch: PushBatch, failure: PushFailure) {
+        defer { releasePushLockIfIdle() }
         guard outbox.isLeased(batch) else { return }
         try? outbox.release(batch, failure: failure)
         outbox.dropLease(batch)
@@ -346,6 +406,7 @@ public actor LocalStore {
 
     /// `409 client_behind`: gives the listed entries new seqs (see `Outbox.renumber`).
     package func renumber(_ batch: PushBatch, seqs: [Int64], serverLastSeq: Int64) throws -> Int {
+        defer { releasePushLockIfIdle() }
         try checkOpen()
         return try translatingStorageErrors { try outbox.renumber(batch, seqs: seqs, serverLastSeq: serverLastSeq) }
     }

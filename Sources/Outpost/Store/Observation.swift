@@ -104,6 +104,7 @@ extension LocalStore {
             },
             finish: { continuation.finish() })
         observers[id] = observer
+        watchOtherProcessesWhileObserved()
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             Task { await self.removeObserver(id) }
@@ -123,6 +124,7 @@ extension LocalStore {
         }
         let id = UUID()
         localChangeContinuations[id] = continuation
+        watchOtherProcessesWhileObserved()
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
             Task { await self.removeLocalChangeListener(id) }
@@ -132,10 +134,56 @@ extension LocalStore {
 
     private func removeLocalChangeListener(_ id: UUID) {
         localChangeContinuations.removeValue(forKey: id)
+        watchOtherProcessesWhileObserved()
     }
 
     private func removeObserver(_ id: UUID) {
         observers.removeValue(forKey: id)
+        watchOtherProcessesWhileObserved()
+    }
+
+    /// Looks for other processes' commits while anyone observes the store
+    /// or listens for its changes, and not otherwise: an idle store with
+    /// no reader costs nothing.
+    private func watchOtherProcessesWhileObserved() {
+        guard !isClosed, !observers.isEmpty || !localChangeContinuations.isEmpty else {
+            otherProcesses.stop()
+            return
+        }
+        guard otherProcesses.task == nil else { return }
+        otherProcesses.seen = try? connection.dataVersion()
+        let interval = otherProcesses.interval
+        otherProcesses.task = Task.detached { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: interval)
+                guard let store = self else { return }
+                await store.checkOtherProcesses()
+            }
+        }
+    }
+
+    /// After another process (an extension on the same file) committed:
+    /// every live read is read again, counts kept in memory are forgotten,
+    /// and the sync engine hears of a local change, so the other process's
+    /// captures are pushed from here.
+    package func checkOtherProcesses() {
+        otherProcesses.looks += 1
+        guard !isClosed, let version = try? connection.dataVersion(), version != otherProcesses.seen else { return }
+        otherProcesses.seen = version
+        liveCounts = LiveCounts()
+        notify(Set(registry.all.map(\.name)).union([StoreObserver.conflictsKey]))
+        localChangeContinuations.values.forEach { $0.yield() }
+    }
+
+    /// Looks for other processes' commits taken so far.
+    package var otherProcessLooks: Int { otherProcesses.looks }
+
+    /// How often an observed store looks for other processes' commits
+    /// (200 ms unless set): the longest an extension's write waits to show.
+    package func watchOtherProcesses(every interval: Duration) {
+        otherProcesses.interval = interval
+        otherProcesses.stop()
+        watchOtherProcessesWhileObserved()
     }
 
     /// Wakes the observers of the collections a commit touched.
@@ -144,5 +192,22 @@ extension LocalStore {
         for observer in observers.values where observer.collections.map({ !$0.isDisjoint(with: collections) }) ?? true {
             observer.refresh()
         }
+    }
+}
+
+/// The poll for other processes' commits: SQLite's `data_version`, read
+/// on the store's connection, changes only when another connection
+/// committed, and reading it costs no I/O.
+struct OtherProcessWatch {
+    var task: Task<Void, Never>?
+    /// The `data_version` last seen.
+    var seen: Int64?
+    var interval: Duration = .milliseconds(200)
+    /// Looks taken so far (tests count them to see the watch idle).
+    var looks = 0
+
+    mutating func stop() {
+        task?.cancel()
+        task = nil
     }
 }

@@ -44,6 +44,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case attachmentNotOnDevice(String)
     /// The attachment's file on this device no longer holds the bytes its hash names.
     case damagedAttachment(String)
+    /// A setting given to open the store is out of range; nothing was opened.
+    case invalidSetting(String)
 
     public var description: String {
         switch self {
@@ -72,6 +74,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             return "The attachment \(sha.prefix(12))… is not on this device; connect a sync engine to download it."
         case .damagedAttachment(let sha):
             return "The attachment \(sha.prefix(12))… on this device is damaged; it will be downloaded again."
+        case .invalidSetting(let problem): return "The store cannot open with this setting: \(problem)."
         }
     }
 }

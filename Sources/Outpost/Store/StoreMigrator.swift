@@ -8,7 +8,10 @@ import OutpostSQLite
 enum StoreMigrator {
     static let sealedKey = "store.sealed"
 
-    static func migrate(_ connection: SQLiteConnection, collections: [CollectionDescriptor], payloads: PayloadCodec) throws {
+    static func migrate(
+        _ connection: SQLiteConnection, collections: [CollectionDescriptor], payloads: PayloadCodec, resettingSending: Bool = true,
+        progress: (@Sendable (OpenProgress) -> Void)? = nil
+    ) throws {
         let sealed = payloads.seals
         if sealed {
             // Space freed by rewritten or deleted payloads is zeroed, not left in clear.
@@ -24,10 +27,10 @@ enum StoreMigrator {
             for descriptor in collections {
                 let table = RecordTable(descriptor.name, connection)
                 try table.ensure(indexedFields: descriptor.indexedFields, sealed: sealed)
-                try table.resetSending()
+                if resettingSending { try table.resetSending() }
             }
             if sealed && !marked {
-                try sealExisting(connection, collections: collections, payloads: payloads)
+                try sealExisting(connection, collections: collections, payloads: payloads, progress: progress)
                 try keyValues.insert(sealedKey, "1")
                 sealedNow = true
             }
@@ -37,20 +40,36 @@ enum StoreMigrator {
     }
 
     /// A store opened with a cipher for the first time: every payload
-    /// written before is sealed now, so nothing stays in clear.
+    /// written before is sealed now, so nothing stays in clear. What is
+    /// there to seal is counted first, so `progress` can say how far it came.
     private static func sealExisting(
-        _ connection: SQLiteConnection, collections: [CollectionDescriptor], payloads: PayloadCodec
+        _ connection: SQLiteConnection, collections: [CollectionDescriptor], payloads: PayloadCodec,
+        progress: (@Sendable (OpenProgress) -> Void)?
     ) throws {
-        for descriptor in collections {
+        let records = try collections.map { descriptor in
             let table = RecordTable(descriptor.name, connection)
-            for (key, text) in try table.clearPayloads() { try table.setPayload(key, try payloads.stored(text)) }
+            return (table, try table.clearPayloads())
         }
         let outbox = OutboxTable(connection: connection)
-        for (key, text) in try outbox.clearPayloads() { try outbox.setPayload(key, try payloads.stored(text)) }
+        let queued = try outbox.clearPayloads()
         let conflicts = ConflictLog(connection: connection, payloads: payloads)
-        for column in ConflictLog.payloadColumns {
-            for (key, text) in try conflicts.clearPayloads(column) {
+        let reports = try ConflictLog.payloadColumns.map { ($0, try conflicts.clearPayloads($0)) }
+        var counter = SealingCounter(
+            total: records.reduce(0) { $0 + $1.1.count } + queued.count + reports.reduce(0) { $0 + $1.1.count }, report: progress)
+        for (table, clear) in records {
+            for (key, text) in clear {
+                try table.setPayload(key, try payloads.stored(text))
+                counter.advance()
+            }
+        }
+        for (key, text) in queued {
+            try outbox.setPayload(key, try payloads.stored(text))
+            counter.advance()
+        }
+        for (column, clear) in reports {
+            for (key, text) in clear {
                 try conflicts.setPayload(column, key, try payloads.stored(text))
+                counter.advance()
             }
         }
     }
@@ -68,5 +87,26 @@ enum StoreMigrator {
             try keyValues.insert(clientIDKey, id.wireText)
             return id
         }
+    }
+}
+
+/// Counts payloads sealed and reports about a hundred times over a long
+/// re-seal: often enough for a progress bar, rarely enough to cost nothing.
+private struct SealingCounter {
+    let total: Int
+    let report: (@Sendable (OpenProgress) -> Void)?
+    private(set) var sealed = 0
+    private let step: Int
+
+    init(total: Int, report: (@Sendable (OpenProgress) -> Void)?) {
+        self.total = total
+        self.report = report
+        step = max(1, total / 100)
+        if total > 0 { report?(OpenProgress(sealed: 0, total: total)) }
+    }
+
+    mutating func advance() {
+        sealed += 1
+        if sealed == total || sealed % step == 0 { report?(OpenProgress(sealed: sealed, total: total)) }
     }
 }

@@ -94,8 +94,12 @@ extension StoreMigrator {
     /// `readOnly`: a store of the release before named steps, whose steps
     /// have all run, opens on a filesystem that cannot be written; it
     /// records them the next time it can.
+    ///
+    /// `resettingSending`: false while another process's push is on the
+    /// wire, whose records are "sending" for a reason.
     static func needsWrite(
-        _ connection: SQLiteConnection, collections: [CollectionDescriptor], payloads: PayloadCodec, readOnly: Bool = false
+        _ connection: SQLiteConnection, collections: [CollectionDescriptor], payloads: PayloadCodec, readOnly: Bool = false,
+        resettingSending: Bool = true
     ) throws -> Bool {
         guard try StoreMigrations.pending(connection).isEmpty else { return true }
         if try !readOnly && !StoreMigrations.isRecorded(connection) { return true }
@@ -112,7 +116,7 @@ extension StoreMigrator {
                 if present == payloads.seals { return true }
             }
             let table = RecordTable(descriptor.name, connection)
-            if try table.hasSending() { return true }
+            if try resettingSending && table.hasSending() { return true }
             // The earlier shape still reads and writes correctly: a store
             // that cannot be written opens as it is.
             if try !readOnly && table.isClusteredByKey() { return true }
