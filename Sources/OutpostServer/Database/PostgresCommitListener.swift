@@ -39,12 +39,34 @@ final class PostgresCommitListener: CommitListening {
         self.redactedURL = redactedURL
         self.onPayload = onPayload
         self.log = log
-        let thread = Thread { [self] in run() }
+        _ = Self.stopsAtExit
+        Self.running.withLock { $0[ObjectIdentifier(self)] = self }
+        Self.threads.enter()
+        let thread = Thread { [self] in
+            run()
+            Self.running.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(self)) }
+            Self.threads.leave()
+        }
         thread.name = "outpost.commit-listener"
         thread.start()
     }
 
     func stop() { stopped.withLock { $0 = true } }
+
+    // A one-shot command (`outpost token issue` on PostgreSQL) returns while
+    // its server's listener may be in the middle of a connection's SCRAM
+    // exchange; the process's exit then tears OpenSSL down under that thread
+    // (a crash seen in libcrypto). So the exit first stops every listener and
+    // waits, briefly, for their threads: registered after libpq's first
+    // connection set OpenSSL up, this runs before OpenSSL's own exit handler.
+    private static let running = Locked<[ObjectIdentifier: PostgresCommitListener]>([:])
+    private static let threads = DispatchGroup()
+    private static let stopsAtExit: Void = {
+        atexit {
+            for listener in PostgresCommitListener.running.withLock({ Array($0.values) }) { listener.stop() }
+            _ = PostgresCommitListener.threads.wait(timeout: .now() + 2)
+        }
+    }()
 
     private var isStopped: Bool { stopped.current }
 
