@@ -1,5 +1,6 @@
 public import Foundation
 import OutpostCore
+import OutpostTesting
 
 #if canImport(Glibc)
 import Glibc
@@ -593,16 +594,7 @@ private enum ChaosSocket {
     static func isTransient(_ code: Int32) -> Bool { code == EINTR || code == EAGAIN || code == EWOULDBLOCK }
 
     /// 127.0.0.1:`port`: the only address this proxy ever uses.
-    static func loopback(port: UInt16) -> sockaddr_in {
-        var address = sockaddr_in()
-        #if canImport(Darwin)
-        address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
-        #endif
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr = in_addr(s_addr: UInt32(0x7F00_0001).bigEndian)
-        return address
-    }
+    static func loopback(port: UInt16) -> sockaddr_in { loopbackAddress(port: port) }
 
     static func connectLoopback(port: UInt16) -> Int32? {
         let fd = socket(AF_INET, stream, 0)

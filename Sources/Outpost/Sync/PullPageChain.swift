@@ -33,6 +33,22 @@ package struct PullPageChain<Page: Sendable> {
         let next: EarlyCursor
         /// Set once the request has ended (answered, failed or cancelled).
         let ended: Locked<Bool>
+
+        /// A request run by `request`, which offers the next page's cursor
+        /// to the `EarlyCursor` it is given; once it ends, however it ends,
+        /// that cursor is closed and the link says it ended.
+        static func starting(_ request: @escaping @Sendable (EarlyCursor) async throws -> Page?) -> Link {
+            let next = EarlyCursor()
+            let ended = Locked(false)
+            let task = Task {
+                defer {
+                    next.close()
+                    ended.withLock { $0 = true }
+                }
+                return try await request(next)
+            }
+            return Link(task: task, next: next, ended: ended)
+        }
     }
 
     private var ahead: [Link] = []
@@ -52,17 +68,7 @@ package struct PullPageChain<Page: Sendable> {
         self.depth = depth
         self.fetch = earlyFetch
         self.following = following
-        let next = EarlyCursor()
-        let ended = Locked(false)
-        ahead.append(
-            Link(
-                task: Task {
-                    defer {
-                        next.close()
-                        ended.withLock { $0 = true }
-                    }
-                    return try await earlyFetch(cursor) { next.offer($0) }
-                }, next: next, ended: ended))
+        ahead.append(Link.starting { next in try await earlyFetch(cursor) { next.offer($0) } })
         extend()
     }
 
@@ -94,31 +100,24 @@ package struct PullPageChain<Page: Sendable> {
         let fetch = self.fetch
         let following = self.following
         while ahead.count < depth, let previous = ahead.last {
-            let next = EarlyCursor()
-            let ended = Locked(false)
             ahead.append(
-                Link(
-                    task: Task {
-                        defer {
-                            next.close()
-                            ended.withLock { $0 = true }
+                Link.starting { next in
+                    let early = await previous.next.value()
+                    try Task.checkCancellation()
+                    if let early {
+                        let page = try await fetch(early) { next.offer($0) }
+                        // The body's cursor decides: asked with another, ask again.
+                        guard let previousPage = try await previous.task.value, let cursor = following(previousPage) else {
+                            return nil
                         }
-                        let early = await previous.next.value()
-                        try Task.checkCancellation()
-                        if let early {
-                            let page = try await fetch(early) { next.offer($0) }
-                            // The body's cursor decides: asked with another, ask again.
-                            guard let previousPage = try await previous.task.value, let cursor = following(previousPage) else {
-                                return nil
-                            }
-                            if cursor == early { return page }
-                            try Task.checkCancellation()
-                            return try await fetch(cursor) { next.offer($0) }
-                        }
-                        guard let page = try await previous.task.value, let cursor = following(page) else { return nil }
+                        if cursor == early { return page }
                         try Task.checkCancellation()
                         return try await fetch(cursor) { next.offer($0) }
-                    }, next: next, ended: ended))
+                    }
+                    guard let page = try await previous.task.value, let cursor = following(page) else { return nil }
+                    try Task.checkCancellation()
+                    return try await fetch(cursor) { next.offer($0) }
+                })
         }
     }
 }
