@@ -11,7 +11,7 @@ extension SyncServer {
         let text = metrics.exposition(
             ServerMetrics.Gauges(
                 longPolls: live.longPolls, streams: live.streams, database: database.waits,
-                blobs: (held ?? nil).map { (count: $0.int(0), bytes: $0.int(1)) }))
+                blobs: (held ?? nil).map { (count: $0.int(0), bytes: $0.int(1)) }, outboxes: outboxes.summary(at: clock.now())))
         return HTTPResponse(
             status: 200, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Cache-Control": "no-store"],
             body: Array(text.utf8))

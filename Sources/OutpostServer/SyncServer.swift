@@ -27,6 +27,8 @@ public final class SyncServer: Sendable {
     let blobs: BlobStore
     /// When each device was last heard from (the console's devices page).
     let sightings = DeviceSightings()
+    /// How each device's outbox stands, from its own reports (`/metrics`).
+    let outboxes = DeviceOutboxes()
     /// Gives versions to rows of the app's own tables written by others;
     /// nil when the configuration maps none.
     package let ownTables: OwnTableSequencer?

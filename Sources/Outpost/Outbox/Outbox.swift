@@ -256,7 +256,7 @@ final class Outbox {
         // An entry whose last send surely did not arrive is pending, not "checking".
         return OutboxSummary(
             pending: total - sending - checking, sending: sending, awaitingConfirmation: checking, held: try heldEntries().count,
-            rejected: 0)
+            rejected: 0, oldestChangeAt: try table.headQueuedAt().flatMap { ServerTimestamp(rawValue: $0).date })
     }
 
     /// Never-sent entries whose parent's create the server refused.

@@ -105,6 +105,11 @@ public struct OutboxSummary: Sendable, Equatable {
     public var held: Int
     /// Records whose last change the server refused.
     public var rejected: Int
+    /// When the change at the head of the queue was made (the device's
+    /// clock; its latest edit, when edits of one record were merged); nil
+    /// when the outbox is empty. It grows old only when changes are not
+    /// leaving the device.
+    public var oldestChangeAt: Date? = nil
 
     /// Every change still in the outbox, whether waiting, sending or awaiting confirmation.
     public var total: Int { pending + sending + awaitingConfirmation }

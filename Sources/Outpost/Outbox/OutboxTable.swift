@@ -231,6 +231,11 @@ extension OutboxTable {
         try connection.first("SELECT COUNT(*) FROM outbox") { Int($0.int64(0)) } ?? 0
     }
 
+    /// The device time of the queue's first entry (one row, by the primary key).
+    func headQueuedAt() throws -> String? {
+        try connection.first("SELECT queued_at FROM outbox ORDER BY entry LIMIT 1") { $0.string(0) }
+    }
+
     /// How many of `entries` (numbers, comma-separated) are queued.
     func count(in entries: String) throws -> Int {
         try connection.first("SELECT COUNT(*) FROM outbox WHERE entry IN (\(entries))") { Int($0.int64(0)) } ?? 0

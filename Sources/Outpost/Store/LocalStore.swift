@@ -458,6 +458,14 @@ public actor LocalStore {
         return try outbox.entries()
     }
 
+    /// What requests tell the server of the outbox: its changes, and how
+    /// old the first is by this store's clock (two reads by index).
+    func outboxReport() throws -> OutboxReport {
+        try checkOpen()
+        let oldest = try outbox.table.headQueuedAt().flatMap { ServerTimestamp(rawValue: $0).date }
+        return OutboxReport(unsent: try outbox.table.count(), oldestSeconds: oldest.map { Int(clock.now().timeIntervalSince($0)) })
+    }
+
     /// Counts of waiting, sending, unconfirmed, held and refused changes, for a status line.
     public func outboxSummary() throws -> OutboxSummary {
         try checkOpen()

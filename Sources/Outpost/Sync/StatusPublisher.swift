@@ -209,6 +209,7 @@ package struct StoreFigures: Sendable {
             status.pending = outbox.pending
             status.sending = outbox.sending
             status.awaitingConfirmation = outbox.awaitingConfirmation
+            status.oldestUnsentAt = outbox.oldestChangeAt
             status.rejected = outbox.rejected
             status.held = outbox.held
         }

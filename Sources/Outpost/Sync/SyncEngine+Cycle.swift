@@ -9,6 +9,8 @@ extension SyncEngine {
         // Which device is calling, on every request: the server's console shows when each was last heard from.
         var identity = options.identityHeaders
         identity["Outpost-Device"] = store.clientID.wireText
+        // And how its outbox stands: the server alerts on a device whose changes stopped leaving it.
+        identity[OutboxReport.header] = outboxReport.headerValue
         return ServerClient(
             transport: transport, token: token, timeout: options.requestTimeout, clock: clock, identity: identity,
             encodings: requestEncodings)
@@ -62,6 +64,7 @@ extension SyncEngine {
                 // too (no network, no answer, busy, signed out) end the cycle.
                 var pushFailure: (any Error)?
                 do {
+                    if let now = try? await store.outboxReport() { outboxReport = now }
                     try await sendPhase(generation, &report)
                 } catch let failure as SyncFailure where !failure.stopsThePull {
                     pushFailure = failure
@@ -71,6 +74,7 @@ extension SyncEngine {
                 if pulls {
                     // A live page still being stored lands before this snapshot, never after it.
                     await awaitLiveApply()
+                    if let now = try? await store.outboxReport() { outboxReport = now }
                     try await pullPhase(generation, &report)
                 }
                 if let pushFailure { throw pushFailure }

@@ -60,6 +60,9 @@ public actor SyncEngine {
     var statusPublisher: StatusPublisher
     /// Records in scope per collection, as the server last counted them (the status's coverage).
     var scopeTotals: [String: Int64] = [:]
+    /// The outbox as the next requests report it (`Outpost-Outbox`), read
+    /// before a cycle's push and again before its pull.
+    var outboxReport = OutboxReport(unsent: 0, oldestSeconds: nil)
     var eventListeners = Listeners<SyncEvent>()
     var telemetryListeners = Listeners<SyncTelemetryEvent>()
     var refreshHandlers: [String: @Sendable () async -> Void] = [:]

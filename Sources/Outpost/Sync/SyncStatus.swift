@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 public import OutpostCore
 
 /// Exact progress of a download: rows done out of rows the server said it would send.
@@ -44,6 +44,9 @@ public struct SyncStatus: Sendable, Equatable {
     public var sending = 0
     /// Changes sent before whose outcome is being checked.
     public var awaitingConfirmation = 0
+    /// When the oldest change still to be confirmed was made (the device's
+    /// clock), or nil when every change is confirmed: "not sent since 9:14".
+    public var oldestUnsentAt: Date?
     /// Records the server refused; each shows its field errors.
     public var rejected = 0
     /// Children waiting because their parent was refused.

@@ -122,6 +122,8 @@ package final class ServerMetrics: Sendable {
         var database: DatabaseWaits?
         /// Complete blobs held, and their bytes.
         var blobs: (count: Int64, bytes: Int64)?
+        /// What devices heard from lately said of their outboxes.
+        var outboxes = DeviceOutboxes.Summary()
     }
 
     /// The text exposition format, version 0.0.4.
@@ -206,6 +208,21 @@ package final class ServerMetrics: Sendable {
             family("outpost_blob_stored_bytes", "gauge", "Bytes of the complete blobs the database holds.")
             sample("outpost_blob_stored_bytes", [], String(blobs.bytes))
         }
+
+        family(
+            "outpost_device_outboxes_reporting", "gauge",
+            "Devices that reported their outbox (Outpost-Outbox) to this server in the last 10 minutes.")
+        sample("outpost_device_outboxes_reporting", [], String(gauges.outboxes.devices))
+        family("outpost_device_outbox_unsent_max", "gauge", "The most unconfirmed changes one of those devices holds.")
+        sample("outpost_device_outbox_unsent_max", [], String(gauges.outboxes.largestUnsent))
+        family(
+            "outpost_device_outbox_oldest_seconds_max", "gauge",
+            "Age of the oldest unconfirmed change on any of those devices (0 when none holds one).")
+        sample("outpost_device_outbox_oldest_seconds_max", [], String(gauges.outboxes.oldestSeconds))
+        family(
+            "outpost_device_outboxes_stuck", "gauge",
+            "Those devices whose oldest unconfirmed change is over an hour old (each is logged once an hour).")
+        sample("outpost_device_outboxes_stuck", [], String(gauges.outboxes.stuck))
 
         family("outpost_process_start_time_seconds", "gauge", "When this server process started, in Unix time.")
         sample("outpost_process_start_time_seconds", [], Self.number(started.timeIntervalSince1970))
