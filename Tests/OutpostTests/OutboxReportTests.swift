@@ -41,4 +41,36 @@ struct OutboxReportTests {
         #expect(drained == .init(devices: 1, largestUnsent: 0, oldestSeconds: 0, stuck: 0))
         await device.engine.stop()
     }
+
+    @Test func anAppTooOldForTheServerIsStillSeenWithItsOutbox() async throws {
+        var config = try ServerConfig()
+        config.minSchema = 2
+        let harness = try SyncHarness(config: config)
+        var old = SyncOptions()
+        old.periodicInterval = nil
+        old.liveUpdates = false
+        old.schemaVersion = 1
+        old.clientName = "org.example.field/1.0"
+        let device = try harness.device("u-1", name: "phone", options: old)
+        try await device.store.create(Person(name: "Ana"))
+        device.deviceClock.advance(by: 4000)
+        await #expect(throws: SyncFailure.updateRequired) { try await device.engine.sync() }
+        let seen = harness.server.outboxes.summary(at: harness.serverClock.now())
+        #expect(seen == .init(devices: 1, largestUnsent: 1, oldestSeconds: 4000, stuck: 1))
+        try harness.server.sightings.write(to: harness.server.database)
+        let apps = try harness.server.database.read { sql in
+            try sql.query("SELECT app, schema_version FROM client_versions", []).map { "\($0.string(0)) \($0.int(1))" }
+        }
+        #expect(apps == ["org.example.field/1.0 1"], "the console shows the old app")
+
+        // A request with a token the server does not know is not noted.
+        let stranger = harness.server.handle(
+            HTTPRequest(
+                method: "GET", target: "/v1/pull?collections=people",
+                headers: ["authorization": "Bearer not-a-token", "outpost-device": UUID().wireText, "outpost-outbox": "9; oldest=9999"],
+                body: Data()))
+        #expect(stranger.status == 426)
+        #expect(harness.server.outboxes.summary(at: harness.serverClock.now()).devices == 1)
+        await device.engine.stop()
+    }
 }

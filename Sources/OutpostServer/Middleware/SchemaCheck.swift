@@ -7,7 +7,19 @@ struct SchemaCheck: Middleware {
     var screensRefusals: Bool { true }
 
     func prepare(_ request: inout RouteRequest, server: SyncServer) throws {
-        try Self.check(request.http, minimum: server.config.minSchema)
+        do {
+            try Self.check(request.http, minimum: server.config.minSchema)
+        } catch {
+            // Refused, but still a device the operator should see: its app
+            // version on the console, its outbox growing in /metrics. Only
+            // with a good token, and nothing else of the request is read.
+            if let principal = try? Authentication.principal(request.http, tokens: server.tokens) {
+                var known = request
+                known.principal = principal
+                try? DeviceSightingNote().prepare(&known, server: server)
+            }
+            throw error
+        }
     }
 
     static func check(_ request: HTTPRequest, minimum: Int?) throws {
