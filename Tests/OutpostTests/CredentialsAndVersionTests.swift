@@ -69,13 +69,7 @@ struct CredentialsAndVersionTests {
     }
 
     @Test func anAppOlderThanTheServerAcceptsKeepsItsCapturesUntilItIsUpdated() async throws {
-        var config = try ServerConfig()
-        config.minSchema = 2
-        let harness = try SyncHarness(config: config)
-        var old = SyncOptions()
-        old.periodicInterval = nil
-        old.schemaVersion = 1
-        old.clientName = "org.example.field/1.0"
+        let (harness, old) = try SyncHarness.serverAheadOfTheApp()
         let device = try harness.device("u-1", name: "phone", options: old)
         let ana = try await device.store.create(Person(name: "Ana"))
         await #expect(throws: SyncFailure.updateRequired) { try await device.engine.sync() }

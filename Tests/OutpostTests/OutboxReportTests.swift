@@ -43,14 +43,7 @@ struct OutboxReportTests {
     }
 
     @Test func anAppTooOldForTheServerIsStillSeenWithItsOutbox() async throws {
-        var config = try ServerConfig()
-        config.minSchema = 2
-        let harness = try SyncHarness(config: config)
-        var old = SyncOptions()
-        old.periodicInterval = nil
-        old.liveUpdates = false
-        old.schemaVersion = 1
-        old.clientName = "org.example.field/1.0"
+        let (harness, old) = try SyncHarness.serverAheadOfTheApp()
         let device = try harness.device("u-1", name: "phone", options: old)
         try await device.store.create(Person(name: "Ana"))
         device.deviceClock.advance(by: 4000)

@@ -40,6 +40,18 @@ final class SyncHarness: @unchecked Sendable {
         let deviceClock: ManualWallClock
     }
 
+    /// A server that needs schema 2, and the options of an app that declares 1.
+    static func serverAheadOfTheApp() throws -> (SyncHarness, SyncOptions) {
+        var config = try ServerConfig()
+        config.minSchema = 2
+        var old = SyncOptions()
+        old.periodicInterval = nil
+        old.liveUpdates = false
+        old.schemaVersion = 1
+        old.clientName = "org.example.field/1.0"
+        return (try SyncHarness(config: config), old)
+    }
+
     /// A device with its own database, signed in as `user`.
     func device(
         _ user: String, role: Role = .field, team: String = "t-1", name: String? = nil, options: SyncOptions? = nil,
