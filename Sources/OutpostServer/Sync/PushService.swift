@@ -527,6 +527,8 @@ struct StoredResults {
     let now: ServerTimestamp
     let slim: Bool
     let ids: ResultIDs
+    /// The client's id as the rows hold it, made once per push.
+    private let clientID: SQLValue
     private var waiting: [(seq: Int64, id: String, result: String, version: Int64?)] = []
 
     init(user: String, client: String, now: ServerTimestamp, slim: Bool, ids: ResultIDs) {
@@ -535,6 +537,7 @@ struct StoredResults {
         self.now = now
         self.slim = slim
         self.ids = ids
+        clientID = ids.value(client)
     }
 
     mutating func add(_ mutation: Mutation, result: [UInt8], slim outcome: StoredOutcome?, in sql: any SQLExecutor) throws {
@@ -548,7 +551,7 @@ struct StoredResults {
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
-                    .text(user), ids.value(client), .integer(mutation.seq), ids.value(mutation.id), .text(text),
+                    .text(user), clientID, .integer(mutation.seq), ids.value(mutation.id), .text(text),
                     .text(now.rawValue), version.map { .integer($0) } ?? .null,
                 ])
             return
