@@ -194,7 +194,8 @@ struct PushSession {
             let slice = mutations[start..<min(start + 200, mutations.count)]
             for row in try sql.query(Self.resultsByIDQuery(slice.count), slice.map { resultIDs.value($0.id) })
             where row.string(0) == principal.user && ResultIDs.text(row.values[1]) == client {
-                found[ResultIDs.text(row.values[2])] = .some(StoredOutcome(text: row.optionalString(3), recordVersion: row.optionalInt(4)))
+                let outcome = StoredOutcome(text: row.optionalString(3), recordVersion: row.optionalInt(4))
+                found[ResultIDs.text(row.values[2])] = .some(outcome)
             }
         }
         return found
