@@ -87,7 +87,7 @@ public enum InvariantChecker {
         for row in results {
             let text = row.string(3)
             if text.contains(#""status":"applied""#) {
-                appliedIDs[row.string(2), default: 0] += 1
+                appliedIDs[ResultIDs.text(row.values[2]), default: 0] += 1
                 appliedTexts.append(text)
             }
         }

@@ -33,16 +33,17 @@ struct FreshDatabasePlanTests {
             last = creates.last
         }
         let probe = try #require(last)
+        let ids = try live.database.read { try ResultIDs.current($0) }
 
         let lookups: [(what: String, sql: String, arguments: [SQLValue], key: String)] = [
             ("a record by its uuid", ServerRecord.lookupQuery, [.text("people"), .text(probe.uuid.wireText)], "uuid"),
             (
                 "earlier results by mutation id", PushSession.resultsByIDQuery(2),
-                [.text(probe.id.wireText), .text(UUID().wireText)], "mutation_id"
+                [ids.value(probe.id), ids.value(UUID())], "mutation_id"
             ),
             (
                 "a client's mutation ids by seq", PushSession.idsBySeqQuery,
-                [.text("u-1"), .text(device.clientID.wireText), .integer(probe.seq - 3), .integer(probe.seq)], "seq"
+                [.text("u-1"), ids.value(device.clientID), .integer(probe.seq - 3), .integer(probe.seq)], "seq"
             ),
         ]
         for lookup in lookups {

@@ -68,7 +68,7 @@ struct SchemaUpgradeTests {
         let live = try LiveServer(backend, prepare: Self.migrateAsThePreviousRelease)
         let known = ServerSchema.current(live.database.dialect)
         // Started on the previous release's database: the expand step only.
-        let expanded = SchemaState(applied: known - 1, oldestServer: Self.previousRelease)
+        let expanded = SchemaState(applied: Self.previousRelease + 1, oldestServer: Self.previousRelease)
         #expect(try SchemaState.read(live.database) == expanded)
         #expect(try Self.legacyMark(live.database) == Int64(Self.previousRelease), "the previous release still serves")
         #expect(try await live.get("/v1/ready", token: nil).status == 200)
@@ -114,7 +114,7 @@ struct SchemaUpgradeTests {
         let before = try SchemaState.read(live.database)
         try ServerSchema.migrate(live.database)
         #expect(try SchemaState.read(live.database) == before)
-        #expect(before.pendingContract(live.database.dialect) == [ServerSchema.slimResultsStep])
+        #expect(before.pendingContract(live.database.dialect) == [ServerSchema.slimResultsStep, ServerSchema.compactResultIDsStep])
         // A second server starting on it takes no step either.
         _ = try SyncServer(database: live.database, config: live.server.config, clock: live.clock)
         #expect(try SchemaState.read(live.database) == before)
@@ -124,6 +124,7 @@ struct SchemaUpgradeTests {
         #expect(ServerSchema.required(.sqlite) == ServerSchema.slimResultsStep - 1, "this release serves before its contract step")
         #expect(ServerSchema.required(.postgres) == ServerSchema.slimResultsStep - 1)
         #expect(ServerSchema.contracts(ServerSchema.slimResultsStep))
+        #expect(ServerSchema.contracts(ServerSchema.compactResultIDsStep))
         #expect(!ServerSchema.contracts(ServerSchema.slimResultsStep - 1))
         #expect(ServerSchema.contracts(1), "steps before the distinction each stopped the release before")
         #expect(ServerSchema.contractedAtStartThrough < ServerSchema.slimResultsStep)

@@ -498,6 +498,8 @@ final class PostgresConnection {
             case .null: owned.append(nil)
             case .integer(let value): owned.append(strdup(String(value)))
             case .real(let value): owned.append(strdup(String(value)))
+            case .blob(let bytes):
+                owned.append(strdup("\\x" + bytes.map { String(format: "%02x", $0) }.joined()))
             case .text(let value):
                 guard !value.utf8.contains(0) else {
                     throw DatabaseError(kind: .failure, message: "PostgreSQL text cannot contain a NUL character", sql: sql)

@@ -146,6 +146,7 @@ struct SQLiteExecutor: SQLExecutor {
         case .integer(let number): return .integer(number)
         case .real(let number): return .real(number)
         case .text(let text): return .text(text)
+        case .blob(let bytes): return .blob(Data(bytes))
         }
     }
 }

@@ -17,6 +17,8 @@ public enum SQLValue: Sendable, Equatable {
     case integer(Int64)
     case real(Double)
     case text(String)
+    /// Bytes: on SQLite a BLOB; on PostgreSQL a `bytea` in its hex form.
+    case blob([UInt8])
 
     public static func text(_ value: String?) -> SQLValue { value.map { .text($0) } ?? .null }
     public static func integer(_ value: Int64?) -> SQLValue { value.map { .integer($0) } ?? .null }
@@ -39,6 +41,7 @@ public struct SQLRow: Sendable, Equatable {
         case .integer(let value): return value
         case .real(let value): return Int64(value)
         case .text(let text): return Int64(text)
+        case .blob(let bytes): return Int64(String(decoding: bytes, as: UTF8.self))
         case .null: return nil
         }
     }
@@ -50,6 +53,7 @@ public struct SQLRow: Sendable, Equatable {
         case .text(let text): return text
         case .integer(let value): return String(value)
         case .real(let value): return String(value)
+        case .blob(let bytes): return String(decoding: bytes, as: UTF8.self)
         case .null: return nil
         }
     }
@@ -92,7 +96,7 @@ public struct SQLRawRow {
     let source: Source
 
     /// Every column as a value kept after the row is gone: SQLite's typed
-    /// values (a blob read as text), PostgreSQL's text.
+    /// values (a blob's accessors read it as text), PostgreSQL's text.
     public var values: [SQLValue] {
         switch source {
         case .sqlite(let row):
@@ -102,7 +106,7 @@ public struct SQLRawRow {
                 case .integer(let value): return .integer(value)
                 case .real(let value): return .real(value)
                 case .text(let text): return .text(text)
-                case .blob(let data): return .text(String(decoding: data, as: UTF8.self))
+                case .blob(let data): return .blob([UInt8](data))
                 }
             }
         case .postgres(let result, _):

@@ -7,7 +7,7 @@ import Foundation
 /// - `scope_exits`: a record leaving someone's scope (reassigned), at its
 ///   own feed version, so their next pull says `removed`.
 /// - `client_seqs` / `mutation_results`: the dedupe state of rule 1 in docs/protocol.md,
-///   per (user, client id).
+///   per (user, client id); results' ids as bytes on SQLite (`ResultIDs`).
 /// - `tokens`: hashes of bearer tokens, never the tokens themselves.
 /// - `blobs`, `blob_chunks`, `blob_owners`, `blob_refs`: attachments' state,
 ///   their bytes on PostgreSQL (files beside a SQLite database), who uploaded
@@ -348,14 +348,44 @@ package enum ServerSchema {
                     AND h.version = json_extract(mutation_results.result, '$.record.version'));
                 DROP INDEX mutation_results_by_age;
                 """,
+            // Contract: on SQLite a result's client id and mutation id are
+            // kept as their 16 bytes, not as 36 characters of text (in the
+            // row, the primary key and the id index they were most of the
+            // table). The rows move to a table declared so, each id that is
+            // a UUID converted (`ResultIDs`), under their own rowids.
+            // Older servers bind ids as text and would find none of them.
+            // PostgreSQL keeps text: nothing to do there.
+            dialect == .postgres
+                ? ""
+                : """
+                DROP INDEX mutation_results_by_mutation;
+                ALTER TABLE mutation_results RENAME TO mutation_results_text;
+                CREATE TABLE mutation_results (
+                    user_id        TEXT NOT NULL,
+                    client_id      BLOB NOT NULL,
+                    seq            INTEGER NOT NULL,
+                    mutation_id    BLOB NOT NULL,
+                    result         TEXT NOT NULL,
+                    created_at     TEXT NOT NULL,
+                    record_version INTEGER,
+                    PRIMARY KEY (user_id, client_id, seq)
+                );
+                CREATE INDEX mutation_results_by_mutation ON mutation_results (mutation_id);
+                """,
         ]
+    }
+
+    /// What a step does that SQL cannot say, run after its statements:
+    /// SQLite before 3.41 has no `unhex`, so the ids' bytes are made here.
+    static func finish(step: Int, _ sql: any SQLExecutor) throws {
+        if step == compactResultIDsStep && sql.dialect == .sqlite { try ResultIDs.convertStoredResults(in: sql) }
     }
 
     /// The steps that contract: once one ran, a server that does not know
     /// it no longer works on the database. Every other step from
     /// `firstExpandStep` on is expand-only: a server one release older
     /// keeps serving beside the newer one (docs/operations.md, "Upgrading").
-    static let contractingSteps: Set<Int> = [15]
+    static let contractingSteps: Set<Int> = [15, 16]
     /// Steps before this one predate the distinction: each counts as contracting.
     static let firstExpandStep = 14
     /// Contract steps up to this one run when a server starts; later ones
@@ -405,6 +435,7 @@ package enum ServerSchema {
                 let step = index + 1
                 if contracts(step) && state.applied > 0 && !contract && step > contractedAtStartThrough { break }
                 for statement in statements(migration) { try sql.execute(statement, []) }
+                try finish(step: step, sql)
                 try sql.execute("INSERT INTO schema_steps (version) VALUES (?)", [.integer(Int64(step))])
                 if contracts(step) { oldestServer = step }
             }
@@ -434,6 +465,10 @@ package enum ServerSchema {
     /// Push results are kept without a copy of their record once the step
     /// that slims them has run (no older server reads them any more).
     static let slimResultsStep = 15
+
+    /// Push results' client and mutation ids are kept as their bytes on
+    /// SQLite once this step has run (`ResultIDs`).
+    static let compactResultIDsStep = 16
 }
 
 /// Where a database stands: the steps taken, and the oldest release's

@@ -56,11 +56,13 @@ struct PushService {
             // A transaction retried after a busy database starts its notice again.
             committing(CommitNotice())
             var lastSeq = try session.lockClientSeq()
+            let oldestServer = try SchemaState.oldestServer(sql)
+            session.resultIDs = ResultIDs(dialect: sql.dialect, oldestServer: oldestServer)
             try session.requireSameMutations(under: request.mutations.filter { $0.seq <= lastSeq }, lastSeq: lastSeq)
             var results: [[UInt8]] = []
             var stored = StoredResults(
-                user: principal.user, client: client, now: now,
-                slim: try SchemaState.oldestServer(sql) >= ServerSchema.slimResultsStep)
+                user: principal.user, client: client, now: now, slim: oldestServer >= ServerSchema.slimResultsStep,
+                ids: session.resultIDs)
             var statuses: [MutationStatus] = []
             let earlier = try session.resultsByID(of: request.mutations.filter { $0.seq > lastSeq })
             // Creates into the app's own tables, written for the whole batch at once where they are plain.
@@ -142,6 +144,8 @@ struct PushSession {
     var usesSavepoints = false
     /// Outcomes of creates already written for the whole batch (`prepareTableCreates`), by mutation id.
     var prepared: [UUID: PushOutcome] = [:]
+    /// How `mutation_results` holds ids in this database now.
+    var resultIDs = ResultIDs(asBytes: false)
 
     var scope: Scope { Scope(principal: principal, config: config) }
 
@@ -188,9 +192,10 @@ struct PushSession {
         var found: [String: StoredOutcome?] = [:]
         for start in stride(from: 0, to: mutations.count, by: 200) {
             let slice = mutations[start..<min(start + 200, mutations.count)]
-            for row in try sql.query(Self.resultsByIDQuery(slice.count), slice.map { .text($0.id.wireText) })
-            where row.string(0) == principal.user && row.string(1) == client {
-                found[row.string(2)] = .some(StoredOutcome(text: row.optionalString(3), recordVersion: row.optionalInt(4)))
+            for row in try sql.query(Self.resultsByIDQuery(slice.count), slice.map { resultIDs.value($0.id) })
+            where row.string(0) == principal.user && ResultIDs.text(row.values[1]) == client {
+                let outcome = StoredOutcome(text: row.optionalString(3), recordVersion: row.optionalInt(4))
+                found[ResultIDs.text(row.values[2])] = .some(outcome)
             }
         }
         return found
@@ -204,9 +209,9 @@ struct PushSession {
         guard let low = seqs.min(), let high = seqs.max() else { return [:] }
         let wanted = Set(seqs)
         var found: [Int64: String] = [:]
-        for row in try sql.query(Self.idsBySeqQuery, [.text(principal.user), .text(client), .integer(low), .integer(high)])
-        where wanted.contains(row.int(0)) {
-            found[row.int(0)] = row.string(1)
+        let key: [SQLValue] = [.text(principal.user), resultIDs.value(client), .integer(low), .integer(high)]
+        for row in try sql.query(Self.idsBySeqQuery, key) where wanted.contains(row.int(0)) {
+            found[row.int(0)] = ResultIDs.text(row.values[1])
         }
         return found
     }
@@ -215,7 +220,7 @@ struct PushSession {
     func duplicate(of mutation: Mutation) throws -> MutationResult {
         let stored = try sql.first(
             "SELECT result, record_version FROM mutation_results WHERE user_id = ? AND client_id = ? AND seq = ?",
-            [.text(principal.user), .text(client), .integer(mutation.seq)])
+            [.text(principal.user), resultIDs.value(client), .integer(mutation.seq)])
         return try duplicate(
             of: mutation, original: StoredOutcome(text: stored?.optionalString(0), recordVersion: stored?.optionalInt(1)))
     }
@@ -516,18 +521,24 @@ struct PushOutcome {
 /// `slim`: once no older server reads them (`ServerSchema.slimResultsStep`),
 /// rows keep the outcome and the record's version, not the record
 /// (`StoredOutcome`); until then, the whole result, as older servers read it.
+/// `ids`: the client's and the mutations' ids as the table holds them (`ResultIDs`).
 struct StoredResults {
     let user: String
     let client: String
     let now: ServerTimestamp
     let slim: Bool
+    let ids: ResultIDs
+    /// The client's id as the rows hold it, made once per push.
+    private let clientID: SQLValue
     private var waiting: [(seq: Int64, id: String, result: String, version: Int64?)] = []
 
-    init(user: String, client: String, now: ServerTimestamp, slim: Bool) {
+    init(user: String, client: String, now: ServerTimestamp, slim: Bool, ids: ResultIDs) {
         self.user = user
         self.client = client
         self.now = now
         self.slim = slim
+        self.ids = ids
+        clientID = ids.value(client)
     }
 
     mutating func add(_ mutation: Mutation, result: [UInt8], slim outcome: StoredOutcome?, in sql: any SQLExecutor) throws {
@@ -541,7 +552,7 @@ struct StoredResults {
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
                 [
-                    .text(user), .text(client), .integer(mutation.seq), .text(mutation.id.wireText), .text(text),
+                    .text(user), clientID, .integer(mutation.seq), ids.value(mutation.id), .text(text),
                     .text(now.rawValue), version.map { .integer($0) } ?? .null,
                 ])
             return

@@ -109,7 +109,7 @@ struct ReadService {
         let (found, record) = try database.read { sql -> (SQLRow?, WireRecord?) in
             let row = try sql.query(
                 "SELECT user_id, result, record_version FROM mutation_results WHERE mutation_id = ? ORDER BY created_at DESC",
-                [.text(id.wireText)]
+                [try ResultIDs.current(sql).value(id)]
             ).first { $0.string(0) == principal.user }
             guard let version = row?.optionalInt(2) else { return (row, nil) }
             let current = try sql.first("SELECT \(ServerRecord.columns) FROM records WHERE version = ?", [.integer(version)])

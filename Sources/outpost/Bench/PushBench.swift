@@ -184,6 +184,7 @@ enum PushBench {
         for first in stride(from: 0, to: mutations, by: batchSize) {
             try database.write { sql in
                 var versions = try FeedVersions.begin(sql)
+                let resultIDs = try ResultIDs.current(sql)
                 for index in first..<min(mutations, first + batchSize) {
                     let row = rows[index]
                     let version = try versions.next()
@@ -210,7 +211,8 @@ enum PushBench {
                         VALUES ('floor', ?, ?, ?, ?, ?, ?)
                         """,
                         [
-                            .text(client), .integer(Int64(index + 1)), .text(row.mutation), .text(row.result), .text(now),
+                            resultIDs.value(client), .integer(Int64(index + 1)), resultIDs.value(row.mutation), .text(row.result),
+                            .text(now),
                             .integer(version),
                         ])
                 }
