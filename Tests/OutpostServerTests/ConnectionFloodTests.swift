@@ -26,7 +26,7 @@ struct ConnectionFloodTests {
         let port = live.http.port
         let http = live.http
         let (held, answered) = try await RawHTTP.onThread {
-            let flood = try HalfSentFlood(port: port, from: "127.0.0.2", count: Self.floodSize)
+            let flood = try HeaderFlood(port: port, sources: ["127.0.0.2"], halfSent: Self.floodSize)
             defer { flood.close() }
             let held = Self.waitUntil(http, holds: 64)
             return (held, Self.legitimateRequests(port: port, count: 3, timeoutSeconds: 1))
@@ -41,13 +41,13 @@ struct ConnectionFloodTests {
         let port = live.http.port
         let http = live.http
         let (held, answered, closed) = try await RawHTTP.onThread {
-            let flood = try HalfSentFlood(port: port, from: "127.0.0.2", count: Self.floodSize)
+            let flood = try HeaderFlood(port: port, sources: ["127.0.0.2"], halfSent: Self.floodSize)
             defer { flood.close() }
             let held = Self.waitUntil(http, holds: 16)
             let answered = Self.legitimateRequests(port: port, count: 20, timeoutSeconds: 1)
             // Past the per-address cap the server closes the flood's sockets
             // at once; the rest, silent, after the idle timeout.
-            return (held, answered, flood.closedByServer(within: 15))
+            return (held, answered, flood.closedByServer(within: .seconds(15)))
         }
         let slowest = answered.max() ?? .zero
         print("ConnectionFlood[per-address cap 16]: the flood holds \(held) connections; \(answered.count) of 20 legitimate requests answered, slowest \(slowest); \(closed.count) flood sockets closed by the server")
@@ -80,76 +80,5 @@ struct ConnectionFloodTests {
             }
         }
         return times
-    }
-}
-
-/// Sockets from one source address that each send half a request's headers and then nothing.
-final class HalfSentFlood {
-    private var sockets: [Int32] = []
-    private let opened = ContinuousClock.now
-
-    init(port: UInt16, from source: String, count: Int) throws {
-        for _ in 0..<count {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard fd >= 0 else { throw HostileSocket.Failure(description: "socket() failed: errno \(errno)") }
-            sockets.append(fd)
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            local.sin_addr.s_addr = inet_addr(source)
-            var remote = sockaddr_in()
-            remote.sin_family = sa_family_t(AF_INET)
-            remote.sin_port = port.bigEndian
-            remote.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let size = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, size) } }
-            guard bound == 0 else { throw HostileSocket.Failure(description: "bind(\(source)) failed: errno \(errno)") }
-            let connected = withUnsafePointer(to: &remote) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, size) }
-            }
-            guard connected == 0 else { throw HostileSocket.Failure(description: "connect() failed: errno \(errno)") }
-            let half = Array("POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty".utf8)
-            _ = half.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        }
-    }
-
-    /// How long after opening each socket the server closed it (EOF or reset); sockets still open after `seconds` are left out.
-    func closedByServer(within seconds: Int) -> [Duration] {
-        HostileSocket.closings(of: sockets, since: opened, until: opened + .seconds(seconds))
-    }
-
-    func close() {
-        for fd in sockets { Glibc.close(fd) }
-        sockets = []
-    }
-
-    deinit { close() }
-}
-
-extension HostileSocket {
-    /// How long after `start` the server closed each of `sockets` (EOF or
-    /// reset), watched until `deadline`; sockets still open then are left out.
-    static func closings(of sockets: [Int32], since start: ContinuousClock.Instant, until deadline: ContinuousClock.Instant)
-        -> [Duration]
-    {
-        var closed: [Duration] = []
-        var open = sockets
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while !open.isEmpty && ContinuousClock.now < deadline {
-            var polled = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            _ = poll(&polled, nfds_t(polled.count), 100)
-            var still: [Int32] = []
-            for entry in polled {
-                if entry.revents != 0 {
-                    let count = buffer.withUnsafeMutableBytes { recv(entry.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-                    if count <= 0 && !(count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                        closed.append(ContinuousClock.now - start)
-                        continue
-                    }
-                }
-                still.append(entry.fd)
-            }
-            open = still
-        }
-        return closed
     }
 }

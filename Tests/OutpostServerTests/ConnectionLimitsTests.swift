@@ -59,12 +59,11 @@ struct ConnectionLimitsTests {
             defer { streams.forEach { close($0) } }
             outcome.held = streams.count
             // A flood from another address and from the streams' own: idle sockets and header tricklers.
-            let started = ContinuousClock.now
-            let flood = try SlowHeaderFlood(port: port, sources: ["127.0.0.2", "127.0.0.1"], idle: 150, trickling: 150)
+            let flood = try HeaderFlood(port: port, sources: ["127.0.0.2", "127.0.0.1"], idle: 150, trickling: 150)
             defer { flood.close() }
             outcome.floodSize = flood.sockets.count
             // Every flood socket is closed by the server: past the share at once, the rest at the deadline.
-            let closings = Background { flood.closedByServer(since: started, within: .seconds(20)) }
+            let closings = Background { flood.closedByServer(within: .seconds(20)) }
             // While it runs, a pull and a push from the streams' address are answered.
             let pullStarted = ContinuousClock.now
             outcome.pull = (try? RawHTTP.get(port: port, "/v1/pull?collections=people", token: tokens[0]))?.status ?? 0
@@ -73,11 +72,11 @@ struct ConnectionLimitsTests {
             let pushStarted = ContinuousClock.now
             outcome.push = (try? RawHTTP.push(port: port, token: writer, body: push))?.status ?? 0
             outcome.pushTime = ContinuousClock.now - pushStarted
-            outcome.mostUnprovenFromTheStreamsAddress = gate.unprovenConnections(from: StreamFleet.loopback)
+            outcome.mostUnprovenFromTheStreamsAddress = gate.unprovenConnections(from: RawSocket.loopback)
             outcome.liveWhileFlooded = server.liveConnections
             outcome.floodClosings = try closings.value()
             // The streams were never touched.
-            outcome.streamsClosed = HostileSocket.closings(of: streams, since: .now, until: .now + .milliseconds(500)).count
+            outcome.streamsClosed = RawSocket.closings(of: streams, since: .now, until: .now + .milliseconds(500)).count
             outcome.liveAfter = server.liveConnections
             return outcome
         }
@@ -181,7 +180,7 @@ struct ConnectionLimitsTests {
         let outcome = try await RawHTTP.onThread { () throws -> Outcome in
             // Four requests under way from 127.0.0.2 without a token: headers sent, the body trickling.
             let underWay = try (0..<4).map { _ in
-                let fd = try StreamFleet.socket(port: port, from: "127.0.0.2")
+                let fd = try RawSocket.connect(port: port, from: "127.0.0.2")
                 HostileSocket.sendAll(
                     fd,
                     Array("POST /v1/push HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{".utf8))
@@ -191,12 +190,12 @@ struct ConnectionLimitsTests {
             usleep(300_000)
             var outcome = Outcome()
             // Nothing of the address's share can be cut: no token, 503; a body with a token could hold the slot, 503.
-            outcome.health = try? StreamFleet.exchange(port: port, from: "127.0.0.2", "GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            outcome.pushWithToken = try? StreamFleet.exchange(
+            outcome.health = try? RawSocket.exchange(port: port, from: "127.0.0.2", "GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            outcome.pushWithToken = try? RawSocket.exchange(
                 port: port, from: "127.0.0.2",
                 "POST /v1/push HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
             // A token and no body: checked at once, and served.
-            outcome.pull = (try? StreamFleet.exchange(
+            outcome.pull = (try? RawSocket.exchange(
                 port: port, from: "127.0.0.2",
                 "GET /v1/pull?collections=people HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nConnection: close\r\n\r\n"))?.status ?? 0
             let streams = try StreamFleet.open(count: 1, port: port, from: "127.0.0.2", width: 1) { _ in token }
@@ -362,60 +361,8 @@ struct ConnectionGateTests {
     }
 }
 
-/// Raw sockets from a chosen loopback source address.
+/// Live streams from a chosen loopback source address, each holding its `200` head.
 enum StreamFleet {
-    /// 127.0.0.1 as the gate counts addresses.
-    static let loopback: UInt32 = 0x7F00_0001
-
-    /// A socket from `source` connected to 127.0.0.1:`port`, with send and receive timeouts.
-    static func socket(port: UInt16, from source: String, timeoutSeconds: Int = 30) throws -> Int32 {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HostileSocket.Failure(description: "socket() failed: errno \(errno)") }
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var local = sockaddr_in()
-        local.sin_family = sa_family_t(AF_INET)
-        local.sin_addr.s_addr = inet_addr(source)
-        var remote = sockaddr_in()
-        remote.sin_family = sa_family_t(AF_INET)
-        remote.sin_port = port.bigEndian
-        remote.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let size = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, size) } }
-        let connected = bound == 0 && withUnsafePointer(to: &remote) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, size) }
-        } == 0
-        guard connected else {
-            let error = errno
-            close(fd)
-            throw HostileSocket.Failure(description: "connecting from \(source) failed: errno \(error)")
-        }
-        return fd
-    }
-
-    /// One request from `source` with `Connection: close`; its whole answer.
-    static func exchange(port: UInt16, from source: String, _ request: String) throws -> HostileSocket.Reply {
-        let fd = try socket(port: port, from: source)
-        defer { close(fd) }
-        HostileSocket.sendAll(fd, Array(request.utf8))
-        var received: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count > 0 {
-                received += chunk[0..<count]
-            } else if count < 0 && errno == EINTR {
-                continue
-            } else if count == 0 || !received.isEmpty {
-                break
-            } else {
-                throw HostileSocket.Failure(description: "no answer from the server (errno \(errno))")
-            }
-        }
-        return try HostileSocket.parse(received)
-    }
-
     /// `count` streams from `source`, `width` opening at a time; each has
     /// its `200` head before this returns. Throws with the first refusal.
     static func open(count: Int, port: UInt16, from source: String, width: Int, token: @escaping @Sendable (Int) -> String)
@@ -451,7 +398,7 @@ enum StreamFleet {
     }
 
     private static func openOne(port: UInt16, from source: String, token: String) throws -> Int32 {
-        let fd = try socket(port: port, from: source)
+        let fd = try RawSocket.connect(port: port, from: source)
         let request = "GET /v1/stream?collections=people HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
         HostileSocket.sendAll(fd, Array(request.utf8))
         var received: [UInt8] = []
@@ -472,69 +419,4 @@ enum StreamFleet {
         }
         return fd
     }
-}
-
-/// Sockets from each of `sources` that never finish a request's headers:
-/// `idle` send nothing, `trickling` send one header byte every 300 ms.
-final class SlowHeaderFlood: @unchecked Sendable {
-    // @unchecked Sendable: the socket lists are set in init; `stopped` is touched under `lock`.
-    let sockets: [Int32]
-    private let trickling: [Int32]
-    private let lock = NSLock()
-    private var stopped = false
-    /// Signalled when the trickler has stopped: only then are the sockets
-    /// closed, so it never writes to a descriptor number reused meanwhile.
-    private let tricklerDone = DispatchSemaphore(value: 0)
-
-    init(port: UInt16, sources: [String], idle: Int, trickling count: Int) throws {
-        var all: [Int32] = []
-        var trickling: [Int32] = []
-        do {
-            for source in sources {
-                for index in 0..<(idle + count) {
-                    let fd = try StreamFleet.socket(port: port, from: source, timeoutSeconds: 5)
-                    all.append(fd)
-                    if index >= idle {
-                        trickling.append(fd)
-                        HostileSocket.sendAll(fd, Array("GET /v1/pull HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ".utf8))
-                    }
-                }
-            }
-        } catch {
-            all.forEach { Glibc.close($0) }
-            throw error
-        }
-        sockets = all
-        self.trickling = trickling
-        Thread { [self] in
-            while !isStopped {
-                for fd in self.trickling { _ = send(fd, "a", 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-                usleep(300_000)
-            }
-            tricklerDone.signal()
-        }.start()
-    }
-
-    private var isStopped: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return stopped
-    }
-
-    /// How long after `start` the server closed each socket, watched for `within`; sockets still open are left out.
-    func closedByServer(since start: ContinuousClock.Instant, within: Duration) -> [Duration] {
-        HostileSocket.closings(of: sockets, since: start, until: start + within)
-    }
-
-    func close() {
-        lock.lock()
-        let wasStopped = stopped
-        stopped = true
-        lock.unlock()
-        guard !wasStopped else { return }
-        _ = tricklerDone.wait(timeout: .now() + 5)
-        sockets.forEach { Glibc.close($0) }
-    }
-
-    deinit { close() }
 }

@@ -31,7 +31,7 @@ struct KeepAliveTests {
             let held = http.openConnections
             // Others: each must be answered long before the 30 s idle timeout frees a slot.
             let others = ConnectionFloodTests.legitimateRequests(port: port, count: 3, timeoutSeconds: 8)
-            let closed = HostileSocket.closings(of: kept.map(\.fd), since: .now, until: .now + .seconds(10))
+            let closed = RawSocket.closings(of: kept.map(\.fd), since: .now, until: .now + .seconds(10))
             print("KeepAlive: \(held) sockets held after 8 answers; others answered in \(others); kept sockets closed after \(closed)")
             return (reused, others, closed)
         }

@@ -5,7 +5,7 @@ import OutpostTesting
 import Testing
 
 /// `outpost serve --read-database`: pulls and live reads come from a
-/// streaming replica (a second cluster made by the test with
+/// streaming replica (a hot standby made by the test with
 /// `pg_basebackup -R`) while it keeps up, and from the primary while it lags
 /// (replay paused with `pg_wal_replay_pause()`): no change is missed, none
 /// comes twice, cursors never go back, and a live stream still gets every
@@ -13,32 +13,47 @@ import Testing
 @Suite(
     "Read replica",
     .enabled(if: Backend.postgresURL != nil, "needs scripts/with-postgres"),
-    .timeLimit(.minutes(4))
+    .timeLimit(.minutes(5))
 )
 struct ReadReplicaTests {
-    /// A hot standby of the test cluster, stopped and removed on release.
-    final class Replica: Sendable {
+    /// A PostgreSQL primary of the test's own and a hot standby of it,
+    /// stopped and removed on release. Not a standby of the shared test
+    /// cluster: its base backup would copy every database the suite made
+    /// before it (over 2 GB late in a full run, minutes on a loaded machine).
+    final class ReplicatedCluster: Sendable {
+        struct Failure: Error, CustomStringConvertible {
+            var description: String
+        }
+
+        static let startLimit = Duration.seconds(180)
         let directory = "/tmp/outpost-replica-" + UUID().uuidString.prefix(8).lowercased()
-        let port: Int
+        /// The primary's maintenance database, for `LiveServer(cluster:)`.
+        let primaryURL: String
+        let replicaPort: Int
+        let startedIn: Duration
         let script = URL(fileURLWithPath: FileManager.default.currentDirectoryPath + "/scripts/pg-replica")
 
         init() throws {
-            guard let url = Backend.postgresURL, let primary = URLComponents(string: url)?.port else {
-                throw WaitTimedOut("the test cluster's port", timeout: .zero)
+            let started = ContinuousClock.now
+            let pair = try ChildProcess.run(script, ["pair", directory], timeout: Self.startLimit)
+            startedIn = ContinuousClock.now - started
+            let ports = pair.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            guard pair.status == 0, ports.count == 2 else {
+                _ = try? ChildProcess.run(script, ["stop", directory], timeout: .seconds(60))
+                throw Failure(
+                    description: "scripts/pg-replica pair exited \(pair.status) after \(startedIn) (bounded by \(Self.startLimit)) "
+                        + "printing \(pair.stdout.debugDescription): \(pair.stderr)")
             }
-            let started = try ChildProcess.run(script, ["start", String(primary), directory], timeout: .seconds(120))
-            guard started.status == 0, let port = Int(started.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                throw WaitTimedOut("the replica started", timeout: .seconds(120), detail: started.stderr)
-            }
-            self.port = port
+            primaryURL = "postgres://postgres@127.0.0.1:\(ports[0])/postgres"
+            replicaPort = ports[1]
         }
 
-        deinit { _ = try? ChildProcess.run(script, ["stop", directory]) }
+        deinit { _ = try? ChildProcess.run(script, ["stop", directory], timeout: .seconds(60)) }
 
         /// `location` (a database of the primary) on the replica.
         func location(of location: String) throws -> String {
             var components = try #require(URLComponents(string: location))
-            components.port = port
+            components.port = replicaPort
             return try #require(components.string)
         }
 
@@ -51,8 +66,8 @@ struct ReadReplicaTests {
     }
 
     @Test func pullsAndStreamsStayCompleteWhileTheReplicaLagsAndComeFromItWhenItKeepsUp() async throws {
-        let primary = try LiveServer(.postgres)
-        let replica = try await runBlocking { try Replica() }
+        let replica = try await runBlocking { try ReplicatedCluster() }
+        let primary = try LiveServer(.postgres, cluster: replica.primaryURL)
         let replicaLocation = try replica.location(of: primary.location)
         let served = try LiveServer(sharing: primary, readLocation: replicaLocation)
         let admin = try primary.token("admin-1", .admin)
@@ -85,14 +100,20 @@ struct ReadReplicaTests {
             }
         }
 
-        /// Repeats `step` until it says done, for at most 30 s.
+        /// Repeats `step` until it says done, for at most a minute: the
+        /// replica's replay and the commit notices between the two servers
+        /// can each take seconds on a loaded machine.
         func until(_ what: String, _ step: () async throws -> Bool) async throws {
-            let deadline = ContinuousClock.now + .seconds(30)
+            let limit = Duration.seconds(60)
+            let deadline = ContinuousClock.now + limit
             while ContinuousClock.now < deadline {
                 if try await step() { return }
                 try await Task.sleep(for: .milliseconds(50))
             }
-            throw WaitTimedOut(what, timeout: .seconds(30))
+            throw WaitTimedOut(
+                what, timeout: limit,
+                detail: "\(seen.count) of \(pushed.count) records seen; pages from the replica \(served.server.metrics.pages(from: "replica")), "
+                    + "from the primary \(served.server.metrics.pages(from: "primary"))")
         }
 
         // Keeping up: pages come from the replica.
@@ -113,7 +134,7 @@ struct ReadReplicaTests {
         try await tail()
         #expect(seen.count == 10, "every commit while the replica lags, answered by the primary")
         #expect(served.server.metrics.pages(from: "primary") > primaryPages)
-        try await stream.wait("the stream got the commits made while the replica lags", timeout: .seconds(30)) { _ in
+        try await stream.wait("the stream got the commits made while the replica lags") { _ in
             try stream.changes().count == 6
         }
 
@@ -125,16 +146,21 @@ struct ReadReplicaTests {
         }
         try replica.run("SELECT pg_wal_replay_resume()", on: replicaLocation)
         let before = served.server.metrics.pages(from: "replica")
-        try await until("the replica caught up and serves again") {
+        // Done when every record arrived and a page came from the replica
+        // again: a commit of the other server may reach this one's notice
+        // (and the replica) after the replica served its first page.
+        try await until("the replica caught up, serves again and every record arrived") {
             try await tail()
-            return served.server.metrics.pages(from: "replica") > before
+            return seen.count == pushed.count && served.server.metrics.pages(from: "replica") > before
         }
-        print("ReadReplica: \(pushed.count) records; pages from the replica \(served.server.metrics.pages(from: "replica")), from the primary while it lagged \(served.server.metrics.pages(from: "primary"))")
+        print("ReadReplica: primary and replica started in \(replica.startedIn); \(pushed.count) records; pages from the replica \(served.server.metrics.pages(from: "replica")), from the primary while it lagged \(served.server.metrics.pages(from: "primary"))")
         #expect(seen == pushed, "every record exactly once at its version")
         // The stream's last events may still be on their way in a loaded run.
         let expected = pushed.count - 4
         try await stream.wait("the stream delivered \(expected) changes") { _ in try stream.changes().count >= expected }
         #expect(try stream.changes().count == expected)
         stream.close()
+        // The clusters stop only after the servers on them are done.
+        withExtendedLifetime((replica, primary, served)) {}
     }
 }

@@ -27,23 +27,23 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible, Sendable {
     /// running in the same database, so a test that holds one open on
     /// purpose would hold back every other test's feed, and a test that
     /// reads the feed without waiting would see pages cut short by another
-    /// test's writes.
+    /// test's writes. `cluster`: another PostgreSQL cluster's URL than the test cluster's.
     func makeDatabase(
-        in directory: TemporaryDirectory, timeouts: DatabaseTimeouts = .sharedTestDatabase
+        in directory: TemporaryDirectory, timeouts: DatabaseTimeouts = .sharedTestDatabase, cluster: String? = nil
     ) throws -> (database: any ServerDatabase, location: String) {
         switch self {
         case .sqlite:
             let path = directory.path("server.sqlite")
             return (try SQLiteServerDatabase(path: path), path)
         case .postgres:
-            let location = try Self.makePostgresDatabase()
+            let location = try Self.makePostgresDatabase(in: cluster)
             return (try PostgresDatabase(url: location, poolSize: 4, timeouts: timeouts), location)
         }
     }
 
-    /// Creates an empty database in the test cluster; returns its URL.
-    static func makePostgresDatabase() throws -> String {
-        let base = try #require(postgresURL)
+    /// Creates an empty database in the test cluster (or in `cluster`); returns its URL.
+    static func makePostgresDatabase(in cluster: String? = nil) throws -> String {
+        let base = try #require(cluster ?? postgresURL)
         let name = "t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
         // CREATE DATABASE cannot run inside a transaction, so not through
         // PostgresDatabase.write.
@@ -89,7 +89,7 @@ final class LiveServer: @unchecked Sendable {
 
     init(
         _ backend: Backend, config: ServerConfig? = nil, clock: ManualWallClock = ManualWallClock(Date()),
-        databaseTimeouts: DatabaseTimeouts = .sharedTestDatabase, log: HTTPServer.Log? = nil,
+        databaseTimeouts: DatabaseTimeouts = .sharedTestDatabase, cluster: String? = nil, log: HTTPServer.Log? = nil,
         prepare: ((_ database: any ServerDatabase) throws -> Void)? = nil
     ) throws {
         var config = try config ?? ServerConfig()
@@ -102,7 +102,7 @@ final class LiveServer: @unchecked Sendable {
                 total: config.connections.total, perAddress: config.connections.perAddress, idleTimeoutSeconds: 60)
         }
         directory = try TemporaryDirectory(prefix: "outpost-server")
-        (database, location) = try backend.makeDatabase(in: directory, timeouts: databaseTimeouts)
+        (database, location) = try backend.makeDatabase(in: directory, timeouts: databaseTimeouts, cluster: cluster)
         // The app's own tables, made before the server that maps them starts.
         try prepare?(database)
         self.clock = clock
