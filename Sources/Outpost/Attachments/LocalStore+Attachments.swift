@@ -167,7 +167,9 @@ extension LocalStore {
         attachments.folder.verify(attachment.sha256, size: attachment.size)
     }
 
-    package func noteUploadStarted(_ attachment: AttachedFile) throws {
+    /// An upload stopped before the server held the whole: the next one asks
+    /// the server where it stands before sending.
+    package func noteUploadInterrupted(_ attachment: AttachedFile) throws {
         try translatingStorageErrors { try attachments.noteAttempt(attachment.sha256) }
     }
 

@@ -110,10 +110,25 @@ extension SyncEngine {
     /// Uploads one attachment from where the server stands. True when the
     /// server holds it whole; false when the cycle's time ran out first or a
     /// refusal that may pass later was counted.
+    ///
+    /// An upload that stops short is noted afterwards, so the next one asks
+    /// the server first; a whole upload writes nothing before it (a commit
+    /// per photo). After a crash mid-upload, the server's `409` with
+    /// `Upload-Offset` says where to go on from instead.
     private func upload(_ upload: AttachmentUpload, until deadline: Duration) async throws -> Bool {
+        do {
+            let whole = try await send(upload, until: deadline)
+            if !whole { try? await store.noteUploadInterrupted(upload.attachment) }
+            return whole
+        } catch {
+            try? await store.noteUploadInterrupted(upload.attachment)
+            throw error
+        }
+    }
+
+    private func send(_ upload: AttachmentUpload, until deadline: Duration) async throws -> Bool {
         let attachment = upload.attachment
         var offset: Int64 = 0
-        try await store.noteUploadStarted(attachment)
         if upload.attempts > 0 || upload.knownOffset > 0 {
             // An earlier try was cut: the server says how much it kept, so no
             // byte it holds is sent again.
