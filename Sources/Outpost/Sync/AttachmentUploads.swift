@@ -173,7 +173,8 @@ extension SyncEngine {
             }
             attachmentUploads.pieceAnswered(bytes: count, took: clock.now() - started, requestTimeout: options.requestTimeout)
             let received = answer.headers["upload-offset"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
-            let code = (try? WireCoding.decode(ErrorBody.self, from: answer.body))?.code
+            // Only a refusal has an error body to read (decoding a 200's cost more than its head).
+            let code = answer.status == 200 ? nil : (try? WireCoding.decode(ErrorBody.self, from: answer.body))?.code
             switch answer.status {
             case 200:
                 let now = received ?? (offset + Int64(count))

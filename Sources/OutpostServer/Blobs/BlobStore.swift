@@ -221,6 +221,29 @@ final class BlobStore: Sendable {
         }
     }
 
+    /// The last bytes of an upload written by ``write(_:at:_:)`` and the
+    /// whole checked: the file synced and renamed into place (its folder
+    /// synced), then the blob marked complete and `owner` recorded in one
+    /// commit. Beside a SQLite database only.
+    func complete(written sha: String, owner: String, now: String) throws {
+        guard let folder else { return }
+        let part = folder + "/" + sha + ".part"
+        do {
+            try DurableFiles.syncFile(atPath: part)
+            try DurableFiles.rename(part, to: folder + "/" + sha)
+        } catch {
+            throw DatabaseError(kind: .transient, message: "\(error)")
+        }
+        _ = try database.write { sql in
+            try sql.execute(
+                "UPDATE blobs SET received = size, complete = 1, completed_at = ?, touched_at = ? WHERE sha256 = ?",
+                [.text(now), .text(now), .text(sha)])
+            try sql.execute(
+                "INSERT INTO blob_owners (sha256, user_id) VALUES (?, ?) ON CONFLICT (sha256, user_id) DO NOTHING",
+                [.text(sha), .text(owner)])
+        }
+    }
+
     /// Whether `user` uploaded the blob (every byte of it, or a piece of an
     /// upload that completed): who may read it by its hash alone.
     func isOwner(_ sha: String, _ user: String) throws -> Bool {

@@ -271,6 +271,20 @@ final class BlobUpload: @unchecked Sendable {
                 try store.addOwner(sha, user)
                 return answer(received: size, complete: true)
             case .store:
+                writeOut()
+                if store.folder != nil, failure == nil, written == size {
+                    // The last bytes came in this request: checked first, then
+                    // synced and marked complete at once (no `received` step between).
+                    guard try store.matches(sha, size: size) else {
+                        try store.drop(sha)
+                        return refused(
+                            APIError(.hashMismatch, "The uploaded bytes do not hash to the blob's name; the upload was dropped."))
+                    }
+                    try store.complete(written: sha, owner: user, now: ServerTimestamp(clock.now()).rawValue)
+                    metrics?.blobBytesReceived(Int(written - offset))
+                    offset = written
+                    return answer(received: size, complete: true)
+                }
                 guard flush() else { return answerFinished() }
                 // An upload that stored bytes was recorded as an owner with them.
                 if offset == start { try store.addOwner(sha, user) }
