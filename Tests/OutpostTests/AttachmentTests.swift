@@ -169,6 +169,27 @@ struct AttachmentTests {
         #expect(try await tablet.store.attachmentState(same) == .onDevice)
     }
 
+    /// Photos uploaded in quick succession are marked in the store together;
+    /// none is left unmarked when the sync ends, and the status says so.
+    @Test func photosUploadedInQuickSuccessionAreAllMarkedBeforeTheSyncEnds() async throws {
+        let harness = try SyncHarness()
+        let field = try harness.device("u-1")
+        var photos: [OutpostCore.AttachedFile] = []
+        for index in 0..<12 {
+            let photo = try await field.store.attach(photoBytes(40_000, seed: UInt64(100 + index)), contentType: "image/jpeg")
+            _ = try await captureVisit(field, photo: photo, notes: "visit \(index)")
+            photos.append(photo)
+        }
+        let report = try await field.engine.sync()
+        #expect(report.failure == nil && report.attachmentsUploaded == 12, "\(report)")
+        for photo in photos { #expect(try await field.store.attachmentState(photo) == .onDevice) }
+        #expect(try await field.store.attachmentSummary().waiting == 0)
+        #expect(await field.engine.currentStatus.attachments.waiting == 0, "the status was published after the last mark")
+        #expect(try harness.serverRecords("visits").count == 12, "every visit released by its photo was pushed")
+        let puts = field.network.delivered.filter { $0.method == "PUT" }
+        #expect(puts.count == 12, "each photo sent once: \(puts.count)")
+    }
+
     @Test func missingAttachmentUploadsAgainAndResendsTheChange() async throws {
         let harness = try SyncHarness()
         let field = try harness.device("u-1")

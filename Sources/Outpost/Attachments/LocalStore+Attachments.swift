@@ -182,6 +182,16 @@ extension LocalStore {
         try translatingStorageErrors { try attachments.markUploaded(attachment.sha256) }
     }
 
+    /// Several blobs the server holds whole, in one commit (one sync for a
+    /// run of photos uploaded in quick succession).
+    package func markUploaded(_ uploaded: [AttachedFile]) throws {
+        guard !uploaded.isEmpty else { return }
+        try checkOpen()
+        try translatingStorageErrors {
+            try connection.transaction { for attachment in uploaded { try attachments.markUploaded(attachment.sha256) } }
+        }
+    }
+
     /// A refusal that may pass if tried again; true once the budget is spent
     /// and the upload failed for good.
     package func countUploadFailure(_ attachment: AttachedFile, reason: String, budget: Int) throws -> Bool {

@@ -46,8 +46,17 @@ struct UploadRefusal: Error {
 }
 
 extension SyncEngine {
+    /// How long completed uploads may wait to be marked in the store: on a
+    /// fast link a commit (a sync of the store) per photo left the server
+    /// idle longer than a photo took to send; on a slow one every photo is
+    /// marked as it completes.
+    static let uploadMarkInterval: Duration = .milliseconds(250)
+
     /// Uploads what is due, a few at once (``SyncOptions/attachmentUploadsAtOnce``);
-    /// true when at least one upload completed.
+    /// true when at least one upload completed. Completed uploads are marked
+    /// in the store together, at least every ``uploadMarkInterval`` and
+    /// before the phase ends; a crash before that sends them again, and the
+    /// server, holding them whole, stores nothing of it.
     func uploadPhase(_ generation: UInt64, _ report: inout SyncReport) async throws -> Bool {
         var pending = try await store.attachmentUploadsDue()[...]
         guard !pending.isEmpty else { return false }
@@ -56,6 +65,8 @@ extension SyncEngine {
         var completed = false
         var failure: (any Error)?
         var rejected: [RejectedChange] = []
+        var unmarked: [AttachedFile] = []
+        var lastMarked = clock.now()
         defer { statusPublisher.send(.uploadingAttachments(false)) }
         statusPublisher.send(.uploadingAttachments(true))
         await withTaskGroup(of: (AttachmentUpload, Result<Bool, any Error>).self) { group in
@@ -74,6 +85,7 @@ extension SyncEngine {
                 case .success(true):
                     completed = true
                     report.attachmentsUploaded += 1
+                    unmarked.append(upload.attachment)
                 case .success(false):
                     // Stopped at the cycle's upload time (or a refusal was
                     // counted): a follow-up cycle goes on from the offset.
@@ -89,7 +101,16 @@ extension SyncEngine {
                     // "Not now" (or the store failed): no new upload starts; those running end.
                     failure = failure ?? error
                 }
-                await publishAttachmentProgress()
+                if !unmarked.isEmpty, pending.isEmpty || clock.now() - lastMarked >= Self.uploadMarkInterval {
+                    do {
+                        try await store.markUploaded(unmarked)
+                        unmarked.removeAll()
+                    } catch {
+                        failure = failure ?? error
+                    }
+                    lastMarked = clock.now()
+                }
+                if unmarked.isEmpty { await publishAttachmentProgress() }
                 guard failure == nil, schedule.isCurrent(generation), !pending.isEmpty else { continue }
                 guard clock.now() < deadline else {
                     // The rest goes in the next cycle: the pull is not held back.
@@ -100,6 +121,14 @@ extension SyncEngine {
                 start(pending.removeFirst())
             }
         }
+        if !unmarked.isEmpty {
+            do {
+                try await store.markUploaded(unmarked)
+            } catch {
+                failure = failure ?? error
+            }
+            await publishAttachmentProgress()
+        }
         report.rejected += rejected
         report.attachmentBytesSent += attachmentUploads.bytesSent - sentBefore
         guard schedule.isCurrent(generation) else { throw StaleGeneration() }
@@ -108,7 +137,7 @@ extension SyncEngine {
     }
 
     /// Uploads one attachment from where the server stands. True when the
-    /// server holds it whole; false when the cycle's time ran out first or a
+    /// server holds it whole (the caller marks it in the store); false when the cycle's time ran out first or a
     /// refusal that may pass later was counted.
     ///
     /// An upload that stops short is noted afterwards, so the next one asks
@@ -135,7 +164,6 @@ extension SyncEngine {
             let head = try await blobExchange { try await $0.blobHead(attachment.sha256) }
             switch head.status {
             case 200:
-                try await store.markUploaded(attachment)
                 return true
             case 404:
                 offset = head.headers["upload-offset"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } ?? 0
@@ -178,10 +206,7 @@ extension SyncEngine {
             switch answer.status {
             case 200:
                 let now = received ?? (offset + Int64(count))
-                if now >= attachment.size {
-                    try await store.markUploaded(attachment)
-                    return true
-                }
+                if now >= attachment.size { return true }
                 offset = now
                 try await store.noteUploadProgress(attachment, bytes: offset)
                 await publishAttachmentProgress()
