@@ -42,7 +42,7 @@ enum AttachmentBench {
                 let answer = try await transport.send(
                     TransportRequest(
                         method: "PUT", target: "/v1/blobs/\(sha)",
-                        headers: ["Authorization": "Bearer \(rawToken)", "Content-Type": "image/jpeg", "Connection": "close"], body: data,
+                        headers: ["Authorization": "Bearer \(rawToken)", "Content-Type": "image/jpeg"], body: data,
                         timeout: 60))
                 guard answer.status == 200 else { throw CommandFailure("a raw transport PUT was answered \(answer.status)") }
             }
@@ -81,7 +81,7 @@ enum AttachmentBench {
             "The engine's sync also pushes the \(photos) visits that name the photos; attaching (copy and hash into the store) is counted apart.",
             "Floor: curl just before the engine and just after (curl_before/after_mb_per_s), each to a new server like the engine's; curl_seconds is their mean.",
             "cpu_seconds: this process's CPU and curl's (server included) over the upload: what the load on a shared machine does not move.",
-            "transport_put: the same files PUT whole through the platform's transport alone (CurlTransport on Linux; files read beforehand), one connection each: the transport's own cost.",
+            "transport_put: the same files PUT whole through the platform's transport alone (CurlTransport on Linux; files read beforehand), as the engine sends them: the transport's own cost.",
         ]
 
         // Through a proxy that cuts the upload every 5 MB.
