@@ -109,13 +109,11 @@ final class CurlExchange: @unchecked Sendable {
             _ = outpost_curl_set_size(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(body.count))
             // An attachment's piece, on a kept-alive connection: a new one
             // per piece (and the server closing it) cost a third of the
-            // upload's speed on loopback. When a reused connection turns
-            // out dead, libcurl sends the piece again on a new one from its
-            // first byte (the seek callback), with the same Content-Range:
-            // if the server kept bytes of it meanwhile, its 409 says where
-            // to go on from.
-            _ = outpost_curl_set_seek_callback(handle, curlRewind)
-            _ = outpost_curl_set_pointer(handle, CURLOPT_SEEKDATA, context)
+            // upload's speed on loopback. No seek callback: libcurl cannot
+            // send a piece again by itself on a new connection when a reused
+            // one died under it (the server may not yet have kept what the
+            // dead one carried, and would store it twice); the transfer
+            // fails and the engine asks the server where the upload stands.
             _ = outpost_curl_set_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
         default:
             if request.method != "POST" { _ = outpost_curl_set_string(handle, CURLOPT_CUSTOMREQUEST, request.method) }
