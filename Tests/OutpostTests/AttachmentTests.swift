@@ -137,6 +137,59 @@ struct AttachmentTests {
         #expect(field.network.delivered.contains { $0.method == "HEAD" }, "the resumed upload asked where the server stood")
     }
 
+    /// A whole upload notes nothing before it goes, so an upload the device
+    /// never heard of (a crash mid-body, or another device of the same
+    /// person) starts from 0: the server's 409 says where to go on from.
+    @Test func anUploadNobodyNotedGoesOnFromTheServersOffsetAndStoresEachByteOnce() async throws {
+        let harness = try SyncHarness()
+        var options = SyncOptions()
+        options.periodicInterval = nil
+        options.liveUpdates = false
+        options.reconnectJitter = .zero
+        let phone = try harness.device("u-1", name: "phone", options: options)
+        let bytes = photoBytes(6_000_000, seed: 4)
+        let photo = try await phone.store.attach(bytes, contentType: "image/jpeg")
+        _ = try await captureVisit(phone, photo: photo)
+        phone.network.inject(.dropResponse) { $0.method == "PUT" }
+        await #expect(throws: SyncFailure.noAnswer) { try await phone.engine.sync() }
+        let held = try #require(try harness.serverBlob(photo.sha256)).received
+        #expect(held > 0 && held < 6_000_000)
+
+        let tablet = try harness.device("u-1", name: "tablet", options: options)
+        let same = try await tablet.store.attach(bytes, contentType: "image/jpeg")
+        _ = try await captureVisit(tablet, photo: same)
+        let report = try await tablet.engine.sync()
+        #expect(report.failure == nil && report.attachmentsUploaded == 1, "\(report)")
+        #expect(try harness.serverBlob(photo.sha256)?.complete == true)
+        let puts = tablet.network.delivered.filter { $0.method == "PUT" }
+        let starts = puts.compactMap { $0.headers["Content-Range"] }.compactMap { Int64($0.dropFirst(6).split(separator: "-")[0]) }
+        #expect(starts.first == 0 && starts.dropFirst().first == held, "refused at 0, then from the server's offset: \(starts)")
+        #expect(!tablet.network.delivered.contains { $0.method == "HEAD" }, "nothing noted: no question first")
+        #expect(harness.server.metrics.blobBytesReceivedTotal == 6_000_000, "every byte stored once")
+        #expect(try await tablet.store.attachmentState(same) == .onDevice)
+    }
+
+    /// Photos uploaded in quick succession are marked in the store together;
+    /// none is left unmarked when the sync ends, and the status says so.
+    @Test func photosUploadedInQuickSuccessionAreAllMarkedBeforeTheSyncEnds() async throws {
+        let harness = try SyncHarness()
+        let field = try harness.device("u-1")
+        var photos: [OutpostCore.AttachedFile] = []
+        for index in 0..<12 {
+            let photo = try await field.store.attach(photoBytes(40_000, seed: UInt64(100 + index)), contentType: "image/jpeg")
+            _ = try await captureVisit(field, photo: photo, notes: "visit \(index)")
+            photos.append(photo)
+        }
+        let report = try await field.engine.sync()
+        #expect(report.failure == nil && report.attachmentsUploaded == 12, "\(report)")
+        for photo in photos { #expect(try await field.store.attachmentState(photo) == .onDevice) }
+        #expect(try await field.store.attachmentSummary().waiting == 0)
+        #expect(await field.engine.currentStatus.attachments.waiting == 0, "the status was published after the last mark")
+        #expect(try harness.serverRecords("visits").count == 12, "every visit released by its photo was pushed")
+        let puts = field.network.delivered.filter { $0.method == "PUT" }
+        #expect(puts.count == 12, "each photo sent once: \(puts.count)")
+    }
+
     @Test func missingAttachmentUploadsAgainAndResendsTheChange() async throws {
         let harness = try SyncHarness()
         let field = try harness.device("u-1")

@@ -167,7 +167,9 @@ extension LocalStore {
         attachments.folder.verify(attachment.sha256, size: attachment.size)
     }
 
-    package func noteUploadStarted(_ attachment: AttachedFile) throws {
+    /// An upload stopped before the server held the whole: the next one asks
+    /// the server where it stands before sending.
+    package func noteUploadInterrupted(_ attachment: AttachedFile) throws {
         try translatingStorageErrors { try attachments.noteAttempt(attachment.sha256) }
     }
 
@@ -178,6 +180,16 @@ extension LocalStore {
     /// The server holds the whole blob: changes naming it may go.
     package func markUploaded(_ attachment: AttachedFile) throws {
         try translatingStorageErrors { try attachments.markUploaded(attachment.sha256) }
+    }
+
+    /// Several blobs the server holds whole, in one commit (one sync for a
+    /// run of photos uploaded in quick succession).
+    package func markUploaded(_ uploaded: [AttachedFile]) throws {
+        guard !uploaded.isEmpty else { return }
+        try checkOpen()
+        try translatingStorageErrors {
+            try connection.transaction { for attachment in uploaded { try attachments.markUploaded(attachment.sha256) } }
+        }
     }
 
     /// A refusal that may pass if tried again; true once the budget is spent

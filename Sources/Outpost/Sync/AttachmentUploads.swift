@@ -46,8 +46,17 @@ struct UploadRefusal: Error {
 }
 
 extension SyncEngine {
+    /// How long completed uploads may wait to be marked in the store: on a
+    /// fast link a commit (a sync of the store) per photo left the server
+    /// idle longer than a photo took to send; on a slow one every photo is
+    /// marked as it completes.
+    static let uploadMarkInterval: Duration = .milliseconds(250)
+
     /// Uploads what is due, a few at once (``SyncOptions/attachmentUploadsAtOnce``);
-    /// true when at least one upload completed.
+    /// true when at least one upload completed. Completed uploads are marked
+    /// in the store together, at least every ``uploadMarkInterval`` and
+    /// before the phase ends; a crash before that sends them again, and the
+    /// server, holding them whole, stores nothing of it.
     func uploadPhase(_ generation: UInt64, _ report: inout SyncReport) async throws -> Bool {
         var pending = try await store.attachmentUploadsDue()[...]
         guard !pending.isEmpty else { return false }
@@ -56,6 +65,8 @@ extension SyncEngine {
         var completed = false
         var failure: (any Error)?
         var rejected: [RejectedChange] = []
+        var unmarked: [AttachedFile] = []
+        var lastMarked = clock.now()
         defer { statusPublisher.send(.uploadingAttachments(false)) }
         statusPublisher.send(.uploadingAttachments(true))
         await withTaskGroup(of: (AttachmentUpload, Result<Bool, any Error>).self) { group in
@@ -74,6 +85,7 @@ extension SyncEngine {
                 case .success(true):
                     completed = true
                     report.attachmentsUploaded += 1
+                    unmarked.append(upload.attachment)
                 case .success(false):
                     // Stopped at the cycle's upload time (or a refusal was
                     // counted): a follow-up cycle goes on from the offset.
@@ -89,7 +101,16 @@ extension SyncEngine {
                     // "Not now" (or the store failed): no new upload starts; those running end.
                     failure = failure ?? error
                 }
-                await publishAttachmentProgress()
+                if !unmarked.isEmpty, pending.isEmpty || clock.now() - lastMarked >= Self.uploadMarkInterval {
+                    do {
+                        try await store.markUploaded(unmarked)
+                        unmarked.removeAll()
+                    } catch {
+                        failure = failure ?? error
+                    }
+                    lastMarked = clock.now()
+                }
+                if unmarked.isEmpty { await publishAttachmentProgress() }
                 guard failure == nil, schedule.isCurrent(generation), !pending.isEmpty else { continue }
                 guard clock.now() < deadline else {
                     // The rest goes in the next cycle: the pull is not held back.
@@ -100,6 +121,14 @@ extension SyncEngine {
                 start(pending.removeFirst())
             }
         }
+        if !unmarked.isEmpty {
+            do {
+                try await store.markUploaded(unmarked)
+            } catch {
+                failure = failure ?? error
+            }
+            await publishAttachmentProgress()
+        }
         report.rejected += rejected
         report.attachmentBytesSent += attachmentUploads.bytesSent - sentBefore
         guard schedule.isCurrent(generation) else { throw StaleGeneration() }
@@ -108,19 +137,33 @@ extension SyncEngine {
     }
 
     /// Uploads one attachment from where the server stands. True when the
-    /// server holds it whole; false when the cycle's time ran out first or a
+    /// server holds it whole (the caller marks it in the store); false when the cycle's time ran out first or a
     /// refusal that may pass later was counted.
+    ///
+    /// An upload that stops short is noted afterwards, so the next one asks
+    /// the server first; a whole upload writes nothing before it (a commit
+    /// per photo). After a crash mid-upload, the server's `409` with
+    /// `Upload-Offset` says where to go on from instead.
     private func upload(_ upload: AttachmentUpload, until deadline: Duration) async throws -> Bool {
+        do {
+            let whole = try await send(upload, until: deadline)
+            if !whole { try? await store.noteUploadInterrupted(upload.attachment) }
+            return whole
+        } catch {
+            try? await store.noteUploadInterrupted(upload.attachment)
+            throw error
+        }
+    }
+
+    private func send(_ upload: AttachmentUpload, until deadline: Duration) async throws -> Bool {
         let attachment = upload.attachment
         var offset: Int64 = 0
-        try await store.noteUploadStarted(attachment)
         if upload.attempts > 0 || upload.knownOffset > 0 {
             // An earlier try was cut: the server says how much it kept, so no
             // byte it holds is sent again.
             let head = try await blobExchange { try await $0.blobHead(attachment.sha256) }
             switch head.status {
             case 200:
-                try await store.markUploaded(attachment)
                 return true
             case 404:
                 offset = head.headers["upload-offset"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) } ?? 0
@@ -158,14 +201,12 @@ extension SyncEngine {
             }
             attachmentUploads.pieceAnswered(bytes: count, took: clock.now() - started, requestTimeout: options.requestTimeout)
             let received = answer.headers["upload-offset"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
-            let code = (try? WireCoding.decode(ErrorBody.self, from: answer.body))?.code
+            // Only a refusal has an error body to read (decoding a 200's cost more than its head).
+            let code = answer.status == 200 ? nil : (try? WireCoding.decode(ErrorBody.self, from: answer.body))?.code
             switch answer.status {
             case 200:
                 let now = received ?? (offset + Int64(count))
-                if now >= attachment.size {
-                    try await store.markUploaded(attachment)
-                    return true
-                }
+                if now >= attachment.size { return true }
                 offset = now
                 try await store.noteUploadProgress(attachment, bytes: offset)
                 await publishAttachmentProgress()

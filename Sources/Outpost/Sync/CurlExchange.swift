@@ -107,12 +107,13 @@ final class CurlExchange: @unchecked Sendable {
         case "PUT":
             _ = outpost_curl_set_long(handle, CURLOPT_UPLOAD, 1)
             _ = outpost_curl_set_size(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(body.count))
-            // An attachment's piece: on a connection of its own, so it is
-            // never the request curl sends again on a fresh connection when
-            // a reused one died mid-body (and with no seek callback it
-            // could not: it fails instead, and the engine asks the server
-            // where the upload stands).
-            _ = outpost_curl_set_long(handle, CURLOPT_FRESH_CONNECT, 1)
+            // An attachment's piece, on a kept-alive connection: a new one
+            // per piece (and the server closing it) cost a third of the
+            // upload's speed on loopback. No seek callback: libcurl cannot
+            // send a piece again by itself on a new connection when a reused
+            // one died under it (the server may not yet have kept what the
+            // dead one carried, and would store it twice); the transfer
+            // fails and the engine asks the server where the upload stands.
             _ = outpost_curl_set_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, 512 * 1024)
         default:
             if request.method != "POST" { _ = outpost_curl_set_string(handle, CURLOPT_CUSTOMREQUEST, request.method) }

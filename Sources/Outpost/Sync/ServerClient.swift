@@ -122,8 +122,6 @@ struct ServerClient: Sendable {
     func blobPut(_ attachment: AttachedFile, offset: Int64, bytes: Data, timeout: TimeInterval) async throws -> TransportResponse {
         var headers = headers(accept: "application/json")
         headers["Content-Type"] = attachment.contentType
-        // Each piece on a connection of its own (see URLSessionTransport.send).
-        headers["Connection"] = "close"
         if !bytes.isEmpty {
             headers["Content-Range"] = "bytes \(offset)-\(offset + Int64(bytes.count) - 1)/\(attachment.size)"
         }

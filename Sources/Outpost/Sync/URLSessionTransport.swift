@@ -73,6 +73,8 @@ public final class URLSessionTransport: SyncTransport {
         // (Foundation on Apple platforms, libcurl in FoundationNetworking).
         urlRequest.setValue(Self.acceptEncoding, forHTTPHeaderField: "Accept-Encoding")
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        // An attachment's piece on a connection of its own (see ``send(_:)``).
+        if request.method == "PUT" { urlRequest.setValue("close", forHTTPHeaderField: "Connection") }
         urlRequest.httpBody = request.body
         return urlRequest
     }

@@ -24,11 +24,14 @@ struct BlobState: Sendable, Equatable {
 /// piece is stored, and only from where it was (compare and set), so two
 /// uploads of one blob at once cannot interleave.
 ///
-/// Nothing is answered for before it is durable: a piece's bytes are synced
-/// (and, for a new file, the folder naming it) before `received` moves, and
+/// Nothing is answered for before it is durable: bytes are synced (and, for
+/// a new file, the folder naming it) before `received` moves over them, and
 /// a complete file is renamed into place and its folder synced before the
 /// blob is marked complete. A power loss then never leaves a blob called
-/// complete, or bytes called received, that the disk does not hold.
+/// complete, or bytes called received, that the disk does not hold. Beside
+/// a SQLite database an upload writes its pieces unsynced and moves
+/// `received` over many at once (``write(_:at:_:)``, ``commit(_:from:to:owner:now:)``):
+/// one sync per request or per ``syncBytes`` rather than one per piece.
 final class BlobStore: Sendable {
     let database: any ServerDatabase
     /// The folder of blob files (SQLite); nil on PostgreSQL.
@@ -43,6 +46,11 @@ final class BlobStore: Sendable {
     /// The largest piece kept in memory before it is stored (and the most a
     /// cut connection loses of an upload).
     static let pieceBytes = 256 * 1024
+
+    /// Beside a SQLite database, the most an upload writes before it syncs
+    /// and moves `received`: what a server crash (not a cut) may make a
+    /// client send again, at most one of its largest pieces.
+    static let syncBytes = 8 << 20
 
     static func isName(_ text: String) -> Bool { AttachedFile.isBlobName(text) }
 
@@ -72,34 +80,15 @@ final class BlobStore: Sendable {
         }
     }
 
-    /// Stores `bytes` at `offset`, which must be where the held bytes end;
-    /// false when another upload moved it meanwhile (nothing is changed).
-    func append(_ sha: String, at offset: Int64, _ bytes: [UInt8], now: String) throws -> Bool {
+    /// Stores `bytes` at `offset`, which must be where the held bytes end,
+    /// and records `owner` as an uploader; false when another upload moved
+    /// it meanwhile (nothing is changed).
+    func append(_ sha: String, at offset: Int64, _ bytes: [UInt8], owner: String, now: String) throws -> Bool {
         guard !bytes.isEmpty else { return true }
-        if let folder {
+        if folder != nil {
             // The bytes first, then the mark: bytes past `received` are never read.
-            let path = folder + "/" + sha + ".part"
-            let fd = open(path, O_WRONLY | O_CREAT, 0o600)
-            guard fd >= 0 else { throw DatabaseError(kind: .transient, message: "cannot open \(path): \(String(cString: strerror(errno)))") }
-            defer { close(fd) }
-            var written = 0
-            while written < bytes.count {
-                let count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written)) }
-                guard count > 0 else { throw DatabaseError(kind: .transient, message: "cannot write \(path): \(String(cString: strerror(errno)))") }
-                written += count
-            }
-            do {
-                try DurableFiles.sync(descriptor: fd, path: path)
-                // The first piece made the file: its name must survive too.
-                if offset == 0 { try DurableFiles.syncDirectory(folder) }
-            } catch {
-                throw DatabaseError(kind: .transient, message: "\(error)")
-            }
-            return try database.write { sql in
-                try sql.execute(
-                    "UPDATE blobs SET received = ?, touched_at = ? WHERE sha256 = ? AND received = ? AND complete = 0",
-                    [.integer(offset + Int64(bytes.count)), .text(now), .text(sha), .integer(offset)]) == 1
-            }
+            try write(sha, at: offset, bytes)
+            return try commit(sha, from: offset, to: offset + Int64(bytes.count), owner: owner, now: now)
         }
         return try database.write { sql in
             guard
@@ -110,6 +99,53 @@ final class BlobStore: Sendable {
             try sql.execute(
                 "INSERT INTO blob_chunks (sha256, offset_bytes, data) VALUES (?, ?, decode(?, 'hex'))",
                 [.text(sha), .integer(offset), .text(SHA256.hex(bytes))])
+            try sql.execute(
+                "INSERT INTO blob_owners (sha256, user_id) VALUES (?, ?) ON CONFLICT (sha256, user_id) DO NOTHING",
+                [.text(sha), .text(owner)])
+            return true
+        }
+    }
+
+    /// Writes `bytes` at `offset` of the blob's unfinished file, unsynced:
+    /// past `received`, they count for nothing until ``commit(_:from:to:owner:now:)``.
+    /// Beside a SQLite database only.
+    func write(_ sha: String, at offset: Int64, _ bytes: [UInt8]) throws {
+        guard let folder, !bytes.isEmpty else { return }
+        let path = folder + "/" + sha + ".part"
+        let fd = open(path, O_WRONLY | O_CREAT, 0o600)
+        guard fd >= 0 else { throw DatabaseError(kind: .transient, message: "cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + written, bytes.count - written, off_t(offset) + off_t(written)) }
+            guard count > 0 else { throw DatabaseError(kind: .transient, message: "cannot write \(path): \(String(cString: strerror(errno)))") }
+            written += count
+        }
+    }
+
+    /// Makes the bytes `from ..< to` written by ``write(_:at:_:)`` durable,
+    /// then moves `received` from `from` to `to` and records `owner` in one
+    /// transaction; false when another upload moved it meanwhile (nothing
+    /// is changed). Beside a SQLite database only.
+    func commit(_ sha: String, from: Int64, to: Int64, owner: String, now: String) throws -> Bool {
+        guard let folder, to > from else { return true }
+        let path = folder + "/" + sha + ".part"
+        do {
+            try DurableFiles.syncFile(atPath: path)
+            // The upload that made the file: its name must survive too.
+            if from == 0 { try DurableFiles.syncDirectory(folder) }
+        } catch {
+            throw DatabaseError(kind: .transient, message: "\(error)")
+        }
+        return try database.write { sql in
+            guard
+                try sql.execute(
+                    "UPDATE blobs SET received = ?, touched_at = ? WHERE sha256 = ? AND received = ? AND complete = 0",
+                    [.integer(to), .text(now), .text(sha), .integer(from)]) == 1
+            else { return false }
+            try sql.execute(
+                "INSERT INTO blob_owners (sha256, user_id) VALUES (?, ?) ON CONFLICT (sha256, user_id) DO NOTHING",
+                [.text(sha), .text(owner)])
             return true
         }
     }
@@ -182,6 +218,29 @@ final class BlobStore: Sendable {
         _ = try database.write { sql in
             try sql.execute(
                 "UPDATE blobs SET complete = 1, completed_at = ?, touched_at = ? WHERE sha256 = ?", [.text(now), .text(now), .text(sha)])
+        }
+    }
+
+    /// The last bytes of an upload written by ``write(_:at:_:)`` and the
+    /// whole checked: the file synced and renamed into place (its folder
+    /// synced), then the blob marked complete and `owner` recorded in one
+    /// commit. Beside a SQLite database only.
+    func complete(written sha: String, owner: String, now: String) throws {
+        guard let folder else { return }
+        let part = folder + "/" + sha + ".part"
+        do {
+            try DurableFiles.syncFile(atPath: part)
+            try DurableFiles.rename(part, to: folder + "/" + sha)
+        } catch {
+            throw DatabaseError(kind: .transient, message: "\(error)")
+        }
+        _ = try database.write { sql in
+            try sql.execute(
+                "UPDATE blobs SET received = size, complete = 1, completed_at = ?, touched_at = ? WHERE sha256 = ?",
+                [.text(now), .text(now), .text(sha)])
+            try sql.execute(
+                "INSERT INTO blob_owners (sha256, user_id) VALUES (?, ?) ON CONFLICT (sha256, user_id) DO NOTHING",
+                [.text(sha), .text(owner)])
         }
     }
 

@@ -44,12 +44,15 @@ final class BlobUpload: @unchecked Sendable {
     private let declared: Int64
     private let clock: any WallClock
     private var mode: Mode
+    /// Where `received` stands: this upload's bytes before it are durable.
     private var offset: Int64
+    /// Where the bytes written to the blob's file end (beside a SQLite
+    /// database they are synced later, many pieces at once).
+    private var written: Int64
     private var buffer: [UInt8] = []
     private var seen: Int64 = 0
     private var failure: APIError?
     private var finished = false
-    private var owner = false
 
     private init(
         store: BlobStore, sha: String, user: String, size: Int64, start: Int64, declared: Int64, clock: any WallClock, mode: Mode
@@ -63,6 +66,7 @@ final class BlobUpload: @unchecked Sendable {
         self.clock = clock
         self.mode = mode
         self.offset = start
+        self.written = start
     }
 
     deinit {
@@ -166,32 +170,59 @@ final class BlobUpload: @unchecked Sendable {
             _ = EVP_DigestUpdate(context, bytes.baseAddress, bytes.count)
         case .store:
             buffer.append(contentsOf: bytes.bindMemory(to: UInt8.self))
-            if buffer.count >= BlobStore.pieceBytes { flush() }
+            if buffer.count >= BlobStore.pieceBytes { writeOut() }
         }
     }
 
-    /// Stores what is buffered; false when it could not be.
-    @discardableResult
-    private func flush() -> Bool {
-        guard case .store = mode, !buffer.isEmpty, failure == nil else { return failure == nil }
+    /// Hands what is buffered to the store: beside a SQLite database written
+    /// to the file and made durable once ``BlobStore/syncBytes`` wait for it
+    /// (a sync per piece cost more than receiving the piece); on PostgreSQL
+    /// stored and counted at once.
+    private func writeOut() {
+        guard case .store = mode, !buffer.isEmpty, failure == nil else { return }
         do {
-            guard try store.append(sha, at: offset, buffer, now: ServerTimestamp(clock.now()).rawValue) else {
+            if store.folder != nil {
+                try store.write(sha, at: written, buffer)
+                written += Int64(buffer.count)
+                buffer.removeAll(keepingCapacity: true)
+                if written - offset >= Int64(BlobStore.syncBytes) { commit() }
+                return
+            }
+            // Whoever stored bytes of it may ask where it stands (and read it once complete).
+            guard try store.append(sha, at: offset, buffer, owner: user, now: ServerTimestamp(clock.now()).rawValue) else {
                 failure = APIError(.uploadOffsetMismatch, "Another upload of this blob went ahead; ask where it stands.")
-                return false
+                return
             }
             offset += Int64(buffer.count)
+            written = offset
             metrics?.blobBytesReceived(buffer.count)
             buffer.removeAll(keepingCapacity: true)
-            // Whoever stored bytes of it may ask where it stands (and read it once complete).
-            if !owner {
-                try store.addOwner(sha, user)
-                owner = true
-            }
-            return true
         } catch {
             failure = APIError(.unavailable, "The blob could not be stored. Try again shortly.", retryAfter: 2)
-            return false
         }
+    }
+
+    /// Makes the written bytes durable and moves `received` over them.
+    private func commit() {
+        guard failure == nil, written > offset else { return }
+        do {
+            guard try store.commit(sha, from: offset, to: written, owner: user, now: ServerTimestamp(clock.now()).rawValue) else {
+                failure = APIError(.uploadOffsetMismatch, "Another upload of this blob went ahead; ask where it stands.")
+                return
+            }
+            metrics?.blobBytesReceived(Int(written - offset))
+            offset = written
+        } catch {
+            failure = APIError(.unavailable, "The blob could not be stored. Try again shortly.", retryAfter: 2)
+        }
+    }
+
+    /// Stores what arrived and makes it durable; false when it could not be.
+    @discardableResult
+    private func flush() -> Bool {
+        writeOut()
+        commit()
+        return failure == nil
     }
 
     /// The connection was cut before the body ended: keep what arrived.
@@ -240,8 +271,23 @@ final class BlobUpload: @unchecked Sendable {
                 try store.addOwner(sha, user)
                 return answer(received: size, complete: true)
             case .store:
+                writeOut()
+                if store.folder != nil, failure == nil, written == size {
+                    // The last bytes came in this request: checked first, then
+                    // synced and marked complete at once (no `received` step between).
+                    guard try store.matches(sha, size: size) else {
+                        try store.drop(sha)
+                        return refused(
+                            APIError(.hashMismatch, "The uploaded bytes do not hash to the blob's name; the upload was dropped."))
+                    }
+                    try store.complete(written: sha, owner: user, now: ServerTimestamp(clock.now()).rawValue)
+                    metrics?.blobBytesReceived(Int(written - offset))
+                    offset = written
+                    return answer(received: size, complete: true)
+                }
                 guard flush() else { return answerFinished() }
-                try store.addOwner(sha, user)
+                // An upload that stored bytes was recorded as an owner with them.
+                if offset == start { try store.addOwner(sha, user) }
                 guard offset == size else { return answer(received: offset, complete: false) }
                 guard try store.matches(sha, size: size) else {
                     try store.drop(sha)
