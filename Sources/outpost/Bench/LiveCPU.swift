@@ -53,8 +53,10 @@ struct LiveCPU {
 }
 
 /// The floor under a store's commit of a live page: one row committed
-/// into each of `files` SQLite files (WAL, synced as the stores sync), on
-/// two threads as two cores allow, with nothing else around it.
+/// into each of `files` SQLite files (WAL), on `threads` threads, with
+/// nothing else around it. Synced as the stores sync, the disk's flush
+/// is most of it and many threads overlap their flushes (the stores'
+/// queues do); unsynced, two threads are what two cores can commit.
 enum LiveCommitFloor {
     struct Figures {
         /// Wall time until every file committed its row, per round (ms).
@@ -63,23 +65,23 @@ enum LiveCommitFloor {
         var cpuMillisecondsPerCommit: Double
     }
 
-    static func measure(files: Int, rounds: Int) throws -> Figures {
+    static func measure(files: Int, rounds: Int, threads: Int, durability: Durability) throws -> Figures {
         let directory = try TemporaryDirectory(prefix: "outpost-bench-commit-floor")
         let files = Files(try (0..<files).map { index in
-            let connection = try SQLiteConnection(path: directory.path("f\(index).sqlite"))
+            let connection = try SQLiteConnection(path: directory.path("f\(index).sqlite"), durability: durability)
             try connection.execute("CREATE TABLE people (uuid TEXT PRIMARY KEY, data TEXT NOT NULL)")
             return connection
         })
         let connections = files.connections
-        let halves = [Array(connections.indices.filter { $0 % 2 == 0 }), Array(connections.indices.filter { $0 % 2 == 1 })]
+        let shares = (0..<threads).map { thread in Array(connections.indices.filter { $0 % threads == thread }) }
         let data = Bench.recordData(1)
         var walls: [Double] = []
         let cpuBefore = Bench.ownCPUSeconds()
         for _ in 0..<rounds {
             let failures = Locked(0)
             let started = DispatchTime.now().uptimeNanoseconds
-            DispatchQueue.concurrentPerform(iterations: halves.count) { half in
-                for index in halves[half] {
+            DispatchQueue.concurrentPerform(iterations: shares.count) { thread in
+                for index in shares[thread] {
                     let connection = files.connections[index]
                     do {
                         try connection.transaction {
@@ -99,7 +101,7 @@ enum LiveCommitFloor {
         return Figures(allCommittedMilliseconds: walls, cpuMillisecondsPerCommit: cpu * 1000 / Double(connections.count * rounds))
     }
 
-    /// The files' connections; each of the two threads uses only its half.
+    /// The files' connections; each thread uses only its share.
     private final class Files: @unchecked Sendable {
         let connections: [SQLiteConnection]
         init(_ connections: [SQLiteConnection]) { self.connections = connections }
