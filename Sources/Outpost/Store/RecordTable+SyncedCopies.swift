@@ -49,6 +49,19 @@ struct SyncedCopyWriter {
     /// Insert, or overwrite a synced row holding an older version; a row
     /// with local changes waiting (or a newer version) is left alone.
     private static func upsertSQL(_ collection: String, rows: Int) -> String {
+        // Built once per collection and size: a live page of one record
+        // makes a writer, and building the 64-row text cost more than
+        // writing the record.
+        let key = "\(rows) \(collection)"
+        if let known = upsertTexts.withLock({ $0[key] }) { return known }
+        let text = buildUpsertSQL(collection, rows: rows)
+        upsertTexts.withLock { $0[key] = text }
+        return text
+    }
+
+    private static let upsertTexts = Locked<[String: String]>([:])
+
+    private static func buildUpsertSQL(_ collection: String, rows: Int) -> String {
         let row = "(" + ControlColumn.allCases.map { pulledValue($0) }.joined(separator: ", ") + ")"
         return """
             INSERT INTO "\(collection)" (\(ControlColumn.selectList))

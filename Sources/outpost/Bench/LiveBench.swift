@@ -19,6 +19,8 @@ enum LiveBench {
         for count in deviceCounts {
             results.append(try await propagation(devices: count, rounds: rounds))
         }
+        // The floor matters at scale only (and keeps `--quick` short).
+        if let most = deviceCounts.max(), most >= 100 { results.append(try commitFloor(files: most, rounds: 10)) }
         if let most = deviceCounts.max() {
             results.append(try await delivery(sockets: most, rounds: rounds))
             results.append(try await propagationAmong(devices: most, observers: most >= 100 ? 10 : 2, rounds: rounds))
@@ -55,9 +57,17 @@ enum LiveBench {
         let (streaming, polling, secondsToGoLive) = await fleet.channels()
         let writer = try server.tokens.issue(user: "writer", role: .field, team: "t-1", ttl: nil)
         let client = UUID()
+        // What the live engines cost with nothing to receive (heartbeats,
+        // the stores' watch for other processes' commits).
+        try await Task.sleep(for: .seconds(1))
+        let idleFrom = LiveCPU.now()
+        try await Task.sleep(for: .seconds(2))
+        let idle = LiveCPU.now() - idleFrom
         var pushTimes: [Double] = []
         var propagation: [Double] = []
         var missed = 0
+        let roundsFrom = LiveCPU.now()
+        let roundsStarted = DispatchTime.now().uptimeNanoseconds
         for round in 0..<rounds {
             let uuid = UUID()
             let request = try pushRequest(base, token: writer, client: client, seq: Int64(round + 1), uuid: uuid)
@@ -70,6 +80,8 @@ enum LiveBench {
             propagation += times.map { Double(Int64($0) - Int64(answered)) / 1e6 }
             try await Task.sleep(for: .milliseconds(20))
         }
+        let busy = LiveCPU.now() - roundsFrom
+        let roundsSeconds = Double(DispatchTime.now().uptimeNanoseconds - roundsStarted) / 1e9
         await fleet.stop()
 
         var result = propagationResult(
@@ -80,8 +92,48 @@ enum LiveBench {
             "devices": Double(devices), "rounds": Double(rounds), "missed": Double(missed), "devices_on_streams": Double(streaming),
             "devices_on_long_polls": Double(polling), "seconds_until_every_channel_open": secondsToGoLive,
         ]) { _, new in new }
+        result.details.merge(cpuDetails(idle: idle, idleSeconds: 2, busy: busy, busySeconds: roundsSeconds, changes: rounds * devices)) { _, new in new }
         if streaming < devices { result.notes.append("\(devices - streaming) devices were not on a stream when the rounds began") }
         if missed > 0 { result.notes.append("\(missed) arrivals did not come within 10 s") }
+        return result
+    }
+
+    /// The CPU of a propagation run: per change each engine stored (the
+    /// engines' threads, then the server's), with what the same threads
+    /// used while idle taken out, and the idle use itself.
+    static func cpuDetails(idle: LiveCPU, idleSeconds: Double, busy: LiveCPU, busySeconds: Double, changes: Int) -> [String: Double] {
+        let perChange = { (busyShare: Double, idleShare: Double) -> Double in
+            max(0, busyShare - idleShare / idleSeconds * busySeconds) * 1000 / Double(max(1, changes))
+        }
+        return [
+            "engine_cpu_ms_per_change": perChange(busy.engines, idle.engines),
+            "server_cpu_ms_per_change": perChange(busy.server, idle.server),
+            "engine_cpu_ms_per_change_with_idle": busy.engines * 1000 / Double(max(1, changes)),
+            "idle_engines_cpu_percent": idle.engines / idleSeconds * 100,
+            "cores_busy_during_rounds": busy.process / busySeconds,
+        ]
+    }
+
+    /// The floor under every engine's commit: one row committed into each
+    /// of `files` SQLite files, nothing else: synced on 2 and on 64 threads
+    /// (flushes overlap), and unsynced on 2 (what two cores can commit).
+    static func commitFloor(files: Int, rounds: Int) throws -> BenchResult {
+        let synced = try LiveCommitFloor.measure(files: files, rounds: rounds, threads: 2, durability: .powerLoss)
+        let overlapped = try LiveCommitFloor.measure(files: files, rounds: rounds, threads: 64, durability: .powerLoss)
+        let unsynced = try LiveCommitFloor.measure(files: files, rounds: rounds, threads: 2, durability: .processCrash)
+        var result = BenchResult(
+            name: "live-commit-floor-\(files)", figure: Bench.percentile(overlapped.allCommittedMilliseconds, 50),
+            unit: "ms p50 until each of \(files) SQLite files committed one row (synced, 64 threads)",
+            baseline: nil, baselineLabel: nil, ratio: nil, ratioMeaning: nil,
+            target: "reported: the floor of live-propagation-\(files) on this machine", met: nil)
+        result.details = [
+            "synced_64_threads_max_ms": overlapped.allCommittedMilliseconds.max() ?? 0,
+            "synced_2_threads_p50_ms": Bench.percentile(synced.allCommittedMilliseconds, 50),
+            "unsynced_2_threads_p50_ms": Bench.percentile(unsynced.allCommittedMilliseconds, 50),
+            "cpu_ms_per_synced_commit": synced.cpuMillisecondsPerCommit,
+            "cpu_ms_per_unsynced_commit": unsynced.cpuMillisecondsPerCommit,
+            "files": Double(files), "rounds": Double(rounds),
+        ]
         return result
     }
 
