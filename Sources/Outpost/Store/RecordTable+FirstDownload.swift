@@ -51,7 +51,11 @@ struct FirstDownloadKeys {
 
     /// With the last page, in its transaction: every index put off is built.
     mutating func finish(on connection: SQLiteConnection) throws {
-        for collection in appended.keys.sorted() { try RecordTable(collection, connection).ensureUuidIndex() }
+        for (collection, rows) in appended.sorted(by: { $0.key < $1.key }) {
+            // Freed before SQLite's sort takes its memory: the peak stays that of the download.
+            rows.removeAll()
+            try RecordTable(collection, connection).ensureUuidIndex()
+        }
         appended = [:]
     }
 
@@ -105,6 +109,11 @@ final class AppendedRows {
 
     func set(_ uuid: UnsafeBufferPointer<UInt8>, _ rowid: Int64) {
         if let key = PackedKey(uuid) { packed[key] = rowid } else { other[String(decoding: uuid, as: UTF8.self)] = rowid }
+    }
+
+    func removeAll() {
+        packed = [:]
+        other = [:]
     }
 
     func remove(_ uuid: UnsafeBufferPointer<UInt8>) {
