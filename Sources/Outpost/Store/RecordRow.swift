@@ -97,8 +97,8 @@ struct RecordTables {
         }
     }
 
-    /// SQLITE_CONSTRAINT_UNIQUE (the uuid index), SQLITE_CONSTRAINT_PRIMARYKEY
-    /// (a table of an earlier shape, opened read-only).
+    /// SQLITE_CONSTRAINT_UNIQUE (the uuid's own index) and
+    /// SQLITE_CONSTRAINT_PRIMARYKEY (the key of tables made by earlier releases).
     private static let keyConflicts: Set<Int32> = [2067, 1555]
 
     /// Writes every column of an existing row (`dataText`: the data's

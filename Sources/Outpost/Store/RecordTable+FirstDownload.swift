@@ -64,8 +64,6 @@ struct FirstDownloadKeys {
     /// the table is still empty).
     mutating func forget() { appended = [:] }
 
-    var isFilling: Bool { !appended.isEmpty }
-
     /// Whether a collection's uuids in these pages come in key order (at
     /// most one in eight lower than the one before: a few records made
     /// elsewhere among time-ordered keys still do).
