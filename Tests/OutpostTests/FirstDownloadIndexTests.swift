@@ -88,6 +88,24 @@ struct FirstDownloadIndexTests {
         #expect(!FirstDownloadKeys.keysAscend(in: [try Self.page(Self.people(uuids[0..<80].reversed()[...], first: 1), cursor: "c", hasMore: true)], of: "people"))
     }
 
+    /// The map keeps uuids in the protocol's spelling as their 16 bytes and
+    /// any other text apart; a uuid claimed once is found again.
+    @Test func theMapTellsEachUuidApartAndFindsARepeat() {
+        let rows = AppendedRows()
+        let uuids = (0..<500).map { _ in UUID().wireText }
+        func claim(_ text: String, _ rowid: Int64) -> Int64? {
+            Array(text.utf8).withUnsafeBufferPointer { rows.claim($0, as: rowid) }
+        }
+        for (offset, uuid) in uuids.enumerated() { #expect(claim(uuid, Int64(offset + 1)) == nil) }
+        #expect(claim(uuids[42], 9_999) == 43, "a repeat finds its row and keeps it")
+        #expect(Array(uuids[7].utf8).withUnsafeBufferPointer { AppendedRows.PackedKey($0) } != nil)
+        #expect(Array(uuids[7].uppercased().utf8).withUnsafeBufferPointer { AppendedRows.PackedKey($0) } == nil)
+        #expect(claim(uuids[7].uppercased(), 600) == nil, "other spellings are other text")
+        #expect(claim(uuids[7].uppercased(), 601) == 600)
+        #expect(claim("not-a-uuid", 700) == nil)
+        #expect(rows.count == 502)
+    }
+
     /// A record changed while the download runs comes again in a later page:
     /// the newer version replaces the row appended before, an older one is
     /// left out, a tombstone deletes it, and one record twice in the same

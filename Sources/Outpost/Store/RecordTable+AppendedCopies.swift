@@ -45,26 +45,26 @@ struct AppendedCopyWriter {
         waiting.reserveCapacity(records.count)
         for record in records {
             let uuid = text.span(record.uuid)
-            switch rows.rowid(uuid) {
-            case nil:
-                rows.set(uuid, AppendedRows.pending)
+            guard let seen = rows.claim(uuid, as: rows.lastRowid + Int64(waiting.count) + 1) else {
                 waiting.append(record)
-            case AppendedRows.pending?:
-                // Twice in one statement's worth: the first goes in before the second.
+                continue
+            }
+            // Seen before in this download: what waits goes in first (its row may be among them).
+            var rowid = seen
+            if !waiting.isEmpty {
                 applied += try append(waiting, text, writer)
                 waiting.removeAll(keepingCapacity: true)
-                applied += try rewrite(record, at: rows.rowid(uuid) ?? AppendedRows.pending, text, writer)
-            case let rowid?:
-                applied += try rewrite(record, at: rowid, text, writer)
+                rowid = rows.rowid(uuid) ?? seen
             }
+            applied += try rewrite(record, at: rowid, text, writer)
         }
         applied += try append(waiting, text, writer)
         return applied
     }
 
-    /// Inserts rows in one statement when there are 64; a multi-row insert
-    /// into a rowid table numbers its rows one after another, ending at the
-    /// last insert's rowid.
+    /// Inserts rows in one statement when there are 64. Their rowids were
+    /// noted before (the last one's plus one each: a rowid table numbers
+    /// appended rows so); a different number from SQLite is noted instead.
     private func append(_ records: [RawChange], _ text: UnsafeBufferPointer<UInt8>, _ writer: SyncedCopyWriter) throws -> Int {
         guard !records.isEmpty else { return 0 }
         if records.count == SyncedCopyWriter.batchSize {
@@ -73,12 +73,16 @@ struct AppendedCopyWriter {
             }
             try batch.run()
             let first = connection.lastInsertRowID - Int64(records.count) + 1
-            for (offset, record) in records.enumerated() { rows.set(text.span(record.uuid), first + Int64(offset)) }
+            if first != rows.lastRowid + 1 {
+                for (offset, record) in records.enumerated() { rows.set(text.span(record.uuid), first + Int64(offset)) }
+            }
+            rows.lastRowid = connection.lastInsertRowID
         } else {
             for record in records {
                 try writer.bind(record, text, to: single, at: 0)
                 try single.run()
-                rows.set(text.span(record.uuid), connection.lastInsertRowID)
+                if connection.lastInsertRowID != rows.lastRowid + 1 { rows.set(text.span(record.uuid), connection.lastInsertRowID) }
+                rows.lastRowid = connection.lastInsertRowID
             }
         }
         return records.count
@@ -94,7 +98,9 @@ struct AppendedCopyWriter {
             "SELECT 1 FROM \"\(collection)\" WHERE rowid = ? AND uuid = ?",
             [.integer(rowid), .text(String(decoding: text.span(record.uuid), as: UTF8.self))]) { _ in true }
         if present == true { return 0 }
-        return try append([record], text, writer)
+        let appended = try append([record], text, writer)
+        rows.set(text.span(record.uuid), connection.lastInsertRowID)
+        return appended
     }
 
     /// Deletes the record's appended row; false when there is none.

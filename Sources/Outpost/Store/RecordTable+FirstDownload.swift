@@ -94,11 +94,24 @@ final class AppendedRows {
     /// Uuids in the protocol's spelling, as their 16 bytes: no String per record.
     private var packed: [PackedKey: Int64] = [:]
     private var other: [String: Int64] = [:]
-
-    /// Marks a row whose insert is still to run (it shares a statement with others).
-    static let pending: Int64 = -1
+    /// The rowid of the last row appended; an empty table numbers from 1.
+    var lastRowid: Int64 = 0
 
     var count: Int { packed.count + other.count }
+
+    /// The row of a uuid appended before; for a new one, nil, and `rowid`
+    /// (the one its insert will get) noted for it: one look-up a record.
+    func claim(_ uuid: UnsafeBufferPointer<UInt8>, as rowid: Int64) -> Int64? {
+        if let key = PackedKey(uuid) {
+            guard let before = packed.updateValue(rowid, forKey: key) else { return nil }
+            packed[key] = before
+            return before
+        }
+        let text = String(decoding: uuid, as: UTF8.self)
+        guard let before = other.updateValue(rowid, forKey: text) else { return nil }
+        other[text] = before
+        return before
+    }
 
     func rowid(_ uuid: UnsafeBufferPointer<UInt8>) -> Int64? {
         if let key = PackedKey(uuid) { return packed[key] }
@@ -125,21 +138,29 @@ final class AppendedRows {
         var low: UInt64 = 0
 
         init?(_ text: UnsafeBufferPointer<UInt8>) {
-            guard text.count == 36 else { return nil }
-            var digits = 0
-            for (offset, byte) in text.enumerated() {
-                if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                    guard byte == UInt8(ascii: "-") else { return nil }
-                    continue
-                }
-                let nibble: UInt8
-                switch byte {
-                case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = byte &- UInt8(ascii: "0")
-                case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = byte &- UInt8(ascii: "a") &+ 10
-                default: return nil
-                }
-                if digits < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
-                digits += 1
+            let dash = UInt8(ascii: "-")
+            guard text.count == 36, text[8] == dash, text[13] == dash, text[18] == dash, text[23] == dash else { return nil }
+            var invalid: UInt8 = 0
+            for range in [0..<8, 9..<13, 14..<18] { Self.read(text, range, into: &high, &invalid) }
+            for range in [19..<23, 24..<36] { Self.read(text, range, into: &low, &invalid) }
+            if invalid != 0 { return nil }
+        }
+
+        @inline(__always)
+        private static func read(_ text: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, into value: inout UInt64, _ invalid: inout UInt8) {
+            for index in range {
+                let nibble = hexValues[Int(text[index])]
+                invalid |= nibble & 0xF0
+                value = value << 4 | UInt64(nibble & 0x0F)
+            }
+        }
+
+        /// Each byte's value as a lowercase hex digit; 0xF0 for any other byte.
+        private static let hexValues: [UInt8] = (0..<256).map { byte in
+            switch byte {
+            case 0x30...0x39: UInt8(byte - 0x30)
+            case 0x61...0x66: UInt8(byte - 0x61 + 10)
+            default: 0xF0
             }
         }
     }
