@@ -1,9 +1,11 @@
 import Foundation
 import OutpostCore
+import OutpostSQLite
 import OutpostTesting
 import Testing
 
 @testable import Outpost
+@testable import OutpostServer
 
 /// A first download stores the pages already here together, and never waits
 /// for the network with pages in hand.
@@ -121,6 +123,42 @@ struct DownloadBatchTests {
             }
         }
         return gate
+    }
+
+    /// A download of records keyed in no key order (made elsewhere, UUIDv4)
+    /// cut by the network after a few pages: the cycle that stops leaves the
+    /// table with its uuid index, and the next one finishes the download.
+    @Test func aFirstDownloadCutByTheNetworkLeavesItsIndexBuilt() async throws {
+        let harness = try SyncHarness()
+        let token = try harness.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil)
+        let mutations = (1...60).map { index in
+            Mutation(seq: Int64(index), id: UUID(), op: .create, collection: "people", uuid: UUID(), data: ["name": .string("P\(index)")])
+        }
+        let pushed = harness.server.handle(
+            HTTPRequest(
+                method: "POST", target: "/v1/push", headers: ["authorization": "Bearer \(token)", "content-type": "application/json"],
+                body: try WireCoding.encode(PushRequest(clientID: UUID(), mutations: mutations))))
+        #expect(pushed.status == 200)
+        let reader = try Self.download(harness, name: "reader")
+        let gate = Self.hold(4, of: reader)
+        let sync = Task { try await reader.engine.sync() }
+        try await gate.waitForArrivals(1)
+        try await eventually("pages before the held one are stored") { try await reader.store.query(Person.self).count > 0 }
+        let path = harness.directory.path("reader.sqlite")
+        func hasUuidIndex() throws -> Bool {
+            let file = try SQLiteConnection(path: path, readOnly: true)
+            defer { file.close() }
+            return try file.first("SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = 'people_uuid_key'") { _ in true } ?? false
+        }
+        #expect(try !hasUuidIndex(), "the download appends with the index off")
+        reader.network.isOffline = true
+        gate.open()
+        _ = try? await sync.value
+        #expect(try hasUuidIndex(), "the cycle that stopped built the index")
+        reader.network.isOffline = false
+        try await reader.engine.sync()
+        #expect(try await reader.store.query(Person.self).count == 60)
+        await reader.engine.stop()
     }
 
     @Test func recordsArriveWhileTheNextPageIsOnItsWay() async throws {

@@ -46,20 +46,23 @@ struct RecordTableShapeTests {
         return contents
     }
 
-    /// Gives a collection table back the earlier shape, as a store made by
-    /// the release before this one holds it: the same columns and indexes,
-    /// rows kept in uuid order (`WITHOUT ROWID`).
-    static func makeEarlierShape(_ table: String, in path: String) throws {
+    /// Gives a collection table back an earlier shape, as a store made by
+    /// an earlier release holds it: the same columns and indexes, the uuid
+    /// declared the key, and rows kept in uuid order (`WITHOUT ROWID`) or,
+    /// `clustered` false, a rowid table whose key SQLite indexes itself.
+    static func makeEarlierShape(_ table: String, in path: String, clustered: Bool = true) throws {
         let file = try SQLiteConnection(path: path)
         defer { file.close() }
         try file.transaction {
             let sql = try file.first("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", [.text(table)]) { $0.string(0) }!
             let indexes = try file.query(
-                "SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL", [.text(table)]
+                "SELECT sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL AND name <> ?",
+                [.text(table), .text("\(table)_uuid_key")]
             ) { $0.string(0) }
             try file.execute("ALTER TABLE \"\(table)\" RENAME TO earlier")
-            let earlier = sql.replacingOccurrences(of: "TEXT PRIMARY KEY NOT NULL", with: "TEXT PRIMARY KEY")
-                .trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: ";", with: "") + " WITHOUT ROWID"
+            let keyed = sql.replacingOccurrences(of: "uuid TEXT NOT NULL", with: clustered ? "uuid TEXT PRIMARY KEY" : "uuid TEXT PRIMARY KEY NOT NULL")
+                .trimmingCharacters(in: .whitespacesAndNewlines).replacingOccurrences(of: ";", with: "")
+            let earlier = clustered ? keyed + " WITHOUT ROWID" : keyed
             try file.execute(earlier)
             try file.execute("INSERT INTO \"\(table)\" SELECT * FROM earlier")
             try file.execute("DROP TABLE earlier")
@@ -90,10 +93,10 @@ struct RecordTableShapeTests {
         await fixture.store.close()
         let sql = try Self.definition("people", in: fixture.path)
         #expect(!sql.contains("WITHOUT ROWID"), "\(sql)")
-        #expect(sql.contains("uuid TEXT PRIMARY KEY NOT NULL"), "\(sql)")
+        #expect(sql.contains("uuid TEXT NOT NULL") && !sql.contains("PRIMARY KEY"), "\(sql)")
         let file = try SQLiteConnection(path: fixture.path)
         defer { file.close() }
-        // The key stays unique and never empty.
+        // The key stays unique (its own index) and never empty.
         #expect(throws: SQLiteError.self) {
             try file.run("INSERT INTO people (uuid, sync_state, data) VALUES (?, 'pending', '{}')", [.text(uuid.wireText)])
         }
@@ -109,16 +112,16 @@ struct RecordTableShapeTests {
         for index in 0..<50 { try await fixture.store.create(Person(name: "p\(index)")) }
         await fixture.store.close()
         let byUuid = try StorePlanTests.plan("SELECT * FROM people WHERE uuid = ?", in: fixture.path)
-        #expect(byUuid == "SEARCH people USING INDEX sqlite_autoindex_people_1 (uuid=?)", "\(byUuid)")
+        #expect(byUuid == "SEARCH people USING INDEX people_uuid_key (uuid=?)", "\(byUuid)")
         let queued = try StorePlanTests.plan(
             "SELECT 1 FROM people WHERE uuid IN (SELECT record_uuid FROM outbox WHERE collection = ?) AND sync_state = 'sending'",
             in: fixture.path)
-        #expect(queued.contains("SEARCH people USING INDEX sqlite_autoindex_people_1 (uuid=?)"), "\(queued)")
+        #expect(queued.contains("SEARCH people USING INDEX people_uuid_key (uuid=?)"), "\(queued)")
         #expect(queued.contains("SEARCH outbox USING COVERING INDEX outbox_by_record (collection=?)"), "\(queued)")
         let states = try StorePlanTests.plan(RecordStateQueries.setStates(in: "people"), in: fixture.path)
-        #expect(states.contains("SEARCH people USING INDEX sqlite_autoindex_people_1 (uuid=?)"), "\(states)")
+        #expect(states.contains("SEARCH people USING INDEX people_uuid_key (uuid=?)"), "\(states)")
         let listing = try StorePlanTests.plan("SELECT * FROM people WHERE deleted = 0 ORDER BY uuid LIMIT 20", in: fixture.path)
-        #expect(listing == "SCAN people USING INDEX sqlite_autoindex_people_1", "\(listing)")
+        #expect(listing == "SCAN people USING INDEX people_uuid_key", "\(listing)")
         let byField = try StorePlanTests.plan(
             "SELECT * FROM people WHERE deleted = 0 AND json_extract(data, '$.name') = ? ORDER BY uuid", in: fixture.path)
         #expect(byField.contains("SEARCH people USING INDEX people_by_name"), "\(byField)")
@@ -141,7 +144,7 @@ struct RecordTableShapeTests {
         #expect(try Self.contents(path) == before)
         let indexes = Set(
             try SQLiteConnection(path: path, readOnly: true).query("SELECT name FROM sqlite_schema WHERE tbl_name = 'people'") { $0.string(0) })
-        #expect(indexes.isSuperset(of: ["people_rejected", "people_by_name", "sqlite_autoindex_people_1"]), "\(indexes)")
+        #expect(indexes.isSuperset(of: ["people_rejected", "people_by_name", "people_uuid_key"]), "\(indexes)")
 
         // Opened again: nothing left to remake, and the store works as before.
         let again = try LocalStore(path: path, collections: StoreFixture.collections)
@@ -151,6 +154,32 @@ struct RecordTableShapeTests {
         try await again.applyPull(
             Self.page([Self.person(pulled[0], version: 500, name: "Newer")], cursor: "c2", hasMore: false), collections: ["people", "visits"])
         #expect(try await again.get(Person.self, pulled[0])?.value.name == "Newer")
+        await again.close()
+    }
+
+    /// The shape before the uuid's own index: a rowid table keyed by
+    /// `uuid TEXT PRIMARY KEY`, whose index cannot be dropped for a first
+    /// download. Remade once, every row kept.
+    @Test func aStoreKeyedByPrimaryKeyIsRemadeWithTheUuidIndex() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("device.sqlite")
+        let pulled = try await Self.filledStore(at: path, cipher: nil)
+        for table in ["people", "visits"] { try Self.makeEarlierShape(table, in: path, clustered: false) }
+        #expect(try Self.definition("people", in: path).contains("uuid TEXT PRIMARY KEY NOT NULL"))
+        let before = try Self.contents(path)
+
+        let store = try LocalStore(path: path, collections: StoreFixture.collections)
+        await store.close()
+        for table in ["people", "visits"] {
+            #expect(!(try Self.definition(table, in: path).contains("PRIMARY KEY")), "\(table)")
+        }
+        #expect(try Self.contents(path) == before)
+        let indexes = Set(
+            try SQLiteConnection(path: path, readOnly: true).query("SELECT name FROM sqlite_schema WHERE tbl_name = 'people'") { $0.string(0) })
+        #expect(indexes == ["people", "people_rejected", "people_by_name", "people_uuid_key"], "\(indexes)")
+        let again = try LocalStore(path: path, collections: StoreFixture.collections)
+        #expect(try await again.get(Person.self, pulled[3])?.value.name == "Edited")
+        await #expect(throws: StoreError.self) { try await again.create(Person(name: "Twice"), uuid: pulled[0]) }
         await again.close()
     }
 

@@ -48,7 +48,7 @@ struct StorePlanTests {
         let fixture = try await Self.closedStore(creates: 300)
         let path = fixture.path
         let plan = try Self.plan(RecordStateQueries.setStates(in: "people"), in: path)
-        #expect(plan.contains("SEARCH people USING INDEX sqlite_autoindex_people_1 (uuid=?)"), "\(plan)")
+        #expect(plan.contains("SEARCH people USING INDEX people_uuid_key (uuid=?)"), "\(plan)")
         #expect(!plan.contains("SCAN people"), "\(plan)")
     }
 

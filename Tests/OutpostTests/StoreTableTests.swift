@@ -199,7 +199,7 @@ struct StoreTableTests {
     #expect(!sql.contains(" IN ("))
     #expect(try TableRebuild.columns(of: "people", in: connection).last == "device_time")
     let indexes = Set(try connection.query("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'people' AND sql IS NOT NULL") { $0.string(0) })
-    #expect(indexes == ["people_rejected", "people_by_name"])
+    #expect(indexes == ["people_rejected", "people_by_name", "people_uuid_key"])
 
     #expect(try people.hasSending())
     try people.resetSending()

@@ -31,8 +31,9 @@ enum ControlColumn: Int, CaseIterable {
     /// Its type and constraints in `CREATE TABLE`.
     var declaration: String {
         switch self {
-        // NOT NULL said outright: a rowid table's key allows NULL otherwise.
-        case .uuid: "TEXT PRIMARY KEY NOT NULL"
+        // Unique through an index of its own (`RecordTable.uuidIndex`), which
+        // a first download builds once at its end.
+        case .uuid: "TEXT NOT NULL"
         case .serverID, .baseVersion, .serverVersion: "INTEGER"
         case .syncState: "TEXT NOT NULL \(Self.syncStateCheck)"
         case .serverUpdatedAt, .localUpdatedAt, .rejection, .owner, .team, .deviceTime: "TEXT"

@@ -106,6 +106,16 @@ extension LocalStore {
     /// order rewrites most leaves of the uuid index at every commit, so
     /// fewer commits write far less. The pages are all here already: no
     /// transaction waits for the network.
+    /// A first download that stopped before its last page (the network
+    /// gone, the sync cut at a deadline, the engine stopped) builds the uuid
+    /// indexes it put off: until it resumes, reads by uuid must not scan
+    /// the table. The download then goes on the usual way, into the index.
+    package func finishInterruptedDownload() throws {
+        try checkOpen()
+        guard firstDownload.isFilling, !isReadOnly else { return }
+        try translatingStorageErrors { try connection.transaction { try firstDownload.finish(on: connection) } }
+    }
+
     @discardableResult
     package func applyPulls(_ pages: [RawPullPage], collections: [String]) throws -> PullPageResult {
         try checkOpen()
@@ -115,11 +125,12 @@ extension LocalStore {
         let registered = Set(registry.all.map(\.name))
         if isReadOnly { throw StoreError.readOnly }
         try translatingStorageErrors { try downloadCache.pageArrives(hasMore: last.hasMore, on: connection) }
-        try translatingStorageErrors { try connection.transaction {
+        do { try translatingStorageErrors { try connection.transaction {
             let resyncing = try kvValue(Self.resyncKey) == "1"
             let seen = resyncing ? try ResyncLedger(connection) : nil
+            let appending = try firstDownload.begin(pages, registered: registered, hasMore: last.hasMore, on: connection)
             for page in pages {
-                try applyChanges(of: page, registered: registered, seen: seen, into: &result, touched: &touched)
+                try applyChanges(of: page, registered: registered, appending: appending, seen: seen, into: &result, touched: &touched)
             }
             if result.applied > 0, try outbox.hasCancelledDoubts() {
                 for collection in touched where collection != "catalogs" {
@@ -132,6 +143,8 @@ extension LocalStore {
             try setKV(Self.cursorKey, last.cursor.rawValue)
             try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
             if !last.hasMore {
+                // Sorted and built in one go, committed with the last page.
+                try firstDownload.finish(on: connection)
                 if resyncing {
                     try finishResync()
                     liveCounts.forget(registry.all.map(\.name))
@@ -143,7 +156,11 @@ extension LocalStore {
                 liveCounts.forget(purged)
                 touched.formUnion(purged)
             }
-        } }
+        } } } catch {
+            // The rows it appended went back with the transaction.
+            firstDownload.forget()
+            throw error
+        }
         // The pages are committed: a cache left large must not fail them.
         if !last.hasMore { try? downloadCache.downloadEnded(on: connection) }
         if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
@@ -156,9 +173,11 @@ extension LocalStore {
     /// Records with local changes waiting (pending, sending or rejected) are
     /// never overwritten: the local edit stays visible and the push settles
     /// it. Tombstones delete, `removed` drops the local copy.
+    /// `appending`: the collections a first download fills with their uuid
+    /// index off, with the rows appended so far.
     private func applyChanges(
-        of page: RawPullPage, registered: Set<String>, seen: ResyncLedger?, into result: inout PullPageResult,
-        touched: inout Set<String>
+        of page: RawPullPage, registered: Set<String>, appending: [String: AppendedRows], seen: ResyncLedger?,
+        into result: inout PullPageResult, touched: inout Set<String>
     ) throws {
         try page.withText { text in
             // Pages hold long runs of one collection: its statements are
@@ -177,7 +196,13 @@ extension LocalStore {
                 }
                 if change.collection != current.collection {
                     let known = registered.contains(change.collection)
-                    current = (change.collection, known ? try SyncedCopyWriter(connection, change.collection, payloads: tables.payloads) : nil)
+                    current = (
+                        change.collection,
+                        known
+                            ? try SyncedCopyWriter(
+                                connection, change.collection, payloads: tables.payloads, appended: appending[change.collection])
+                            : nil
+                    )
                     if known { touched.insert(change.collection) }
                 }
                 guard let writer = current.writer else {
@@ -189,7 +214,7 @@ extension LocalStore {
                     // Tombstones and removals never touch a row with local changes waiting.
                     if try writer.deleteSynced(text.span(change.uuid)) {
                         if change.removed { result.removed += 1 } else { result.deleted += 1 }
-                    } else if try tables.exists(change.collection, page.uuid(change)) {
+                    } else if writer.mayHoldLocalChanges, try tables.exists(change.collection, page.uuid(change)) {
                         result.keptLocal += 1
                     }
                     index += 1

@@ -57,6 +57,8 @@ public actor LocalStore {
     var liveCounts = LiveCounts()
     /// Raised while a download of many pages runs.
     var downloadCache = DownloadPageCache()
+    /// Collections a download is filling with their uuid index off.
+    var firstDownload = FirstDownloadKeys()
     /// The limits the server published last (kept across launches).
     var captureLimits: CaptureLimits?
 

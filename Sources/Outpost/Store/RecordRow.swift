@@ -92,13 +92,14 @@ struct RecordTables {
     func insert(_ row: RecordRow, dataText: String? = nil) throws {
         do {
             try table(row.collection).insert(try values(row, dataText: dataText))
-        } catch let error as SQLiteError where error.extendedCode == Self.primaryKeyConflict {
+        } catch let error as SQLiteError where Self.keyConflicts.contains(error.extendedCode) {
             throw StoreError.recordExists(collection: row.collection, uuid: row.uuid)
         }
     }
 
-    /// SQLITE_CONSTRAINT_PRIMARYKEY.
-    private static let primaryKeyConflict: Int32 = 1555
+    /// SQLITE_CONSTRAINT_UNIQUE (the uuid's own index) and
+    /// SQLITE_CONSTRAINT_PRIMARYKEY (the key of tables made by earlier releases).
+    private static let keyConflicts: Set<Int32> = [2067, 1555]
 
     /// Writes every column of an existing row (`dataText`: the data's
     /// JSON, when the caller already wrote it).

@@ -16,13 +16,30 @@ struct SyncedCopyWriter {
     private let deleteStatement: SQLitePreparedStatement
     private let noteServerHoldsStatement: SQLitePreparedStatement
     private let refusedCreateHeldStatement: SQLitePreparedStatement
+    /// Set while a first download fills the table with no uuid index.
+    private let appender: AppendedCopyWriter?
 
-    init(_ connection: SQLiteConnection, _ collection: String, payloads: PayloadCodec) throws {
+    /// Whether rows of the table can hold local changes (not while a first
+    /// download fills it: any local write makes the uuid index first).
+    var mayHoldLocalChanges: Bool { appender == nil }
+
+    /// `appended`: the rows a first download appended to the table while its
+    /// uuid index is off; without it, the index is made first if it is off.
+    init(_ connection: SQLiteConnection, _ collection: String, payloads: PayloadCodec, appended: AppendedRows? = nil) throws {
         self.collection = collection
         self.connection = connection
         self.payloads = payloads
-        single = try connection.prepared(Self.upsertSQL(collection, rows: 1))
-        batch = try connection.prepared(Self.upsertSQL(collection, rows: Self.batchSize))
+        if let appended {
+            // No index for `ON CONFLICT (uuid)`: plain inserts.
+            single = try connection.prepared(Self.insertSQL(collection, rows: 1))
+            batch = try connection.prepared(Self.insertSQL(collection, rows: Self.batchSize))
+            appender = try AppendedCopyWriter(connection, collection, rows: appended, single: single, batch: batch)
+        } else {
+            try RecordTable(collection, connection).ensureUuidIndex()
+            single = try connection.prepared(Self.upsertSQL(collection, rows: 1))
+            batch = try connection.prepared(Self.upsertSQL(collection, rows: Self.batchSize))
+            appender = nil
+        }
         deleteStatement = try connection.prepared(
             "DELETE FROM \"\(collection)\" WHERE uuid = ? AND sync_state = 'synced'")
         noteServerHoldsStatement = try connection.prepared(DoubtfulCreateTable.markUnsentCreateMayBeOnServer)
@@ -46,6 +63,15 @@ struct SyncedCopyWriter {
         }
     }
 
+    /// Server copies of `rows` records, as new rows.
+    private static func insertSQL(_ collection: String, rows: Int) -> String {
+        let row = "(" + ControlColumn.allCases.map { pulledValue($0) }.joined(separator: ", ") + ")"
+        return """
+            INSERT INTO "\(collection)" (\(ControlColumn.selectList))
+            VALUES \(Array(repeating: row, count: rows).joined(separator: ", "))
+            """
+    }
+
     /// Insert, or overwrite a synced row holding an older version; a row
     /// with local changes waiting (or a newer version) is left alone.
     private static func upsertSQL(_ collection: String, rows: Int) -> String {
@@ -62,10 +88,8 @@ struct SyncedCopyWriter {
     private static let upsertTexts = Locked<[String: String]>([:])
 
     private static func buildUpsertSQL(_ collection: String, rows: Int) -> String {
-        let row = "(" + ControlColumn.allCases.map { pulledValue($0) }.joined(separator: ", ") + ")"
-        return """
-            INSERT INTO "\(collection)" (\(ControlColumn.selectList))
-            VALUES \(Array(repeating: row, count: rows).joined(separator: ", "))
+        """
+            \(insertSQL(collection, rows: rows))
             ON CONFLICT (uuid) DO UPDATE SET server_id = excluded.server_id, sync_state = 'synced',
                 server_updated_at = excluded.server_updated_at, rejection_json = NULL, base_version = NULL,
                 server_version = excluded.server_version, on_server = 1, deleted = 0, owner = excluded.owner,
@@ -80,6 +104,7 @@ struct SyncedCopyWriter {
     func upsert(_ records: ArraySlice<RawChange>, _ text: UnsafeBufferPointer<UInt8>) throws
         -> (applied: Int, keptLocal: Int, unblocked: Int)
     {
+        if let appender { return (try appender.write(records, text, binding: self), 0, 0) }
         guard records.count == Self.batchSize else {
             var outcome = (applied: 0, keptLocal: 0, unblocked: 0)
             for record in records {
@@ -111,9 +136,9 @@ struct SyncedCopyWriter {
     }
 
     /// The `?` of one record in `upsertSQL`.
-    private static let parametersPerRecord = 8
+    static let parametersPerRecord = 8
 
-    private func bind(
+    func bind(
         _ record: RawChange, _ text: UnsafeBufferPointer<UInt8>, to statement: SQLitePreparedStatement, at offset: Int32
     ) throws {
         try statement.bind(offset + 1, text: text.span(record.uuid))
@@ -177,6 +202,7 @@ struct SyncedCopyWriter {
     /// Deletes a synced copy (tombstone or removal); false when there was
     /// none or it has local changes waiting.
     func deleteSynced(_ uuid: UnsafeBufferPointer<UInt8>) throws -> Bool {
+        if let appender { return try appender.deleteSynced(uuid) }
         try deleteStatement.bind(1, text: uuid)
         return try deleteStatement.run() > 0
     }

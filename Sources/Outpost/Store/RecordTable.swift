@@ -26,26 +26,17 @@ package struct RecordTable {
     /// table made before gets them when the store opens.
     static let addedColumns = ControlColumn.allCases.filter(\.addedLater).map { (name: $0.name, type: $0.declaration) }
 
-    /// A rowid table, its uuid in an index of its own: rows are appended in
-    /// the order they come, so a download whose uuids arrive in no key order
-    /// (made elsewhere, UUIDv4) writes only small index entries at random
-    /// places, not whole rows into pages all over the table.
+    /// A rowid table, its uuid in a unique index of its own (`uuidIndex`):
+    /// rows are appended in the order they come, so a download whose uuids
+    /// arrive in no key order (made elsewhere, UUIDv4) writes only small
+    /// index entries at random places, not whole rows into pages all over
+    /// the table, and a first download can leave the index out until its end.
     var definition: String {
         """
         CREATE TABLE IF NOT EXISTS "\(name)" (
             \(ControlColumn.definitions)
         );
         """
-    }
-
-    /// How earlier releases ended a collection table's definition: rows
-    /// kept in uuid order, which a first download of random uuids filled in
-    /// 10-25 times the time of the copy it is measured against.
-    static let legacyClusteredShape = "WITHOUT ROWID"
-
-    /// Whether the table still has the earlier shape (remade by `ensure`).
-    func isClusteredByKey() throws -> Bool {
-        try TableRebuild.definition(of: name, contains: Self.legacyClusteredShape, in: connection)
     }
 
     /// Only refused records are indexed (the status counts them after every
@@ -68,9 +59,10 @@ package struct RecordTable {
     func dropFieldIndex(_ field: String) -> String { "DROP INDEX IF EXISTS \"\(name)_by_\(field)\";" }
 
     /// Makes the table or brings one made by an earlier release up to date:
-    /// added columns, the quick state check and the rowid shape (a table
-    /// holding `IN (…)` or kept in uuid order is made again with every row,
-    /// copied in uuid order), the rejected index, and an index per
+    /// added columns, the quick state check and the current shape (a table
+    /// holding `IN (…)`, kept in uuid order or keyed by `PRIMARY KEY` is
+    /// made again with every row), the uuid index (one a download cut off
+    /// mid-way left out is made now), the rejected index, and an index per
     /// indexed field (none while payloads are sealed: an index over JSON
     /// fields cannot read sealed data and would keep the fields in clear).
     package func ensure(indexedFields: [String], sealed: Bool) throws {
@@ -85,11 +77,13 @@ package struct RecordTable {
             throw StoreError.invalidRecord("table '\(name)' lacks the columns \(missing.sorted().joined(separator: ", "))")
         }
         if try TableRebuild.definition(of: name, contains: ControlColumn.syncStateCheck.legacyText, in: connection)
-            || isClusteredByKey()
+            || hasEarlierShape()
         {
-            // Its indexes go with the old table; the ones below are made again.
-            try TableRebuild.rebuild(name, create: definition, indexes: [], in: connection)
+            // Its indexes go with the old table; the uuid's is made after the
+            // copy (sorted, in one go), the others below.
+            try TableRebuild.rebuild(name, create: definition, indexes: [uuidIndex], in: connection)
         }
+        try connection.execute(uuidIndex)
         try connection.execute(legacyStateIndex)
         try connection.execute(rejectedIndex)
         for field in indexedFields {
@@ -110,6 +104,7 @@ package struct RecordTable {
 
     /// Nothing is in flight in a process that just opened the store.
     package func resetSending() throws {
+        try ensureUuidIndex()
         try connection.run("UPDATE \"\(name)\" SET sync_state = 'pending' WHERE \(sendingCondition)", [.text(name)])
     }
 
@@ -123,6 +118,7 @@ package struct RecordTable {
 
     /// After a full re-download: synced rows the server did not send again go.
     package func removeSyncedNotSeen() throws {
+        try ensureUuidIndex()
         try connection.run(
             """
             DELETE FROM "\(name)" WHERE sync_state = 'synced'
@@ -134,7 +130,8 @@ package struct RecordTable {
     /// returns how many. Server times are fixed-width RFC 3339 text in UTC:
     /// text order is time order.
     package func removeSynced(updatedBefore cutoff: String) throws -> Int {
-        try connection.run(
+        try ensureUuidIndex()
+        return try connection.run(
             """
             DELETE FROM "\(name)"
             WHERE sync_state = 'synced' AND server_updated_at IS NOT NULL AND server_updated_at < ?
@@ -143,7 +140,8 @@ package struct RecordTable {
 
     /// Removes a synced copy with nothing queued for it; returns how many rows went.
     func removeSyncedWithNothingQueued(_ uuid: UUID) throws -> Int {
-        try connection.run(
+        try ensureUuidIndex()
+        return try connection.run(
             """
             DELETE FROM "\(name)" WHERE uuid = ? AND sync_state = 'synced'
             AND \(OutboxTable.nothingQueued(collection: "?", uuid: "?"))
@@ -164,6 +162,7 @@ package struct RecordTable {
     }
 
     func setPayload(_ key: SQLiteValue, _ value: SQLiteValue) throws {
+        try ensureUuidIndex()
         try connection.run("UPDATE \"\(name)\" SET data = ? WHERE uuid = ?", [value, key])
     }
 
@@ -171,6 +170,7 @@ package struct RecordTable {
     /// with nothing else queued becomes the server's copy (`data`: stored as
     /// the payload codec wrote it). Returns false when nothing was written.
     func adoptConfirmedCopy(_ uuid: UUID, _ record: WireRecord, data: SQLiteValue) throws -> Bool {
+        try ensureUuidIndex()
         let written = try connection.run(
             """
             UPDATE "\(name)" SET on_server = 1, server_id = ?1, server_version = ?2, server_updated_at = ?3,
@@ -188,6 +188,7 @@ package struct RecordTable {
 
     /// Hides a record again and leaves it waiting for its delete (`uuid`: as stored).
     func hideAgain(_ uuid: String) throws {
+        try ensureUuidIndex()
         try connection.run("UPDATE \"\(name)\" SET deleted = 1, sync_state = 'pending' WHERE uuid = ?", [.text(uuid)])
     }
 
@@ -214,6 +215,7 @@ package struct RecordTable {
 
     /// A whole row, `values` in `ControlColumn` order.
     func insert(_ values: [SQLiteValue]) throws {
+        try ensureUuidIndex()
         try connection.run(
             """
             INSERT INTO "\(name)" (\(ControlColumn.selectList)) VALUES (\(ControlColumn.placeholders))
@@ -223,6 +225,7 @@ package struct RecordTable {
 
     /// Every column of an existing row, `values` in `ControlColumn` order (the key first).
     func update(_ values: [SQLiteValue]) throws {
+        try ensureUuidIndex()
         try connection.run(
             """
             UPDATE "\(name)" SET \(ControlColumn.assignments) WHERE uuid = ?1
@@ -231,21 +234,25 @@ package struct RecordTable {
     }
 
     func remove(_ uuid: UUID) throws {
+        try ensureUuidIndex()
         try connection.run("DELETE FROM \"\(name)\" WHERE uuid = ?", [.text(uuid.wireText)])
     }
 
     package func setState(_ uuid: UUID, _ state: SyncState) throws {
+        try ensureUuidIndex()
         try connection.run("UPDATE \"\(name)\" SET sync_state = ? WHERE uuid = ?", [.text(state.rawValue), .text(uuid.wireText)])
     }
 
     /// Sets the state of many records in one statement.
     package func setStates(_ uuids: [UUID], _ state: SyncState) throws {
+        try ensureUuidIndex()
         let list = JSONWriter.text(.array(uuids.map { .string($0.wireText) }))
         try connection.run(RecordStateQueries.setStates(in: name), [.text(state.rawValue), .text(list)])
     }
 
     /// Sets the state only where it is still `expected`.
     func setState(_ uuid: UUID, _ state: SyncState, from expected: SyncState) throws {
+        try ensureUuidIndex()
         try connection.run(
             "UPDATE \"\(name)\" SET sync_state = ? WHERE uuid = ? AND sync_state = ?",
             [.text(state.rawValue), .text(uuid.wireText), .text(expected.rawValue)])

@@ -117,9 +117,11 @@ extension StoreMigrator {
             }
             let table = RecordTable(descriptor.name, connection)
             if try resettingSending && table.hasSending() { return true }
-            // The earlier shape still reads and writes correctly: a store
-            // that cannot be written opens as it is.
-            if try !readOnly && table.isClusteredByKey() { return true }
+            // The earlier shapes, and a table whose uuid index a cut-off
+            // download left out, still read correctly: a store that cannot
+            // be written opens as it is.
+            if !readOnly, !objects.contains(table.uuidIndexName) { return true }
+            if try !readOnly && table.hasEarlierShape() { return true }
         }
         return false
     }

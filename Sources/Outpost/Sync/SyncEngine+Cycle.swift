@@ -118,6 +118,8 @@ extension SyncEngine {
             }
             break
         }
+        // A first download the cycle did not finish leaves no table without its uuid index.
+        try? await store.finishInterruptedDownload()
         statusPublisher.send(.downloadEnded)
         return report
     }
