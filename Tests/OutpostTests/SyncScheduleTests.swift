@@ -99,10 +99,14 @@ struct EngineTaskTests {
         #expect(await device.engine.runningTasks == 0)
         await device.engine.start()
         #expect(await device.engine.runningTasks >= 2, "started again, it listens again")
+        // Compared with the moment before, not a fixed number: on a loaded
+        // machine the first start's cycle and refresh may still be running,
+        // and meanwhile tasks only end (the manual clock starts no timer).
+        let before = await device.engine.runningTasks
         await device.engine.start()
         let once = await device.engine.runningTasks
         await device.engine.stop()
         #expect(await device.engine.runningTasks == 0)
-        #expect(once <= 4, "a second start adds nothing: \(once)")
+        #expect(once <= before, "a second start adds nothing: \(before) tasks, then \(once)")
     }
 }
