@@ -142,16 +142,7 @@ enum AttachmentBench {
     }
 
     /// CPU seconds of this process and of the children it has waited for (curl).
-    static func cpuSeconds() -> Double {
-        var children = rusage()
-        #if canImport(Darwin)
-        getrusage(RUSAGE_CHILDREN, &children)
-        #else
-        getrusage(RUSAGE_CHILDREN.rawValue, &children)
-        #endif
-        return Bench.ownCPUSeconds() + Double(children.ru_utime.tv_sec) + Double(children.ru_utime.tv_usec) / 1e6
-            + Double(children.ru_stime.tv_sec) + Double(children.ru_stime.tv_usec) / 1e6
-    }
+    static func cpuSeconds() -> Double { Bench.ownCPUSeconds() + Bench.childrenCPUSeconds() }
 
     /// A server on SQLite with uploads streamed to files, on a socket.
     struct BlobServer {

@@ -64,23 +64,34 @@ enum Bench {
         #if canImport(Darwin)
         return ProcessTaskInfo.cpuSeconds(pid)
         #else
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let sample = statTicks(stat)
         else { return 0 }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
-        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        return sample.ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
         #endif
     }
 
+    /// A process's or thread's name and user plus system clock ticks, from
+    /// its `stat` line (`pid (name) state ...`, utime and stime the 14th and
+    /// 15th fields: 12th and 13th after the name, which may hold spaces).
+    static func statTicks(_ stat: String) -> (name: String, ticks: Double)? {
+        guard let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"), open < close else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (String(stat[stat.index(after: open)..<close]), user + system)
+    }
+
     /// CPU seconds (user and system) this process has used so far, every thread's.
-    static func ownCPUSeconds() -> Double {
+    static func ownCPUSeconds() -> Double { usageSeconds(children: false) }
+
+    /// CPU seconds of the child processes this one has waited for (a `curl`).
+    static func childrenCPUSeconds() -> Double { usageSeconds(children: true) }
+
+    private static func usageSeconds(children: Bool) -> Double {
         var usage = rusage()
         #if canImport(Darwin)
-        getrusage(RUSAGE_SELF, &usage)
+        getrusage(children ? RUSAGE_CHILDREN : RUSAGE_SELF, &usage)
         #else
-        getrusage(RUSAGE_SELF.rawValue, &usage)
+        getrusage(children ? RUSAGE_CHILDREN.rawValue : RUSAGE_SELF.rawValue, &usage)
         #endif
         func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)

@@ -65,10 +65,6 @@ enum IdleStreamBench {
         return used / wall
     }
 
-    private static func cpu() -> Double {
-        var usage = rusage()
-        getrusage(Int32(RUSAGE_SELF.rawValue), &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-    }
+    private static func cpu() -> Double { Bench.ownCPUSeconds() }
     #endif
 }

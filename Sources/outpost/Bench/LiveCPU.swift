@@ -33,22 +33,12 @@ struct LiveCPU {
         var ticks = 0.0
         for task in tasks {
             guard let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8) else { continue }
-            if let sample = threadTicks(stat: stat), sample.name.hasPrefix("MHD") { ticks += sample.ticks }
+            if let sample = Bench.statTicks(stat), sample.name.hasPrefix("MHD") { ticks += sample.ticks }
         }
         return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
         #else
         return 0
         #endif
-    }
-
-    /// A thread's name and user plus system clock ticks, from its `stat` line
-    /// (`pid (name) state ...`, utime and stime the 14th and 15th fields).
-    static func threadTicks(stat: String) -> (name: String, ticks: Double)? {
-        guard let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")"), open < close else { return nil }
-        let name = String(stat[stat.index(after: open)..<close])
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (name, user + system)
     }
 }
 
