@@ -69,6 +69,11 @@ struct ReadReplicaTests {
         let replica = try await runBlocking { try ReplicatedCluster() }
         let primary = try LiveServer(.postgres, cluster: replica.primaryURL)
         let replicaLocation = try replica.location(of: primary.location)
+        // The test database was made on the primary a moment ago: the standby
+        // has replayed its creation before a server connects to it there.
+        try await eventually("the replica has the test database") {
+            try await runBlocking { (try? replica.run("SELECT 1", on: replicaLocation)) != nil }
+        }
         let served = try LiveServer(sharing: primary, readLocation: replicaLocation)
         let admin = try primary.token("admin-1", .admin)
         let writer = try primary.token("f-1")

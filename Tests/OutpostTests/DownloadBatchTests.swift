@@ -131,8 +131,10 @@ struct DownloadBatchTests {
     @Test func aFirstDownloadCutByTheNetworkLeavesItsIndexBuilt() async throws {
         let harness = try SyncHarness()
         let token = try harness.server.tokens.issue(user: "u-1", role: .field, team: "t-1", ttl: nil)
-        let mutations = (1...60).map { index in
-            Mutation(seq: Int64(index), id: UUID(), op: .create, collection: "people", uuid: UUID(), data: ["name": .string("P\(index)")])
+        // Falling keys: no page of them, however few of its records are people, reads as key order.
+        let keys = (1...60).map { _ in UUID() }.sorted { $0.wireText > $1.wireText }
+        let mutations = keys.enumerated().map { index, uuid in
+            Mutation(seq: Int64(index + 1), id: UUID(), op: .create, collection: "people", uuid: uuid, data: ["name": .string("P\(index)")])
         }
         let pushed = harness.server.handle(
             HTTPRequest(
