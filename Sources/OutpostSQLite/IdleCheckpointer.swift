@@ -28,6 +28,14 @@ import CSQLite
 /// every 16 MB, while the next page waited. After a bulk commit the copy
 /// starts at once on the checkpointer's thread, beside the writer's next
 /// page; the writer checkpoints itself only past `bulkBackstop`.
+///
+/// A first download is held (`hold`): its commits only append to the WAL
+/// until it ends, and one checkpoint copies every page once, in the pause
+/// after it, instead of the checkpoints of each batch taking the two cores
+/// and the disk from the download and the server. The WAL holds the
+/// download meanwhile (up to `heldBackstop`); every commit is synced as
+/// before, so a crash or power loss keeps what was committed: only when
+/// the copy into the main file runs changes.
 package final class IdleCheckpointer: @unchecked Sendable {
     /// WAL pages after which a checkpoint waits for a pause (SQLite's default).
     package static let threshold: Int32 = 1_000
@@ -39,6 +47,8 @@ package final class IdleCheckpointer: @unchecked Sendable {
     package static let bulkCommitPages: Int32 = 256
     /// WAL pages after which the writer checkpoints itself under bulk commits (64 MB).
     package static let bulkBackstop: Int32 = 16_000
+    /// WAL pages after which a held load checkpoints as bulk commits do (256 MB).
+    package static let heldBackstop: Int32 = 65_536
 
     private let queue = DispatchQueue(label: "outpost.sqlite.checkpoint")
     private let path: String
@@ -58,8 +68,28 @@ package final class IdleCheckpointer: @unchecked Sendable {
     /// Called by the writer after a commit, with the WAL's size in pages.
     /// Returns whether the writer should checkpoint itself (the backstop).
     func committed(walPages: Int32) -> Bool {
-        let step = Self.step(walPages: walPages, before: walPagesBefore)
+        let step = Self.step(walPages: walPages, before: walPagesBefore, held: isHeld)
         walPagesBefore = walPages
+        return run(step)
+    }
+
+    /// Called by the writer: while `held`, commits leave the WAL to grow
+    /// (up to `heldBackstop`); on release, a WAL past `threshold` is
+    /// checkpointed once no commit has come for 50 ms.
+    func hold(_ held: Bool) {
+        guard held != isHeld else { return }
+        isHeld = held
+        guard !held, walPagesBefore >= Self.threshold else { return }
+        // The WAL file grew to the whole load: once copied, it is emptied
+        // (SQLite would keep its size on the disk until the store closes).
+        state.truncateNext()
+        _ = run(.afterPause)
+    }
+
+    /// Whether a load holds checkpoints back (written by the writer only).
+    private var isHeld = false
+
+    private func run(_ step: Step) -> Bool {
         switch step {
         case .none: return false
         case .inCommit: return true
@@ -86,9 +116,15 @@ package final class IdleCheckpointer: @unchecked Sendable {
         case inCommit
     }
 
-    package static func step(walPages: Int32, before: Int32) -> Step {
+    package static func step(walPages: Int32, before: Int32, held: Bool = false) -> Step {
         // The WAL starts again from its first page after a full checkpoint.
         let added = walPages >= before ? walPages - before : walPages
+        if held {
+            // Past its backstop a held load checkpoints beside its writes,
+            // and in its own commits only if those fall behind.
+            if walPages < heldBackstop { return .none }
+            return walPages >= heldBackstop + bulkBackstop ? .inCommit : .atOnce
+        }
         let bulk = added >= bulkCommitPages
         if walPages >= (bulk ? bulkBackstop : backstop) { return .inCommit }
         guard walPages >= threshold else { return .none }
@@ -115,7 +151,14 @@ package final class IdleCheckpointer: @unchecked Sendable {
         guard let handle else { return state.finished(ok: false) }
         // -1 frames: the connection does not see the file in WAL mode.
         var walFrames: Int32 = -1
-        let code = sqlite3_wal_checkpoint_v2(handle, "main", SQLITE_CHECKPOINT_PASSIVE, &walFrames, nil)
+        var copied: Int32 = -1
+        let code = sqlite3_wal_checkpoint_v2(handle, "main", SQLITE_CHECKPOINT_PASSIVE, &walFrames, &copied)
+        if code == SQLITE_OK, copied == walFrames, state.takeTruncate() {
+            // Nothing left to copy, so this holds the write lock only to empty
+            // the file; with a write or a read under way it gives up (no busy
+            // handler) and the WAL keeps its size until the next one.
+            sqlite3_wal_checkpoint_v2(handle, "main", SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
+        }
         state.finished(ok: code == SQLITE_OK && walFrames >= 0, besideWrites: afterBulk)
     }
 
@@ -166,6 +209,21 @@ private final class CheckpointState: @unchecked Sendable {
     private var completed = 0
     private var failed = 0
     private var besideWrites = 0
+    private var truncate = false
+
+    /// The next checkpoint that copies every frame also empties the WAL file.
+    func truncateNext() {
+        lock.lock()
+        truncate = true
+        lock.unlock()
+    }
+
+    func takeTruncate() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        defer { truncate = false }
+        return truncate
+    }
 
     /// Notes a commit; true when no checkpoint is waiting yet and the
     /// caller should schedule one.

@@ -19,6 +19,8 @@ public final class SQLiteConnection {
     private let openFlags: Int32
     private let vfs: String?
     private var checkpointer: IdleCheckpointer?
+    /// Schema facts the layers above keep for this connection (forgotten by a rollback).
+    package var schemaFacts = SchemaFacts()
 
     /// Opens (creating if needed) a database file in WAL mode.
     ///
@@ -139,6 +141,11 @@ public final class SQLiteConnection {
             }, Unmanaged.passUnretained(checkpointer).toOpaque())
     }
 
+    /// While `held` (a first download with pages to come), commits leave
+    /// their pages in the WAL and one checkpoint follows the release
+    /// (``IdleCheckpointer/hold(_:)``); nothing without ``checkpointWhenIdle()``.
+    package func holdCheckpoints(_ held: Bool) { checkpointer?.hold(held) }
+
     /// Checkpoints run on the checkpointer's connection so far, how many
     /// failed, and how many ran beside bulk writes instead of in a pause
     /// (nil when checkpoints run in commits, SQLite's default).
@@ -224,6 +231,7 @@ public final class SQLiteConnection {
             try run("COMMIT")
             return result
         } catch {
+            schemaFacts.forget()
             if isInTransaction { _ = try? run("ROLLBACK") }
             throw error
         }

@@ -130,36 +130,76 @@ struct IdleCheckpointTests {
         #expect(Checkpointer.step(walPages: Checkpointer.bulkBackstop, before: Checkpointer.bulkBackstop - bulk) == .inCommit)
     }
 
-    /// A first download writes pages of thousands of records back to back:
-    /// no pause comes, and the copy runs beside the next page's writes.
-    @Test func aDownloadsPagesAreCopiedIntoTheFileBesideTheWritesAndTheWALStaysBounded() async throws {
+    @Test func aHeldLoadLeavesItsPagesInTheWALUpToItsBackstop() {
+        typealias Checkpointer = IdleCheckpointer
+        let held = Checkpointer.heldBackstop
+        #expect(Checkpointer.step(walPages: Checkpointer.bulkBackstop + 500, before: Checkpointer.bulkBackstop, held: true) == .none)
+        #expect(Checkpointer.step(walPages: 1_003, before: 1_000, held: true) == .none)
+        #expect(Checkpointer.step(walPages: held - 1, before: held - 600, held: true) == .none)
+        // Past its backstop it checkpoints beside the writes, and in them only if those fall far behind.
+        #expect(Checkpointer.step(walPages: held + 300, before: held - 300, held: true) == .atOnce)
+        #expect(Checkpointer.step(walPages: held + 3, before: held, held: true) == .atOnce)
+        #expect(Checkpointer.step(walPages: held + Checkpointer.bulkBackstop, before: held, held: true) == .inCommit)
+    }
+
+    static func downloadPage(_ page: Int, of pages: Int, _ version: inout Int64) throws -> RawPullPage {
+        let time = ServerTimestamp(rawValue: "2026-11-29T10:00:00.123456Z")
+        let notes = String(repeating: "n", count: 400)
+        let changes = (0..<2_500).map { _ -> PullChange in
+            version += 1
+            return .record(
+                WireRecord(
+                    collection: "people", uuid: UUID(), id: version, version: version, updatedAt: time, deleted: false,
+                    owner: "u-1", team: "t-1", data: ["name": .string("p\(version)"), "notes": .string(notes)]))
+        }
+        return try RawPullPage(PullResponse(changes: changes, cursor: PullCursor(rawValue: "c\(page)"), hasMore: page < pages - 1, serverTime: time))
+    }
+
+    /// A download of many pages writes them back to back: no checkpoint
+    /// takes the disk and the cores from it while pages are to come, every
+    /// commit is in the WAL, and one checkpoint copies them all in the
+    /// pause after the last page.
+    @Test func aDownloadsPagesStayInTheWALUntilItsLastPageThenOneCheckpointCopiesThem() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.path("device.sqlite")
         let store = try Self.open(path)
-        let time = ServerTimestamp(rawValue: "2026-11-29T10:00:00.123456Z")
-        let notes = String(repeating: "n", count: 400)
         var largest = 0
         var version: Int64 = 0
         for page in 0..<10 {
-            let changes = (0..<2_500).map { _ -> PullChange in
-                version += 1
-                return .record(
-                    WireRecord(
-                        collection: "people", uuid: UUID(), id: version, version: version, updatedAt: time, deleted: false,
-                        owner: "u-1", team: "t-1", data: ["name": .string("p\(version)"), "notes": .string(notes)]))
-            }
-            let raw = try RawPullPage(
-                PullResponse(changes: changes, cursor: PullCursor(rawValue: "c\(page)"), hasMore: page < 9, serverTime: time))
-            try await store.applyPull(raw, collections: ["people"])
+            try await store.applyPull(Self.downloadPage(page, of: 10, &version), collections: ["people"])
             largest = max(largest, Self.walBytes(path))
+            if page < 9 {
+                #expect(await store.idleCheckpoints?.completed == 0, "no checkpoint while pages are to come")
+                // The file may not hold the table yet: the store's schema is in the WAL too.
+                #expect((try? Self.rowsInTheFile(path)) ?? 0 == 0, "the pages are in the WAL")
+            }
         }
-        try await eventually("a checkpoint ran beside the writes") { await store.idleCheckpoints?.besideWrites ?? 0 >= 1 }
+        // 25,000 records of ~450 bytes, about 300 WAL pages a page of 2,500: all of them, never restarted.
+        #expect(largest > 3_000 * Self.frameBytes, "WAL reached \(largest) bytes")
+        try await eventually("one checkpoint in the pause after the last page") { await store.idleCheckpoints?.completed ?? 0 >= 1 }
         #expect(await store.idleCheckpoints?.failed == 0)
-        // A page of 2,500 such records is about 300 WAL pages (bulk): the
-        // WAL never passes the bulk backstop by more than one page's worth.
-        #expect(largest <= Int(IdleCheckpointer.bulkBackstop + 400) * Self.frameBytes, "WAL reached \(largest) bytes")
+        #expect(await store.idleCheckpoints?.besideWrites == 0)
+        #expect(try Self.rowsInTheFile(path) == 25_000, "the checkpoint copied every page")
+        try await eventually("the WAL file emptied after the copy") { Self.walBytes(path) == 0 }
         #expect(try await store.query(Person.self).count == 25_000)
         await store.close()
         #expect(try Self.rowsInTheFile(path) == 25_000)
+    }
+
+    /// A download cut short (the network gone) ends its hold with the sync
+    /// cycle: what it wrote is copied into the file in the pause after.
+    @Test func aDownloadCutShortIsCheckpointedWhenTheCycleEnds() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("device.sqlite")
+        let store = try Self.open(path)
+        var version: Int64 = 0
+        for page in 0..<4 { try await store.applyPull(Self.downloadPage(page, of: 10, &version), collections: ["people"]) }
+        try await Task.sleep(for: .milliseconds(150))
+        #expect(await store.idleCheckpoints?.completed == 0, "no checkpoint while pages are to come")
+        try await store.finishInterruptedDownload()
+        try await eventually("a checkpoint once the cut download ended") { await store.idleCheckpoints?.completed ?? 0 >= 1 }
+        #expect(try Self.rowsInTheFile(path) == 10_000)
+        #expect(try await store.pageCacheSize == -2_000, "the cache went back too")
+        await store.close()
     }
 }

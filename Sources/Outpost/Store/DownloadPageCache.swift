@@ -6,7 +6,9 @@ import OutpostSQLite
 /// uuid index; with SQLite's default 2 MB cache every one of them read its
 /// index page back from the file. While more pages follow, the cache holds
 /// 32 MB (the uuid index of about 600,000 records); it goes back to what it
-/// was once the last page is in.
+/// was once the last page is in. Checkpoints wait for the same end
+/// (`SQLiteConnection.holdCheckpoints`): the download's pages are copied
+/// from the WAL once, in the pause after it.
 struct DownloadPageCache {
     /// The cache while a download runs, in KiB (`PRAGMA cache_size` takes
     /// negative numbers as KiB).
@@ -20,11 +22,14 @@ struct DownloadPageCache {
         guard hasMore, restoreTo == nil else { return }
         restoreTo = try Self.size(of: connection)
         try connection.execute("PRAGMA cache_size = -\(Self.kibibytes)")
+        connection.holdCheckpoints(true)
     }
 
-    /// After the last page: the cache goes back (SQLite frees what is over).
+    /// After the last page, or a download cut short: the cache goes back
+    /// (SQLite frees what is over) and the WAL is checkpointed in the pause.
     mutating func downloadEnded(on connection: SQLiteConnection) throws {
         guard let size = restoreTo else { return }
+        connection.holdCheckpoints(false)
         try connection.execute("PRAGMA cache_size = \(size)")
         restoreTo = nil
     }

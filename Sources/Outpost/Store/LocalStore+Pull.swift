@@ -110,9 +110,12 @@ extension LocalStore {
     /// gone, the sync cut at a deadline, the engine stopped) builds the uuid
     /// indexes it put off: until it resumes, reads by uuid must not scan
     /// the table. The download then goes on the usual way, into the index.
+    /// Its checkpoints, held while pages were to come, run in the pause.
     package func finishInterruptedDownload() throws {
         try checkOpen()
-        guard firstDownload.isFilling, !isReadOnly else { return }
+        guard !isReadOnly else { return }
+        try translatingStorageErrors { try downloadCache.downloadEnded(on: connection) }
+        guard firstDownload.isFilling else { return }
         try translatingStorageErrors { try connection.transaction { try firstDownload.finish(on: connection) } }
     }
 

@@ -28,15 +28,25 @@ extension RecordTable {
         try TableRebuild.definition(of: name, contains: Self.legacyKeyDeclaration, in: connection)
     }
 
+    /// Whether the uuid index is there, read from `sqlite_schema` once per
+    /// schema version and kept on the connection (`SchemaFacts`): every
+    /// write asks, and the query cost more than some writes.
     func hasUuidIndex() throws -> Bool {
-        try connection.first(
-            "SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = ?", [.text(uuidIndexName)]) { _ in true } ?? false
+        let version = try connection.first("PRAGMA schema_version") { $0.int64(0) } ?? 0
+        if let known = connection.schemaFacts.fact(uuidIndexName, at: version) { return known }
+        let exists =
+            try connection.first(
+                "SELECT 1 FROM sqlite_schema WHERE type = 'index' AND name = ?", [.text(uuidIndexName)]) { _ in true } ?? false
+        connection.schemaFacts.note(uuidIndexName, exists, at: version)
+        return exists
     }
 
     /// Before a write other than a first download's: a download that put the
     /// index off gives it up here (SQLite builds it from the rows in one go).
     func ensureUuidIndex() throws {
-        if try !hasUuidIndex() { try connection.execute(uuidIndex) }
+        if try hasUuidIndex() { return }
+        try connection.execute(uuidIndex)
+        try noteUuidIndex(true)
     }
 
     func isEmpty() throws -> Bool {
@@ -47,5 +57,12 @@ extension RecordTable {
     /// no index to update.
     func dropUuidIndex() throws {
         try connection.execute("DROP INDEX IF EXISTS \"\(uuidIndexName)\"")
+        try noteUuidIndex(false)
+    }
+
+    /// After this connection made or dropped the index: the schema version it moved to.
+    private func noteUuidIndex(_ exists: Bool) throws {
+        let version = try connection.first("PRAGMA schema_version") { $0.int64(0) } ?? 0
+        connection.schemaFacts.note(uuidIndexName, exists, at: version)
     }
 }

@@ -15,6 +15,12 @@ enum InitialSyncBench {
         /// disk: on a loaded machine these move far less than its time.
         var cpuSeconds: Double?
         var writtenMegabytes: Double?
+        /// The WAL file's size when the sync returned (the pages not yet
+        /// checkpointed, at most), and the CPU and bytes once the store has
+        /// closed: the checkpoints that come after the sync are in these.
+        var walMegabytes: Double?
+        var cpuSecondsThroughClose: Double?
+        var writtenMegabytesThroughClose: Double?
     }
 
     /// `encrypted` adds a run of the same download into a store that seals
@@ -104,6 +110,9 @@ enum InitialSyncBench {
             ]
             if let cpu = figures.cpuSeconds { result.details["client_cpu_seconds"] = cpu }
             if let written = figures.writtenMegabytes { result.details["client_written_mb"] = written }
+            if let wal = figures.walMegabytes { result.details["client_wal_mb"] = wal }
+            if let cpu = figures.cpuSecondsThroughClose { result.details["client_cpu_seconds_through_close"] = cpu }
+            if let written = figures.writtenMegabytesThroughClose { result.details["client_written_mb_through_close"] = written }
             results.append(result)
         }
         return results
@@ -138,9 +147,14 @@ enum InitialSyncBench {
         let seconds = try await Bench.time {
             received = try await engine.sync(timeout: .seconds(1800)).received
         }
-        let figures = ClientFigures(
+        var figures = ClientFigures(
             seconds: seconds, rssMegabytes: Bench.peakRSSMegabytes(), records: received, cpuSeconds: Bench.ownCPUSeconds(),
             writtenMegabytes: Self.bytesWritten().map { Double($0) / 1e6 })
+        let wal = try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? NSNumber
+        figures.walMegabytes = wal.map { $0.doubleValue / 1e6 }
+        await store.close()
+        figures.cpuSecondsThroughClose = Bench.ownCPUSeconds()
+        figures.writtenMegabytesThroughClose = Self.bytesWritten().map { Double($0) / 1e6 }
         FileHandle.standardOutput.write(try JSONEncoder().encode(figures))
     }
 }
