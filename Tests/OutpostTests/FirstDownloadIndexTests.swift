@@ -106,6 +106,30 @@ struct FirstDownloadIndexTests {
         #expect(rows.count == 502)
     }
 
+    /// The open-addressed table behind the map: it grows past its first
+    /// size keeping every rowid, a removed uuid is gone until claimed
+    /// again, and `set` overwrites.
+    @Test func theUuidTableGrowsRemovesAndOverwrites() {
+        let table = UuidRowids()
+        let keys = (0..<5_000).map { index in AppendedRows.PackedKey(high: UInt64.random(in: .min ... .max), low: UInt64(index)) }
+        for (offset, key) in keys.enumerated() { #expect(table.claim(key, as: Int64(offset + 1)) == nil) }
+        #expect(table.count == 5_000)
+        #expect(keys.enumerated().allSatisfy { table.rowid($1) == Int64($0 + 1) }, "every rowid kept through the growth")
+        table.remove(keys[10])
+        #expect(table.rowid(keys[10]) == nil)
+        #expect(table.rowid(keys[11]) == 12, "a neighbour is still found past the removed one")
+        #expect(table.count == 4_999)
+        #expect(table.claim(keys[10], as: 9_000) == nil, "a removed uuid claims anew")
+        #expect(table.claim(keys[10], as: 9_001) == 9_000)
+        table.set(keys[20], 7)
+        #expect(table.rowid(keys[20]) == 7)
+        #expect(table.rowid(AppendedRows.PackedKey(high: 1, low: 1)) == nil)
+        // Keys that differ only in their top bits still spread.
+        let close = UuidRowids()
+        for top in 0..<4_096 { _ = close.claim(AppendedRows.PackedKey(high: UInt64(top) << 52, low: UInt64(top) << 52), as: Int64(top + 1)) }
+        #expect((0..<4_096).allSatisfy { close.rowid(AppendedRows.PackedKey(high: UInt64($0) << 52, low: UInt64($0) << 52)) == Int64($0 + 1) })
+    }
+
     /// A record changed while the download runs comes again in a later page:
     /// the newer version replaces the row appended before, an older one is
     /// left out, a tombstone deletes it, and one record twice in the same
