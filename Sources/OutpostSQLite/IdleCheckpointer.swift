@@ -43,6 +43,10 @@ package final class IdleCheckpointer: @unchecked Sendable {
     package static let backstop: Int32 = 4_000
     /// The pause without commits that lets a checkpoint run (50 ms).
     static let idleNanoseconds: UInt64 = 50_000_000
+    /// The pause that lets the checkpoint after a held load run (250 ms):
+    /// the sync cycle goes on a little after its last page (reads, a push),
+    /// and a copy of the whole load would take the cores from it.
+    static let afterLoadNanoseconds: UInt64 = 250_000_000
     /// A commit that adds this many WAL pages (1 MB) or more is bulk.
     package static let bulkCommitPages: Int32 = 256
     /// WAL pages after which the writer checkpoints itself under bulk commits (64 MB).
@@ -83,7 +87,8 @@ package final class IdleCheckpointer: @unchecked Sendable {
         // The WAL file grew to the whole load: once copied, it is emptied
         // (SQLite would keep its size on the disk until the store closes).
         state.truncateNext()
-        _ = run(.afterPause)
+        guard state.committed(at: DispatchTime.now(), bulk: false) else { return }
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(Self.afterLoadNanoseconds))) { [self] in checkpointWhenIdle() }
     }
 
     /// Whether a load holds checkpoints back (written by the writer only).
@@ -140,7 +145,7 @@ package final class IdleCheckpointer: @unchecked Sendable {
     private func checkpointWhenIdle() {
         guard !isClosed else { return state.finished(ok: nil) }
         let afterBulk: Bool
-        switch state.turn(now: DispatchTime.now(), idle: Self.idleNanoseconds) {
+        switch state.turn(now: DispatchTime.now(), idle: state.truncatePending ? Self.afterLoadNanoseconds : Self.idleNanoseconds) {
         case .later(let wait):
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(wait))) { [self] in checkpointWhenIdle() }
             return
@@ -216,6 +221,12 @@ private final class CheckpointState: @unchecked Sendable {
         lock.lock()
         truncate = true
         lock.unlock()
+    }
+
+    var truncatePending: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return truncate
     }
 
     func takeTruncate() -> Bool {
