@@ -79,7 +79,7 @@ package final class IdleCheckpointer: @unchecked Sendable {
 
     /// Called by the writer: while `held`, commits leave the WAL to grow
     /// (up to `heldBackstop`); on release, a WAL past `threshold` is
-    /// checkpointed once no commit has come for 50 ms.
+    /// checkpointed once no commit has come for 250 ms, then emptied.
     func hold(_ held: Bool) {
         guard held != isHeld else { return }
         isHeld = held
