@@ -175,12 +175,9 @@ final class LiveHub: Sendable {
             for team in notice.teams { candidates.formUnion(state.byTeam[team] ?? []) }
             var found = candidates.compactMap { state.entries[$0]?.connection }
             // Reference data concerns everyone who follows it (rare: only admins write it).
-            if let anyone = state.entries.values.first?.connection,
-                !anyone.interest.readOnly.isDisjoint(with: notice.collections)
-            {
-                found = state.entries.values.map(\.connection)
-            }
-            return found.filter { $0.interest.isTouched(by: notice) }
+            let referenceWritten = state.entries.values.first?.connection.interest.readOnly.intersection(notice.collections) ?? []
+            if !referenceWritten.isEmpty { found = state.entries.values.map(\.connection) }
+            return found.filter { $0.interest.isTouched(by: notice, referenceWritten: referenceWritten) }
         }
         for connection in woken { connection.signal { $0.changes = true } }
     }

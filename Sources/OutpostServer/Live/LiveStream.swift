@@ -28,6 +28,9 @@ public final class LiveStream: Sendable {
 
     private struct State {
         var cursor: String?
+        /// The version `cursor` stands at, for the scope tag it was made
+        /// for: known when this stream set it, so not decoded again.
+        var position: (tag: String, version: Int64)?
         /// Bytes as they go on the wire (compressed when the request asked).
         var buffer: [UInt8] = []
         var sent = 0
@@ -37,7 +40,7 @@ public final class LiveStream: Sendable {
         var checkedAt: UInt64 = 0
         var principal: Principal?
         /// The reader's scope, kept while its principal stays the same.
-        var scope: (principal: Principal, sharingKey: String, tag: String)?
+        var scope: ReaderScope?
         /// Set when the stream goes compressed.
         var encoding: StreamEncoding?
 
@@ -173,14 +176,14 @@ public final class LiveStream: Sendable {
         var pieces: [Piece] = []
         if pending.changes {
             let scope = scope(of: principal)
-            var cursor = state.withLock { $0.cursor }
+            var (cursor, position) = state.withLock { ($0.cursor, $0.position) }
             var more = false
             var plainBytes = 0
             let serverTime = ServerTimestamp(server.clock.now())
             for _ in 0..<Self.pagesPerWake {
                 let event: ChangesEvent
                 do {
-                    event = try sharedPage(after: cursor, scope: scope, as: principal).event
+                    event = try sharedPage(after: cursor, at: position, scope: scope, as: principal).event
                 } catch let error as APIError {
                     return end(with: error, after: pieces)
                 } catch {
@@ -190,7 +193,10 @@ public final class LiveStream: Sendable {
                 if page.heldBack { server.liveHub.recheck(connection) }
                 server.metrics.pulled(records: page.changes)
                 // An empty page may still move the cursor (past entries this scope does not see).
-                if event.movesCursor { cursor = event.cursor(scopeTag: scope.tag) }
+                if event.movesCursor {
+                    cursor = event.cursor(scopeTag: scope.tag)
+                    position = (scope.tag, page.lastVersion)
+                }
                 if page.changes > 0 {
                     pieces.append(.changes(event, tail: event.tail(scopeTag: scope.tag, serverTime: serverTime)))
                     plainBytes += event.head.count
@@ -198,8 +204,11 @@ public final class LiveStream: Sendable {
                 more = page.hasMore
                 if !more || plainBytes > 1 << 20 { break }
             }
-            let finalCursor = cursor
-            state.withLock { $0.cursor = finalCursor }
+            let (finalCursor, finalPosition) = (cursor, position)
+            state.withLock { state in
+                state.cursor = finalCursor
+                state.position = finalPosition
+            }
             // More than one wake's worth: go on once these are sent, so one
             // stream's backlog never holds the thread from the others.
             if more { connection.signal { $0.changes = true } }
@@ -210,12 +219,23 @@ public final class LiveStream: Sendable {
         return true
     }
 
-    /// The reader's scope: its sharing key and cursor tag, worked out again
-    /// only when the token's principal changes.
-    private func scope(of principal: Principal) -> (principal: Principal, sharingKey: String, tag: String) {
+    /// Whom a stream reads for: what its pages are shared under, and the
+    /// tag its cursors carry.
+    private struct ReaderScope {
+        let principal: Principal
+        /// The shared pages' key but for the position: scope, collections, window, limit.
+        let keyPrefix: String
+        let tag: String
+    }
+
+    /// The reader's scope, worked out again only when the token's principal changes.
+    private func scope(of principal: Principal) -> ReaderScope {
         if let known = state.withLock({ $0.scope }), known.principal == principal { return known }
         let scope = Scope(principal: principal, config: server.config)
-        let made = (principal, scope.sharingKey, scope.tag)
+        let keyPrefix = [
+            scope.sharingKey, (pull.collections ?? []).sorted().joined(separator: ","), pull.windowStart ?? "", String(pull.limit ?? 0), "",
+        ].joined(separator: "|")
+        let made = ReaderScope(principal: principal, keyPrefix: keyPrefix, tag: scope.tag)
         state.withLock { $0.scope = made }
         return made
     }
@@ -224,15 +244,17 @@ public final class LiveStream: Sendable {
     /// scope at the same position until the next commit, and its event
     /// made once for them all.
     private func sharedPage(
-        after cursor: String?, scope: (principal: Principal, sharingKey: String, tag: String), as principal: Principal
+        after cursor: String?, at position: (tag: String, version: Int64)?, scope: ReaderScope, as principal: Principal
     ) throws -> (event: ChangesEvent, shared: Bool) {
-        let after = try cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag).version } ?? -1
+        // A cursor this stream made for the same scope is not decoded again;
+        // one from the request, or made for a scope since changed, is checked.
+        let after =
+            if let position, position.tag == scope.tag { position.version } else {
+                try cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag).version } ?? -1
+            }
         var request = pull
         request.cursor = cursor
-        let key = [
-            scope.sharingKey, (request.collections ?? []).sorted().joined(separator: ","), request.windowStart ?? "",
-            String(request.limit ?? 0), String(after),
-        ].joined(separator: "|")
+        let key = scope.keyPrefix + String(after)
         return try server.liveHub.sharedPage(key) {
             ChangesEvent(
                 page: try PullService(
