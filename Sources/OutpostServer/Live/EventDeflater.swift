@@ -42,23 +42,42 @@ enum EventDeflater {
     #endif
 }
 
-#if canImport(CZlib)
-/// One zlib deflate state without a wrapper (window bits -15).
-private final class RawDeflateState: @unchecked Sendable {
-    // @unchecked Sendable: handed from the pool to one caller at a time.
+/// One zlib deflate state without a wrapper (window bits -15): lent from
+/// the pool for a segment, or a stream's own when it deflates its events
+/// with their history (nil where zlib is absent).
+final class RawDeflateState: @unchecked Sendable {
+    // @unchecked Sendable: handed from the pool to one caller at a time, or held by one stream.
+    #if canImport(CZlib)
     private var stream = z_stream()
     private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
 
+    #endif
+
     init?(level: Int32) {
+        #if canImport(CZlib)
         guard deflateInit2_(&stream, level, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK
         else { return nil }
+        #else
+        return nil
+        #endif
     }
 
+    #if canImport(CZlib)
     deinit { deflateEnd(&stream) }
 
     /// `plain` from a fresh state, ended by a full flush.
     func segment(_ plain: UnsafeRawBufferPointer) -> [UInt8]? {
         guard deflateReset(&stream) == Z_OK else { return nil }
+        return run(plain, flush: Z_FULL_FLUSH)
+    }
+
+    /// `plain` after everything this state deflated before (it may refer
+    /// to it), ended by a sync flush: the client inflates all of it at once.
+    func flushed(_ plain: [UInt8]) -> [UInt8]? {
+        plain.withUnsafeBytes { run($0, flush: Z_SYNC_FLUSH) }
+    }
+
+    private func run(_ plain: UnsafeRawBufferPointer, flush: Int32) -> [UInt8]? {
         var out: [UInt8] = []
         out.reserveCapacity(plain.count / 2 + 64)
         stream.next_in = UnsafeMutablePointer(mutating: plain.baseAddress?.assumingMemoryBound(to: Bytef.self))
@@ -69,7 +88,7 @@ private final class RawDeflateState: @unchecked Sendable {
             let code = scratch.withUnsafeMutableBufferPointer { target in
                 stream.next_out = target.baseAddress
                 stream.avail_out = uInt(room)
-                return deflate(&stream, Z_FULL_FLUSH)
+                return deflate(&stream, flush)
             }
             guard code == Z_OK || code == Z_BUF_ERROR else { return nil }
             out.append(contentsOf: scratch[0..<(room - Int(stream.avail_out))])
@@ -77,8 +96,10 @@ private final class RawDeflateState: @unchecked Sendable {
             if stream.avail_out > 0 && stream.avail_in == 0 { return out }
         }
     }
+    #else
+    func flushed(_ plain: [UInt8]) -> [UInt8]? { nil }
+    #endif
 }
-#endif
 
 /// The two checksums the gzip and zlib trailers carry, and how a stream
 /// extends its running one by a segment it did not checksum itself.

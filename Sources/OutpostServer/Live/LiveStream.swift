@@ -51,17 +51,17 @@ public final class LiveStream: Sendable {
                 case (.own(let bytes), false):
                     buffer += bytes
                 case (.own(let bytes), true):
-                    encoding!.appendStored(bytes, to: &buffer)
+                    encoding!.appendOwn(bytes, to: &buffer)
                 case (.changes(let event, let tail), false):
                     buffer += event.head
                     buffer += tail
                 case (.changes(let event, let tail), true):
-                    if let head = event.deflatedHead {
+                    if !encoding!.keepsHistory, let head = event.deflatedHead {
                         encoding!.append(head, to: &buffer)
+                        encoding!.appendOwn(tail, to: &buffer)
                     } else {
-                        encoding!.appendStored(event.head, to: &buffer)
+                        encoding!.appendOwn(event.head + tail, to: &buffer)
                     }
-                    encoding!.appendStored(tail, to: &buffer)
                 }
             }
         }
@@ -92,7 +92,9 @@ public final class LiveStream: Sendable {
         contentEncoding = format?.rawValue
         var initial = State(cursor: pull.cursor)
         if let format {
-            initial.encoding = StreamEncoding(format: format)
+            // A field user's stream carries that user's own records: nothing a
+            // team shares, so it deflates them itself, with their history.
+            initial.encoding = StreamEncoding(format: format, withHistory: connection.interest.principal.role == .field)
             initial.buffer = initial.encoding!.header
         }
         // A heartbeat first: the client (and anything between) sees at once

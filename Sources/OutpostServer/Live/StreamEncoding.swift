@@ -1,13 +1,17 @@
 import OutpostCore
 
 /// How one compressed stream goes on the wire: the format's header, then
-/// segments (each event's shared deflate bytes, or the stream's own small
-/// pieces as stored blocks), then an empty last block and the trailer.
+/// its pieces, then an empty last block and the trailer.
 ///
-/// The stream keeps no deflate state of its own, only the running
-/// checksum and length its trailer needs: what it sends is either made
-/// once for every stream or not compressed at all (heartbeats, cursors and
-/// errors are a hundred bytes or so).
+/// A stream whose events are shared (a team's, or everyone's: a commit
+/// wakes many streams with the same page) keeps no deflate state of its
+/// own, only the running checksum and length its trailer needs: each
+/// event's deflated bytes are made once for every stream, and its own
+/// pieces (cursors, heartbeats, errors: a hundred bytes or so) go stored.
+///
+/// A stream of one user's own records shares its events with that user's
+/// other devices at most, so it deflates them itself with their history:
+/// a one-record event then costs about a quarter of its bytes alone.
 struct StreamEncoding: Sendable {
     let format: DeflateFormat
     private var crc: UInt32 = 0
@@ -15,8 +19,17 @@ struct StreamEncoding: Sendable {
     /// Plain bytes sent so far.
     private var length = 0
     private(set) var finished = false
+    /// The stream's own deflate state, when it deflates with history;
+    /// everything it sends then goes through it.
+    private var history: RawDeflateState?
 
-    init(format: DeflateFormat) { self.format = format }
+    init(format: DeflateFormat, withHistory: Bool = false) {
+        self.format = format
+        history = withHistory ? RawDeflateState(level: AnswerCompression.streamLevel) : nil
+    }
+
+    /// Whether the stream deflates its pieces itself, with their history.
+    var keepsHistory: Bool { history != nil }
 
     /// What the stream begins with: gzip's ten bytes (no name, no time,
     /// Unix) or zlib's two (a 32 KB window, default level).
@@ -27,18 +40,34 @@ struct StreamEncoding: Sendable {
         }
     }
 
-    /// Appends a segment deflated elsewhere.
+    /// Appends a piece of the stream's own: deflated with the history when
+    /// the stream keeps one, else stored.
+    mutating func appendOwn(_ plain: [UInt8], to out: inout [UInt8]) {
+        guard let history else { return appendStored(plain, to: &out) }
+        guard let bytes = history.flushed(plain) else {
+            // zlib failed: from here on stored, which refers to nothing.
+            self.history = nil
+            return appendStored(plain, to: &out)
+        }
+        out += bytes
+        crc = Checksums.crc32(plain, after: crc)
+        adler = Checksums.adler32(plain, after: adler)
+        length &+= plain.count
+    }
+
+    /// Appends a segment deflated elsewhere (a stream without history only:
+    /// its history would not hold the segment's bytes).
     mutating func append(_ segment: DeflatedSegment, to out: inout [UInt8]) {
+        precondition(history == nil, "a stream deflating with history takes no segment made elsewhere")
         out += segment.bytes
         crc = Checksums.crc32(crc, then: segment.crc, length: segment.plainCount)
         adler = Checksums.adler32(adler, then: segment.adler, length: segment.plainCount)
         length &+= segment.plainCount
     }
 
-    /// Appends `plain` as stored blocks: no deflating for the stream's own
-    /// short pieces. Each block begins on a byte boundary, as every segment
-    /// ends on one.
-    mutating func appendStored(_ plain: [UInt8], to out: inout [UInt8]) {
+    /// Appends `plain` as stored blocks. Each block begins on a byte
+    /// boundary, as every segment ends on one.
+    private mutating func appendStored(_ plain: [UInt8], to out: inout [UInt8]) {
         var start = 0
         while start < plain.count {
             let count = min(0xFFFF, plain.count - start)
