@@ -120,6 +120,73 @@ struct LiveFanOutTests {
         #expect(Array(try BodyCompression.inflate(Data(wire), limit: 1 << 22)) == plain)
     }
 
+    /// A page of `count` people as a census round records them, `round` apart from the last.
+    static func peoplePage(round: Int, count: Int) throws -> PullService.Page {
+        let names = ["Lucía Romero", "Marco Bianchi", "Olga Petrova", "João Costa", "Ana Torres", "Ivan Sokolov"]
+        var body = PullService.Page.opening
+        let start = body.count
+        for index in 0..<count {
+            let number = round * count + index
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            let record = WireRecord(
+                collection: "people", uuid: UUID(), id: Int64(number + 1), version: Int64(1000 + number),
+                updatedAt: ServerTimestamp(Date(timeIntervalSince1970: 1_796_547_600 + Double(number) * 1.7)), deleted: false,
+                owner: "writer", team: "t-1",
+                data: [
+                    "name": .string("\(names[number % names.count]) \(number)"), "phone": .string("555-\(1_000_000 + number)"),
+                    "address": .string("Calle Mayor \(number % 300 + 1), interior \(number % 12)"),
+                    "notes": .string("Captured in the field during the census round \(number % 17); visit again in the morning if nobody answers."),
+                    "section": .int(Int64(number % 400)),
+                ])
+            body += try WireCoding.encode(PullChange.record(record))
+        }
+        let range = start..<body.count
+        let last = Int64(1000 + round * count + count - 1)
+        let cursor = PullCursorCodec.encode(last, scopeTag: "reader")
+        PullService.Page.close(&body, cursor: cursor, hasMore: false, serverTime: ServerTimestamp(rawValue: "2026-12-06T09:00:00.000Z"))
+        return PullService.Page(body: body, changesRange: range, cursor: cursor, hasMore: false, changes: count, lastVersion: last)
+    }
+
+    /// What each way of compressing a stream costs in bytes, for events of
+    /// 1, 10 and 100 people (50 events each, after a heartbeat): printed for
+    /// docs/benchmarks.md. Shared events are deflated alone, so a small one
+    /// compresses less than with the stream's history.
+    @Test func bytesOnTheWirePerEventEachWay() throws {
+        let time = ServerTimestamp(rawValue: "2026-12-06T09:00:04.000Z")
+        for count in [1, 10, 100] {
+            var shared = StreamEncoding(format: .gzip)
+            var history = StreamEncoding(format: .gzip, withHistory: true)
+            var sharedWire = shared.header
+            var historyWire = history.header
+            let beat = LiveStream.event(.heartbeat, Array(#"{"server_time":"2026-12-06T09:00:00.000Z"}"#.utf8))
+            shared.appendOwn(beat, to: &sharedWire)
+            history.appendOwn(beat, to: &historyWire)
+            let (sharedStart, historyStart) = (sharedWire.count, historyWire.count)
+            var plain: [UInt8] = []
+            for round in 0..<50 {
+                let event = ChangesEvent(page: try Self.peoplePage(round: round, count: count), after: nil)
+                let tail = event.tail(scopeTag: "0f34e4bdb676", serverTime: time)
+                shared.append(try #require(event.deflatedHead), to: &sharedWire)
+                shared.appendOwn(tail, to: &sharedWire)
+                history.appendOwn(event.head + tail, to: &historyWire)
+                plain += event.head + tail
+            }
+            let perEvent = { (bytes: Int) in Double(bytes) / 50 }
+            let (plainBytes, sharedBytes, historyBytes) =
+                (perEvent(plain.count), perEvent(sharedWire.count - sharedStart), perEvent(historyWire.count - historyStart))
+            print(
+                "LiveFanOut[\(count) people an event]: plain \(Int(plainBytes)) B, deflated once and shared \(Int(sharedBytes)) B (\(String(format: "%.2f", plainBytes / sharedBytes))x), "
+                    + "with the stream's history \(Int(historyBytes)) B (\(String(format: "%.2f", plainBytes / historyBytes))x)")
+            #expect(historyBytes < sharedBytes && sharedBytes < plainBytes)
+            for (encoding, wire) in [(shared, sharedWire), (history, historyWire)] {
+                var ended = encoding
+                var whole = wire
+                ended.finish(to: &whole)
+                #expect(Array(try BodyCompression.inflate(Data(whole), limit: 1 << 24)) == beat + plain)
+            }
+        }
+    }
+
     @Test func aCorruptedTrailerIsCaughtByTheInflater() throws {
         let event = ChangesEvent(page: try Self.page(2), after: nil)
         var encoding = StreamEncoding(format: .gzip)
