@@ -8,6 +8,7 @@ import OutpostCore
 /// also share its JSON and its compressed bytes. What differs per stream
 /// is the tail: the cursor, which names the reader's scope, and the time.
 final class ChangesEvent: Sendable {
+    /// The page as read, without its body (the head holds the JSON).
     let page: PullService.Page
     /// Whether the page moves its reader's cursor: false for an empty page
     /// that gave back the cursor it was asked after, which every stream
@@ -24,7 +25,9 @@ final class ChangesEvent: Sendable {
 
     /// `after`: the cursor the page was read after.
     init(page: PullService.Page, after: String?) {
-        self.page = page
+        var slim = page
+        (slim.body, slim.changesRange, slim.encoded) = ([], 0..<0, nil)
+        self.page = slim
         movesCursor = page.cursor != after
         var head = Self.eventStart
         head.reserveCapacity(Self.eventStart.count + page.changesRange.count + PullService.Page.opening.count + 16)

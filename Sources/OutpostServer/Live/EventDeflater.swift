@@ -19,8 +19,8 @@ struct DeflatedSegment: Sendable, Equatable {
 }
 
 /// zlib deflate states in raw mode, lent to one segment at a time: a
-/// state is a quarter of a megabyte, so the streams share a few instead
-/// of holding one each.
+/// state is a quarter of a megabyte, so the streams that share events
+/// share a few instead of holding one each.
 enum EventDeflater {
     /// `plain` deflated as a segment at the stream level; nil where zlib is
     /// absent or fails (the stream then sends the bytes stored).
@@ -50,7 +50,6 @@ final class RawDeflateState: @unchecked Sendable {
     #if canImport(CZlib)
     private var stream = z_stream()
     private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
-
     #endif
 
     init?(level: Int32) {
