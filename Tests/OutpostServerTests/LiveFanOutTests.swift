@@ -200,6 +200,29 @@ struct LiveFanOutTests {
         #expect(throws: BodyCompression.Failure.self) { try BodyCompression.inflate(Data(wire), limit: 1 << 20) }
     }
 
+    /// A commit wakes the connections whose scope it touched; a write to
+    /// reference data wakes everyone who follows that collection, whatever
+    /// their scope, and no one who does not.
+    @Test func aCommitWakesItsScopesAndReferenceDataWakesEveryoneFollowingIt() throws {
+        let hub = LiveHub()
+        func open(_ user: String, _ role: Role, team: String, _ collections: Set<String>) throws -> LiveConnection {
+            try hub.open(
+                kind: .stream,
+                interest: LiveInterest(
+                    principal: Principal(user: user, role: role, team: team), collections: collections, readOnly: ["sites"]),
+                token: nil, wait: .zero, changesPending: false)
+        }
+        let ana = try open("u-1", .field, team: "t-1", ["people", "sites"])
+        let bea = try open("u-2", .field, team: "t-1", ["people", "sites"])
+        let coordinator = try open("c-1", .coordinator, team: "t-1", ["people"])
+        let elsewhere = try open("c-9", .coordinator, team: "t-2", ["people", "sites"])
+        let woken = { [ana, bea, coordinator, elsewhere].map { $0.takePending().changes } }
+        hub.committed(CommitNotice(collections: ["people"], owners: ["u-1"], teams: ["t-1"]))
+        #expect(woken() == [true, false, true, false], "Ana's record: Ana and her team's coordinator")
+        hub.committed(CommitNotice(collections: ["sites"], owners: ["a-1"], teams: ["hq"]))
+        #expect(woken() == [true, true, false, true], "reference data: everyone following sites, nobody else")
+    }
+
     /// On one commit, field users get their own records only and each
     /// coordinator of the team the same event with a cursor of its own
     /// scope; another team's coordinator gets nothing. Streams compressed,
