@@ -78,7 +78,7 @@ public final class LiveStream: Sendable {
     private let pull: PullService.Request
     private let state: Locked<State>
     /// The coding of the stream's body (`Content-Encoding`), nil when plain.
-    public let contentEncoding: String?
+    package let contentEncoding: String?
     /// Pages sent for one wake-up before the stream yields to others.
     private static let pagesPerWake = 8
 
