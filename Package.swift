@@ -97,6 +97,8 @@ var package = Package(
             name: "OutpostServer",
             dependencies: [
                 "OutpostCore", "OutpostSQLite", "CMicroHTTPD", "CMicroHTTPDErrorBodies", "CMicroHTTPDTLS", "CLibPQ", "CLibDeflate",
+                // zlib for the streams' events, deflated once each and shared (Live/EventDeflater).
+                .target(name: "CZlib", condition: .when(platforms: [.linux, .android])),
                 // JWT signatures (RS256, ES256); the server needs OpenSSL's libcrypto on every platform.
                 "COpenSSL",
             ],

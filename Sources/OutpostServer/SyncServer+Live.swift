@@ -59,7 +59,10 @@ extension SyncServer {
         // resync is a plain error answer, not a stream that ends at once.
         do {
             let first = try PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary).page(pull, as: principal)
-            return .stream(LiveStream(connection: connection, server: self, pull: pull, first: first))
+            return .stream(
+                LiveStream(
+                    connection: connection, server: self, pull: pull, first: first,
+                    format: AnswerCompression.negotiate(http.headers["accept-encoding"])))
         } catch {
             liveHub.close(connection)
             throw error

@@ -236,10 +236,13 @@ struct LiveEndpointTests {
         let hub = LiveHub()
         var reads = 0
         func page(_ key: String) -> (PullService.Page, Bool) {
-            hub.sharedPage(key) {
+            let (event, shared) = hub.sharedPage(key) {
                 reads += 1
-                return PullService.Page(body: [], changesRange: 0..<0, cursor: "c\(reads)", hasMore: false, changes: 0, lastVersion: 0)
+                return ChangesEvent(
+                    page: PullService.Page(body: [], changesRange: 0..<0, cursor: "c\(reads)", hasMore: false, changes: 0, lastVersion: 0),
+                    after: nil)
             }
+            return (event.page, shared)
         }
         #expect(page("team:t-1|people|||7").1 == false)
         #expect(page("team:t-1|people|||7").1 == true, "the same scope and position read again: shared")

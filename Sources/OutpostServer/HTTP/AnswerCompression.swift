@@ -17,9 +17,10 @@ package enum AnswerCompression {
     /// records (docs/benchmarks.md).
     package static let level: Int32 = 3
 
-    /// zlib's level for streams, which flush each event and so need zlib's
-    /// streaming state: level 4 keeps within 1.15x of level 6's bytes,
-    /// levels 1 to 3 give 1.19-1.24x.
+    /// zlib's level for streams' events, each deflated once and ended by a
+    /// full flush (libdeflate cannot end a piece without ending the
+    /// stream): level 4 keeps within 1.15x of level 6's bytes, levels 1 to
+    /// 3 give 1.19-1.24x.
     package static let streamLevel: Int32 = 4
 
     /// The coding `acceptEncoding` allows, preferring gzip when both are
@@ -80,51 +81,4 @@ package enum AnswerCompression {
     /// Compressors kept between answers (each holds its own tables, worth
     /// reusing); as many as answers compressed at once.
     private static let pool = AnswerDeflaterPool(level: level)
-}
-
-/// A stream's events compressed as they go: each piece the stream hands
-/// over is flushed (a sync flush), so an event reaches the client whole as
-/// soon as it is sent, never held back for the next one.
-final class EventCompression {
-    private let deflate: DeflateStream
-    /// Compressed bytes not yet taken by the socket.
-    private var pending: [UInt8] = []
-    private var sent = 0
-    private var finished = false
-    /// Plain bytes read from the stream before they are compressed.
-    private var plain = [UInt8](repeating: 0, count: 16 * 1024)
-
-    init?(format: DeflateFormat) {
-        guard let deflate = DeflateStream(format: format, level: AnswerCompression.streamLevel) else { return nil }
-        self.deflate = deflate
-    }
-
-    /// Fills up to `capacity` bytes at `destination` with the compressed
-    /// stream, reading plain bytes from `read` when nothing is pending.
-    func read(
-        into destination: UnsafeMutableRawPointer, capacity: Int,
-        from read: (UnsafeMutableRawPointer, Int) -> LiveStream.Output
-    ) -> LiveStream.Output {
-        if sent == pending.count {
-            pending.removeAll(keepingCapacity: true)
-            sent = 0
-            guard !finished else { return .end }
-            let room = plain.count
-            let output = plain.withUnsafeMutableBytes { read($0.baseAddress!, room) }
-            switch output {
-            case .parked:
-                return .parked
-            case .end:
-                finished = true
-                deflate.finish(into: &pending)
-            case .bytes(let count):
-                plain.withUnsafeBytes { deflate.flushed(UnsafeRawBufferPointer(rebasing: $0[0..<count]), into: &pending) }
-            }
-            if pending.isEmpty { return finished ? .end : .bytes(0) }
-        }
-        let count = min(capacity, pending.count - sent)
-        pending.withUnsafeBytes { destination.copyMemory(from: $0.baseAddress! + sent, byteCount: count) }
-        sent += count
-        return .bytes(count)
-    }
 }

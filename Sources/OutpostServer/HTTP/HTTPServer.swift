@@ -270,12 +270,9 @@ public final class HTTPServer: @unchecked Sendable {
     final class StreamContext {
         let stream: LiveStream
         let handle: ConnectionHandle
-        /// Set when the stream goes compressed.
-        let compression: EventCompression?
-        init(stream: LiveStream, handle: ConnectionHandle, compression: EventCompression?) {
+        init(stream: LiveStream, handle: ConnectionHandle) {
             self.stream = stream
             self.handle = handle
-            self.compression = compression
         }
     }
 
@@ -463,9 +460,7 @@ public final class HTTPServer: @unchecked Sendable {
     private func startStream(
         _ stream: LiveStream, on handle: ConnectionHandle, request: HTTPRequest, state: RequestState
     ) -> MHD_Result {
-        let format = AnswerCompression.negotiate(request.headers["accept-encoding"])
-        let compression = format.flatMap { EventCompression(format: $0) }
-        let context = Unmanaged.passRetained(StreamContext(stream: stream, handle: handle, compression: compression)).toOpaque()
+        let context = Unmanaged.passRetained(StreamContext(stream: stream, handle: handle)).toOpaque()
         guard let response = outpost_mhd_stream_response(16 * 1024, Self.streamReader, context, Self.streamFreed) else {
             Unmanaged<StreamContext>.fromOpaque(context).release()
             stream.finished()
@@ -475,7 +470,8 @@ public final class HTTPServer: @unchecked Sendable {
         let requestID = state.requestID
         for (name, value) in streamHeaders { _ = MHD_add_response_header(response, name, value) }
         _ = MHD_add_response_header(response, "Vary", "Accept-Encoding")
-        if let format, compression != nil { _ = MHD_add_response_header(response, "Content-Encoding", format.rawValue) }
+        // The stream compresses its own events (shared between streams), as its request allowed.
+        if let coding = stream.contentEncoding { _ = MHD_add_response_header(response, "Content-Encoding", coding) }
         _ = MHD_add_response_header(response, "X-Request-Id", requestID)
         let millis = Double(DispatchTime.now().uptimeNanoseconds - state.started) / 1_000_000
         RequestMetrics.answered(
@@ -492,11 +488,7 @@ public final class HTTPServer: @unchecked Sendable {
         guard let context, let buffer else { return outpost_mhd_content_end() }
         let stream = Unmanaged<StreamContext>.fromOpaque(context).takeUnretainedValue()
         let handle = stream.handle
-        let read = { (into: UnsafeMutableRawPointer, capacity: Int) in
-            stream.stream.read(into: into, capacity: capacity, park: { handle.suspend() }, resume: { handle.resume() })
-        }
-        let output = stream.compression.map { $0.read(into: buffer, capacity: capacity, from: read) } ?? read(buffer, capacity)
-        switch output {
+        switch stream.stream.read(into: buffer, capacity: capacity, park: { handle.suspend() }, resume: { handle.resume() }) {
         case .bytes(let count): return count
         case .parked: return 0
         case .end: return outpost_mhd_content_end()

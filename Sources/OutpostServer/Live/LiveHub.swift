@@ -50,7 +50,7 @@ final class LiveHub: Sendable {
     private struct SharedPages {
         /// Bumped by every commit heard, before any connection is woken.
         var commits: UInt64 = 0
-        var entries: [String: PullService.Page] = [:]
+        var entries: [String: ChangesEvent] = [:]
         /// Reads saved by sharing, since the start (tests and benchmarks look).
         var hits = 0
     }
@@ -175,23 +175,22 @@ final class LiveHub: Sendable {
             for team in notice.teams { candidates.formUnion(state.byTeam[team] ?? []) }
             var found = candidates.compactMap { state.entries[$0]?.connection }
             // Reference data concerns everyone who follows it (rare: only admins write it).
-            if let anyone = state.entries.values.first?.connection,
-                !anyone.interest.readOnly.isDisjoint(with: notice.collections)
-            {
-                found = state.entries.values.map(\.connection)
-            }
-            return found.filter { $0.interest.isTouched(by: notice) }
+            let referenceWritten = state.entries.values.first?.connection.interest.readOnly.intersection(notice.collections) ?? []
+            if !referenceWritten.isEmpty { found = state.entries.values.map(\.connection) }
+            return found.filter { $0.interest.isTouched(by: notice, referenceWritten: referenceWritten) }
         }
         for connection in woken { connection.signal { $0.changes = true } }
     }
 
     /// The page for `key` read since the last commit, or `read` now (and
-    /// kept for the others). A page read while a commit landed is kept only
-    /// if no commit was heard meanwhile; the commit's own wake-up makes its
-    /// connections read again, so a page without it is never the last word.
-    func sharedPage(_ key: String, read: () throws -> PullService.Page) rethrows -> (page: PullService.Page, shared: Bool) {
+    /// kept for the others), with its event: the streams that read it
+    /// share its JSON and compressed bytes too. A page read while a commit
+    /// landed is kept only if no commit was heard meanwhile; the commit's
+    /// own wake-up makes its connections read again, so a page without it
+    /// is never the last word.
+    func sharedPage(_ key: String, read: () throws -> ChangesEvent) rethrows -> (event: ChangesEvent, shared: Bool) {
         let epoch = pages.withLock { pages -> UInt64 in pages.commits }
-        let hit = pages.withLock { pages -> PullService.Page? in
+        let hit = pages.withLock { pages -> ChangesEvent? in
             guard pages.commits == epoch, let page = pages.entries[key] else { return nil }
             pages.hits += 1
             return page
@@ -201,7 +200,7 @@ final class LiveHub: Sendable {
         pages.withLock { pages in
             // A page short of held-back changes is read again soon; a later
             // read must not get the same short page from here.
-            if pages.commits == epoch && !page.heldBack && pages.entries.count < 4096 { pages.entries[key] = page }
+            if pages.commits == epoch && !page.page.heldBack && pages.entries.count < 4096 { pages.entries[key] = page }
         }
         return (page, false)
     }

@@ -16,9 +16,16 @@ struct LiveInterest: Sendable {
     /// Never false for a commit that does; a spurious wake costs one empty
     /// pull.
     func isTouched(by notice: CommitNotice) -> Bool {
+        isTouched(by: notice, referenceWritten: readOnly.intersection(notice.collections))
+    }
+
+    /// The same, with the reference collections the commit wrote worked
+    /// out once for every connection a commit may wake (they all follow
+    /// the same reference collections), not once each.
+    func isTouched(by notice: CommitNotice, referenceWritten: Set<String>) -> Bool {
         if notice.wakesAll { return true }
         guard !collections.isDisjoint(with: notice.collections) else { return false }
-        if !readOnly.isDisjoint(with: notice.collections.intersection(collections)) { return true }
+        if !referenceWritten.isEmpty && !collections.isDisjoint(with: referenceWritten) { return true }
         switch principal.role {
         case .admin: return true
         case .field: return notice.owners.contains(principal.user)

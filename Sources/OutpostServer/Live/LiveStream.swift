@@ -17,8 +17,21 @@ public final class LiveStream: Sendable {
         case end
     }
 
+    /// What a wake-up produced, before it goes on the wire.
+    private enum Piece {
+        /// This stream's own bytes: a heartbeat, an error.
+        case own([UInt8])
+        /// A page's event, shared with the other streams that send it,
+        /// and this stream's end of it.
+        case changes(ChangesEvent, tail: [UInt8])
+    }
+
     private struct State {
         var cursor: String?
+        /// The version `cursor` stands at, for the scope tag it was made
+        /// for: known when this stream set it, so not decoded again.
+        var position: (tag: String, version: Int64)?
+        /// Bytes as they go on the wire (compressed when the request asked).
         var buffer: [UInt8] = []
         var sent = 0
         /// Set once the last event is buffered: end after sending it.
@@ -26,29 +39,77 @@ public final class LiveStream: Sendable {
         /// When the token was last checked (monotonic nanoseconds).
         var checkedAt: UInt64 = 0
         var principal: Principal?
+        /// The reader's scope, kept while its principal stays the same.
+        var scope: ReaderScope?
+        /// Set when the stream goes compressed.
+        var encoding: StreamEncoding?
+
+        /// Appends `pieces` to the buffer as the wire carries them.
+        mutating func write(_ pieces: [Piece]) {
+            for piece in pieces {
+                switch (piece, encoding != nil) {
+                case (.own(let bytes), false):
+                    buffer += bytes
+                case (.own(let bytes), true):
+                    encoding!.appendOwn(bytes, to: &buffer)
+                case (.changes(let event, let tail), false):
+                    buffer += event.head
+                    buffer += tail
+                case (.changes(let event, let tail), true):
+                    if !encoding!.keepsHistory, let head = event.deflatedHead {
+                        encoding!.append(head, to: &buffer)
+                        encoding!.appendOwn(tail, to: &buffer)
+                    } else {
+                        encoding!.appendOwn(event.head + tail, to: &buffer)
+                    }
+                }
+            }
+        }
+
+        /// Marks the stream over once the buffer is sent; a compressed one gets its trailer.
+        mutating func end() {
+            ending = true
+            encoding?.finish(to: &buffer)
+        }
     }
 
     let connection: LiveConnection
     private let server: SyncServer
     private let pull: PullService.Request
     private let state: Locked<State>
+    /// The coding of the stream's body (`Content-Encoding`), nil when plain.
+    package let contentEncoding: String?
     /// Pages sent for one wake-up before the stream yields to others.
     private static let pagesPerWake = 8
 
-    init(connection: LiveConnection, server: SyncServer, pull: PullService.Request, first: PullService.Page?) {
+    init(
+        connection: LiveConnection, server: SyncServer, pull: PullService.Request, first: PullService.Page?,
+        format: DeflateFormat? = nil
+    ) {
         self.connection = connection
         self.server = server
         self.pull = pull
+        contentEncoding = format?.rawValue
         var initial = State(cursor: pull.cursor)
+        if let format {
+            // A field user's stream carries that user's own records: nothing a
+            // team shares, so it deflates them itself, with their history.
+            initial.encoding = StreamEncoding(format: format, withHistory: connection.interest.principal.role == .field)
+            initial.buffer = initial.encoding!.header
+        }
         // A heartbeat first: the client (and anything between) sees at once
         // that the stream is open and unbuffered.
-        initial.buffer = Self.heartbeat(server)
+        var pieces = [Piece.own(Self.heartbeat(server))]
         if let first {
             initial.cursor = first.cursor
             server.metrics.pulled(records: first.changes)
-            if first.changes > 0 { initial.buffer += Self.event(.changes, first.body) }
+            if first.changes > 0 {
+                let event = ChangesEvent(page: first, after: pull.cursor)
+                pieces.append(.changes(event, tail: event.tail(cursor: first.cursor, serverTime: ServerTimestamp(server.clock.now()))))
+            }
             if first.hasMore || first.heldBack { connection.signal { $0.changes = true } }
         }
+        initial.write(pieces)
         state = Locked(initial)
     }
 
@@ -89,7 +150,7 @@ public final class LiveStream: Sendable {
         if let error = pending.closing { return end(with: error) }
         if pending.deadline {
             // The maximum duration: end quietly; the client reconnects from its cursor.
-            state.withLock { $0.ending = true }
+            state.withLock { $0.end() }
             return true
         }
         // The token is checked again before events, at most once a second by
@@ -114,61 +175,102 @@ public final class LiveStream: Sendable {
                 state.principal = principal
             }
         }
-        var output: [UInt8] = []
+        var pieces: [Piece] = []
         if pending.changes {
-            var cursor = state.withLock { $0.cursor }
+            let scope = scope(of: principal)
+            var (cursor, position) = state.withLock { ($0.cursor, $0.position) }
             var more = false
+            var plainBytes = 0
+            let serverTime = ServerTimestamp(server.clock.now())
             for _ in 0..<Self.pagesPerWake {
-                var request = pull
-                request.cursor = cursor
-                let page: PullService.Page
+                let event: ChangesEvent
                 do {
-                    page = try sharedPage(request, as: principal)
+                    event = try sharedPage(after: cursor, at: position, scope: scope, as: principal).event
                 } catch let error as APIError {
-                    return end(with: error, after: output)
+                    return end(with: error, after: pieces)
                 } catch {
-                    return end(with: APIError.unavailable, after: output)
+                    return end(with: APIError.unavailable, after: pieces)
                 }
-                cursor = page.cursor
+                let page = event.page
                 if page.heldBack { server.liveHub.recheck(connection) }
                 server.metrics.pulled(records: page.changes)
-                if page.changes > 0 { output += Self.event(.changes, page.body) }
+                // An empty page may still move the cursor (past entries this scope does not see).
+                if event.movesCursor {
+                    cursor = event.cursor(scopeTag: scope.tag)
+                    position = (scope.tag, page.lastVersion)
+                }
+                if page.changes > 0 {
+                    pieces.append(.changes(event, tail: event.tail(scopeTag: scope.tag, serverTime: serverTime)))
+                    plainBytes += event.head.count
+                }
                 more = page.hasMore
-                if !more || output.count > 1 << 20 { break }
+                if !more || plainBytes > 1 << 20 { break }
             }
-            let finalCursor = cursor
-            state.withLock { $0.cursor = finalCursor }
+            let (finalCursor, finalPosition) = (cursor, position)
+            state.withLock { state in
+                state.cursor = finalCursor
+                state.position = finalPosition
+            }
             // More than one wake's worth: go on once these are sent, so one
             // stream's backlog never holds the thread from the others.
             if more { connection.signal { $0.changes = true } }
         }
-        if pending.heartbeat { output += Self.heartbeat(server) }
-        guard !output.isEmpty else { return true }
-        state.withLock { $0.buffer += output }
+        if pending.heartbeat { pieces.append(.own(Self.heartbeat(server))) }
+        guard !pieces.isEmpty else { return true }
+        state.withLock { $0.write(pieces) }
         return true
     }
 
-    /// The page after `request.cursor`, read once for every stream of the
-    /// same scope at the same position until the next commit.
-    private func sharedPage(_ request: PullService.Request, as principal: Principal) throws -> PullService.Page {
-        let scope = Scope(principal: principal, config: server.config)
-        let after = try request.cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag).version } ?? -1
-        let key = [
-            scope.sharingKey, (request.collections ?? []).sorted().joined(separator: ","), request.windowStart ?? "",
-            String(request.limit ?? 0), String(after),
-        ].joined(separator: "|")
-        let (page, shared) = try server.liveHub.sharedPage(key) {
-            try PullService(database: server.feed.source(), config: server.config, clock: server.clock, primary: server.feed.primary).page(request, as: principal)
-        }
-        guard shared else { return page }
-        return page.reissued(cursor: request.cursor, scopeTag: scope.tag, serverTime: ServerTimestamp(server.clock.now()))
+    /// Whom a stream reads for: what its pages are shared under, and the
+    /// tag its cursors carry.
+    private struct ReaderScope {
+        let principal: Principal
+        /// The shared pages' key but for the position: scope, collections, window, limit.
+        let keyPrefix: String
+        let tag: String
     }
 
-    private func end(with error: APIError, after events: [UInt8] = []) -> Bool {
+    /// The reader's scope, worked out again only when the token's principal changes.
+    private func scope(of principal: Principal) -> ReaderScope {
+        if let known = state.withLock({ $0.scope }), known.principal == principal { return known }
+        let scope = Scope(principal: principal, config: server.config)
+        let keyPrefix = [
+            scope.sharingKey, (pull.collections ?? []).sorted().joined(separator: ","), pull.windowStart ?? "", String(pull.limit ?? 0), "",
+        ].joined(separator: "|")
+        let made = ReaderScope(principal: principal, keyPrefix: keyPrefix, tag: scope.tag)
+        state.withLock { $0.scope = made }
+        return made
+    }
+
+    /// The page after `cursor`, read once for every stream of the same
+    /// scope at the same position until the next commit, and its event
+    /// made once for them all.
+    private func sharedPage(
+        after cursor: String?, at position: (tag: String, version: Int64)?, scope: ReaderScope, as principal: Principal
+    ) throws -> (event: ChangesEvent, shared: Bool) {
+        // A cursor this stream made for the same scope is not decoded again;
+        // one from the request, or made for a scope since changed, is checked.
+        let after =
+            if let position, position.tag == scope.tag { position.version } else {
+                try cursor.map { try PullCursorCodec.decode($0, scopeTag: scope.tag).version } ?? -1
+            }
+        var request = pull
+        request.cursor = cursor
+        let key = scope.keyPrefix + String(after)
+        return try server.liveHub.sharedPage(key) {
+            ChangesEvent(
+                page: try PullService(
+                    database: server.feed.source(), config: server.config, clock: server.clock, primary: server.feed.primary
+                ).page(request, as: principal),
+                after: cursor)
+        }
+    }
+
+    private func end(with error: APIError, after pieces: [Piece] = []) -> Bool {
         let body = Array((try? WireCoding.encode(error.body)) ?? Data())
         state.withLock { state in
-            state.buffer += events + Self.event(.error, body)
-            state.ending = true
+            state.write(pieces + [.own(Self.event(.error, body))])
+            state.end()
         }
         return true
     }
