@@ -125,8 +125,16 @@ extension LocalStore {
         let registered = Set(registry.all.map(\.name))
         if isReadOnly { throw StoreError.readOnly }
         try translatingStorageErrors { try downloadCache.pageArrives(hasMore: last.hasMore, on: connection) }
-        do { try translatingStorageErrors { try connection.transaction {
+        do { try translatingStorageErrors { try connection.transaction(flush: .deferred) {
             let resyncing = try kvValue(Self.resyncKey) == "1"
+            // Pages after the first download store only what the server
+            // holds, with their cursor: a power loss takes them together
+            // and they are pulled again, so they commit without a flush
+            // (the next synced commit flushes them along). A first download
+            // or a resync stays synced.
+            let fromScratch = try kvValue(Self.cursorKey) == nil
+                || kvValue(Self.collectionsKey) != collections.sorted().joined(separator: ",")
+            if resyncing || fromScratch { connection.flushThisCommit() }
             let seen = resyncing ? try ResyncLedger(connection) : nil
             let appending = try firstDownload.begin(pages, registered: registered, hasMore: last.hasMore, on: connection)
             for page in pages {
@@ -140,6 +148,9 @@ extension LocalStore {
                     result.redeleted += returned
                 }
             }
+            // Local edits kept (their doubt noted), deletes queued again,
+            // refused creates freed: what only this device holds is synced.
+            if result.keptLocal + result.redeleted + result.unblocked > 0 { connection.flushThisCommit() }
             try setKV(Self.cursorKey, last.cursor.rawValue)
             try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
             if !last.hasMore {
