@@ -179,6 +179,28 @@ extension LocalStore {
         return result
     }
 
+    /// Applies a live page (see ``applyPulls(_:collections:)``) and, with
+    /// `readingFigures`, reads in the same call the status's figures a page
+    /// moves: the counts and the sync times. The outbox, conflicts and
+    /// attachments' figures are left out (nil): a page changes them only
+    /// when it queued something, and a push then publishes them anyway.
+    package func applyLivePage(_ page: RawPullPage, collections: [String], readingFigures: Bool) throws
+        -> (PullPageResult, StoreFigures?)
+    {
+        let result = try applyPulls([page], collections: collections)
+        guard readingFigures else { return (result, nil) }
+        // One read transaction: SQLite takes its file locks once for the reads.
+        let reading = !isClosed && !connection.isInTransaction && (try? connection.run("BEGIN")) != nil
+        defer { if reading && connection.isInTransaction { _ = try? connection.run("COMMIT") } }
+        return (
+            result,
+            StoreFigures(
+                pullState: try? pullState(collections: syncedCollections), counts: try? localCounts(),
+                mode: (try? metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) },
+                windowStart: (try? metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) })
+        )
+    }
+
     /// Writes one page's changes inside the caller's transaction.
     ///
     /// Records with local changes waiting (pending, sending or rejected) are
