@@ -201,6 +201,18 @@ extension LocalStore {
         )
     }
 
+    /// Prepares the statements a page of each collection runs (SQLite keeps
+    /// them on the connection), while the live channel opens and nothing
+    /// waits: the first change after it then does not pay for them (the
+    /// 64-record upsert alone took a fair share of a first page's time).
+    /// Not during a first download, whose writer is another.
+    package func preparePageStatements() {
+        guard !isClosed, !isReadOnly, !firstDownload.isFilling else { return }
+        for descriptor in registry.all {
+            _ = try? SyncedCopyWriter(connection, descriptor.name, payloads: tables.payloads)
+        }
+    }
+
     /// Writes one page's changes inside the caller's transaction.
     ///
     /// Records with local changes waiting (pending, sending or rejected) are

@@ -206,6 +206,8 @@ extension SyncEngine {
             throw ServerClient.failure(for: TransportResponse(status: stream.status, headers: stream.headers, body: body))
         }
         await record(.answered(latency: clock.now() - started))
+        // Before any change comes: the first one then finds its statements ready.
+        await store.preparePageStatements()
         let lastByte = Locked(clock.now())
         let sawEvent = Locked(false)
         let clock = self.clock
