@@ -21,6 +21,13 @@ public final class SQLiteConnection {
     private var checkpointer: IdleCheckpointer?
     /// Schema facts the layers above keep for this connection (forgotten by a rollback).
     package var schemaFacts = SchemaFacts()
+    /// What a commit survives unless a transaction says otherwise.
+    public let durability: Durability
+    /// Set inside a deferred transaction that wrote what only this device holds.
+    private var commitNeedsFlush = false
+    /// The sync level is still lowered after a deferred transaction (its
+    /// reset failed): the next transaction sets it back first.
+    private var syncLevelLowered = false
 
     /// Opens (creating if needed) a database file in WAL mode.
     ///
@@ -67,6 +74,7 @@ public final class SQLiteConnection {
         self.path = path
         self.openFlags = flags & ~SQLITE_OPEN_CREATE
         self.vfs = vfs
+        self.durability = durability
         sqlite3_extended_result_codes(handle, 1)
         sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
         do {
@@ -222,13 +230,31 @@ public final class SQLiteConnection {
     ///
     /// `BEGIN IMMEDIATE` takes the write lock up front, so a transaction never
     /// fails half way with SQLITE_BUSY on its first write.
-    public func transaction<T>(_ body: () throws -> T) throws -> T {
+    ///
+    /// `flush` `.deferred` commits without syncing the WAL, for a
+    /// transaction that stores only what the server already holds (a page
+    /// and its cursor): a power loss takes it whole, back to an earlier
+    /// consistent state, and the next synced commit syncs it along. A body
+    /// that wrote something else after all calls ``flushThisCommit()``.
+    public func transaction<T>(flush: CommitFlush = .durable, _ body: () throws -> T) throws -> T {
+        let deferring = flush == .deferred && durability == .powerLoss
+        // SQLite refuses to change its sync level inside a transaction, so
+        // it is lowered before and raised again after.
+        if deferring != syncLevelLowered {
+            try run(deferring ? "PRAGMA synchronous = NORMAL" : "PRAGMA synchronous = FULL")
+            syncLevelLowered = deferring
+        }
+        defer {
+            if deferring, (try? run("PRAGMA synchronous = FULL")) != nil { syncLevelLowered = false }
+            commitNeedsFlush = false
+        }
         // Cached statements: compiling BEGIN and COMMIT for every local write
         // was a measurable part of one.
         try run("BEGIN IMMEDIATE")
         do {
             let result = try body()
             try run("COMMIT")
+            if deferring && commitNeedsFlush { try syncWriteAheadLog() }
             return result
         } catch {
             schemaFacts.forget()
@@ -237,8 +263,42 @@ public final class SQLiteConnection {
         }
     }
 
+    /// Inside a `.deferred` transaction: this one wrote something the
+    /// server does not hold, so its commit returns only once on the disk,
+    /// as a durable one does. Elsewhere it changes nothing.
+    public func flushThisCommit() {
+        if isInTransaction { commitNeedsFlush = true }
+    }
+
+    /// Syncs the WAL file, every frame in it, as a synced commit does; on
+    /// Apple platforms down to the drive (`F_FULLFSYNC`), as `fullfsync` asks.
+    private func syncWriteAheadLog() throws {
+        var file: UnsafeMutablePointer<sqlite3_file>?
+        let found = sqlite3_file_control(handle, "main", SQLITE_FCNTL_JOURNAL_POINTER, &file)
+        guard found == SQLITE_OK, let file, let methods = file.pointee.pMethods, let sync = methods.pointee.xSync else {
+            throw SQLiteError(extendedCode: found == SQLITE_OK ? SQLITE_MISUSE : found, message: "no WAL file to sync (\(path))")
+        }
+        #if canImport(Darwin)
+        let flags = SQLITE_SYNC_FULL
+        #else
+        let flags = SQLITE_SYNC_NORMAL
+        #endif
+        let code = sync(file, flags)
+        guard code == SQLITE_OK else { throw error(code: code, sql: nil) }
+    }
+
     /// Whether a transaction is open on this connection.
     public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+}
+
+/// Whether one transaction's commit syncs the WAL (see
+/// ``SQLiteConnection/transaction(flush:_:)``).
+public enum CommitFlush: Sendable, Equatable {
+    /// As the connection's ``Durability`` says.
+    case durable
+    /// Not synced by this commit: a power loss may take it, whole; the
+    /// next synced commit syncs it with everything before.
+    case deferred
 }
 
 /// What a committed transaction survives.

@@ -246,6 +246,9 @@ public enum Simulation {
                         result.faults[.serverPowerLoss, default: 0] += 1
                     } else {
                         try await device.losePowerAndRestart()
+                        // Pages from the server commit without a flush: the
+                        // power may take the last ones with their cursor.
+                        cursors[index] = nil
                         result.faults[.devicePowerLoss, default: 0] += 1
                     }
                     continue

@@ -19,7 +19,10 @@ struct LiveBenchFiguresTests {
         let propagation = try #require(
             results.first { $0.objectValue?["name"] == .string("live-propagation-2") }?.objectValue?["details"]?.objectValue,
             "live-propagation-2 and its details")
-        for key in ["engine_cpu_ms_per_change", "server_cpu_ms_per_change", "idle_engines_cpu_percent", "cores_busy_during_rounds"] {
+        for key in [
+            "engine_cpu_ms_per_change", "server_cpu_ms_per_change", "idle_engines_cpu_percent", "cores_busy_during_rounds",
+            "first_round_max_ms", "p99_after_first_round_ms", "round_max_p50_ms",
+        ] {
             guard let value = Self.number(propagation[key]) else {
                 Issue.record("\(key) missing from \(propagation.keys.sorted())")
                 continue

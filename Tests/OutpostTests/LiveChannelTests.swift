@@ -1,6 +1,7 @@
 import Foundation
 import Outpost
 import OutpostCore
+import OutpostTesting
 import Testing
 
 /// The live channel's state alone: events in, state out.
@@ -13,6 +14,36 @@ struct LiveChannelTests {
         }
         let body = #"{"changes": [\#(changes.joined(separator: ", "))], "cursor": "c", "has_more": false, "server_time": "\#(time)"}"#
         return try RawPullPage.parse(Data(body.utf8))
+    }
+
+    /// The channel's state on an actor, as the engine holds it.
+    actor Applies {
+        var channel = LiveChannel()
+        func started() { channel.applyStarted() }
+        func ended() { channel.applyEnded() }
+        func waitForApplies() async {
+            guard channel.applying > 0 else { return }
+            await withCheckedContinuation { channel.waitForApplies($0) }
+        }
+    }
+
+    @Test func aCyclesWaitForLivePagesEndsOnceTheLastIsStored() async throws {
+        let applies = Applies()
+        await applies.waitForApplies()  // None stored now: no wait.
+        await applies.started()
+        await applies.started()
+        let done = Locked(false)
+        let waiter = Task {
+            await applies.waitForApplies()
+            done.withLock { $0 = true }
+        }
+        await applies.ended()
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(!done.current, "one page is still being stored")
+        await applies.ended()
+        try await eventually("the wait to end once no page is being stored", timeout: .seconds(10)) { done.current }
+        _ = await waiter.value
+        #expect(await applies.channel.applying == 0)
     }
 
     @Test func aClosedChannelsGenerationIsOver() {

@@ -149,4 +149,25 @@ struct StatusPublisherTests {
         publisher.refreshStarted()
         #expect(publisher.refreshWanted() == true)
     }
+
+    @Test func livePagesReadTheFiguresWithThemAtMostOnceIn200Milliseconds() {
+        var publisher = StatusPublisher()
+        let due = [150, 200, 399, 400].map { publisher.liveFiguresDue(now: .seconds(10) + .milliseconds($0)) }
+        #expect(due == [true, false, true, false], "read at 150 ms, not at 200 (50 ms later), at 399 and not at 400")
+        // A clock that went back (a new engine clock) does not stop the reads.
+        let afterClockWentBack = publisher.liveFiguresDue(now: .seconds(1))
+        #expect(afterClockWentBack)
+    }
+
+    @Test func figuresOfALivePageMoveOnlyTheCounts() {
+        var publisher = StatusPublisher()
+        publisher.send(.figures(StoreFigures(conflicts: 2, counts: ["people": 1], mode: .capped), epoch: 0,
+            connectivity: .online, scopeTotals: [:]))
+        let live = StoreFigures(counts: ["people": 2], mode: .capped)
+        let sent = publisher.send(.figures(live, epoch: 0, connectivity: .online, scopeTotals: [:]))
+        #expect(sent)
+        #expect(publisher.status.conflicts == 2, "the figures a page does not move stay as they were")
+        #expect(publisher.status.coverage["people"]?.onDevice == 2)
+        #expect(publisher.status.coverage["people"]?.mode == .capped)
+    }
 }

@@ -128,8 +128,16 @@ extension LocalStore {
         let registered = Set(registry.all.map(\.name))
         if isReadOnly { throw StoreError.readOnly }
         try translatingStorageErrors { try downloadCache.pageArrives(hasMore: last.hasMore, on: connection) }
-        do { try translatingStorageErrors { try connection.transaction {
+        do { try translatingStorageErrors { try connection.transaction(flush: .deferred) {
             let resyncing = try kvValue(Self.resyncKey) == "1"
+            // Pages after the first download store only what the server
+            // holds, with their cursor: a power loss takes them together
+            // and they are pulled again, so they commit without a flush
+            // (the next synced commit flushes them along). A first download
+            // or a resync stays synced.
+            let fromScratch = try kvValue(Self.cursorKey) == nil
+                || kvValue(Self.collectionsKey) != collections.sorted().joined(separator: ",")
+            if resyncing || fromScratch { connection.flushThisCommit() }
             let seen = resyncing ? try ResyncLedger(connection) : nil
             let appending = try firstDownload.begin(pages, registered: registered, hasMore: last.hasMore, on: connection)
             for page in pages {
@@ -143,6 +151,9 @@ extension LocalStore {
                     result.redeleted += returned
                 }
             }
+            // Local edits kept (their doubt noted), deletes queued again,
+            // refused creates freed: what only this device holds is synced.
+            if result.keptLocal + result.redeleted + result.unblocked > 0 { connection.flushThisCommit() }
             try setKV(Self.cursorKey, last.cursor.rawValue)
             try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
             if !last.hasMore {
@@ -169,6 +180,40 @@ extension LocalStore {
         if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
         notify(touched)
         return result
+    }
+
+    /// Applies a live page (see ``applyPulls(_:collections:)``) and, with
+    /// `readingFigures`, reads in the same call the status's figures a page
+    /// moves: the counts and the sync times. The outbox, conflicts and
+    /// attachments' figures are left out (nil): a page changes them only
+    /// when it queued something, and a push then publishes them anyway.
+    package func applyLivePage(_ page: RawPullPage, collections: [String], readingFigures: Bool) throws
+        -> (PullPageResult, StoreFigures?)
+    {
+        let result = try applyPulls([page], collections: collections)
+        guard readingFigures else { return (result, nil) }
+        // One read transaction: SQLite takes its file locks once for the reads.
+        let reading = !isClosed && !connection.isInTransaction && (try? connection.run("BEGIN")) != nil
+        defer { if reading && connection.isInTransaction { _ = try? connection.run("COMMIT") } }
+        return (
+            result,
+            StoreFigures(
+                pullState: try? pullState(collections: syncedCollections), counts: try? localCounts(),
+                mode: (try? metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) },
+                windowStart: (try? metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) })
+        )
+    }
+
+    /// Prepares the statements a page of each collection runs (SQLite keeps
+    /// them on the connection), while the live channel opens and nothing
+    /// waits: the first change after it then does not pay for them (the
+    /// 64-record upsert alone took a fair share of a first page's time).
+    /// Not during a first download, whose writer is another.
+    package func preparePageStatements() {
+        guard !isClosed, !isReadOnly, !firstDownload.isFilling else { return }
+        for descriptor in registry.all {
+            _ = try? SyncedCopyWriter(connection, descriptor.name, payloads: tables.payloads)
+        }
     }
 
     /// Writes one page's changes inside the caller's transaction.

@@ -152,12 +152,14 @@ extension LocalStore {
         }
         guard otherProcesses.task == nil else { return }
         otherProcesses.seen = try? connection.dataVersion()
-        let interval = otherProcesses.interval
+        otherProcesses.changed()
+        let first = otherProcesses.wait
         otherProcesses.task = Task.detached { [weak self] in
+            var wait = first
             while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
+                try? await Task.sleep(for: wait)
                 guard let store = self else { return }
-                await store.checkOtherProcesses()
+                wait = await store.checkOtherProcesses()
             }
         }
     }
@@ -166,22 +168,35 @@ extension LocalStore {
     /// every live read is read again, counts kept in memory are forgotten,
     /// and the sync engine hears of a local change, so the other process's
     /// captures are pushed from here.
-    package func checkOtherProcesses() {
+    /// Returns how long to wait before the next look.
+    @discardableResult
+    package func checkOtherProcesses() -> Duration {
         otherProcesses.looks += 1
-        guard !isClosed, let version = try? connection.dataVersion(), version != otherProcesses.seen else { return }
+        guard !isClosed, let version = try? connection.dataVersion(), version != otherProcesses.seen else {
+            return otherProcesses.quiet()
+        }
         otherProcesses.seen = version
+        otherProcesses.changed()
         liveCounts = LiveCounts()
         notify(Set(registry.all.map(\.name)).union([StoreObserver.conflictsKey]))
         localChangeContinuations.values.forEach { $0.yield() }
+        return otherProcesses.wait
     }
 
     /// Looks for other processes' commits taken so far.
     package var otherProcessLooks: Int { otherProcesses.looks }
 
-    /// How often an observed store looks for other processes' commits
-    /// (200 ms unless set): the longest an extension's write waits to show.
-    package func watchOtherProcesses(every interval: Duration) {
+    /// How long an observed store waits before its next look for other
+    /// processes' commits now (see ``OtherProcessWatch``).
+    package var otherProcessLookWait: Duration { otherProcesses.wait }
+
+    /// How often an observed store looks for other processes' commits right
+    /// after one (200 ms unless set); the looks slow to at most `slowest`
+    /// (1.5 s unless set) while none comes: the longest an extension's write
+    /// waits to show.
+    package func watchOtherProcesses(every interval: Duration, slowest: Duration? = nil) {
         otherProcesses.interval = interval
+        otherProcesses.slowest = max(interval, slowest ?? OtherProcessWatch.slowestLook)
         otherProcesses.stop()
         watchOtherProcessesWhileObserved()
     }
@@ -197,14 +212,33 @@ extension LocalStore {
 
 /// The poll for other processes' commits: SQLite's `data_version`, read
 /// on the store's connection, changes only when another connection
-/// committed, and reading it costs no I/O.
+/// committed, and reading it costs no I/O. Right after a change it looks
+/// every `interval`; each quiet look doubles the wait up to `slowest`,
+/// so a thousand idle stores look about 700 times a second, not five
+/// thousand, and another process's commit still shows within `slowest`.
 struct OtherProcessWatch {
+    /// The longest wait between looks unless set: another process's
+    /// commit shows within it (the tests hold it under 2 s).
+    static let slowestLook: Duration = .milliseconds(1_500)
+
     var task: Task<Void, Never>?
     /// The `data_version` last seen.
     var seen: Int64?
     var interval: Duration = .milliseconds(200)
+    var slowest: Duration = Self.slowestLook
+    /// The wait before the next look.
+    private(set) var wait: Duration = .milliseconds(200)
     /// Looks taken so far (tests count them to see the watch idle).
     var looks = 0
+
+    /// A change was seen (or the watch starts): look again soon.
+    mutating func changed() { wait = interval }
+
+    /// A look found nothing: the next one waits longer.
+    mutating func quiet() -> Duration {
+        wait = min(slowest, wait * 2)
+        return wait
+    }
 
     mutating func stop() {
         task?.cancel()

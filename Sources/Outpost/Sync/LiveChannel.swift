@@ -19,8 +19,9 @@ package struct LiveChannel {
     /// When the current channel's loop sleeps (a backoff, a reconnection
     /// pause): until when, on the engine's clock.
     package private(set) var sleepingUntil: Duration?
-    /// A live page being stored (a cycle's pull waits for it).
-    private(set) var applying: Task<PullPageResult, any Error>?
+    /// Live pages being stored (a cycle's pull waits for them), and who waits.
+    package private(set) var applying = 0
+    private var applyWaiters: [CheckedContinuation<Void, Never>] = []
     /// Until when the open stream's watchdog sleeps (it runs off the actor, hence the lock).
     let watchdog = Locked<(generation: UInt64, until: Duration)?>(nil)
 
@@ -89,12 +90,22 @@ package struct LiveChannel {
     /// The store was wiped: no feed position is held.
     package mutating func wiped() { feedHighWater = 0 }
 
-    /// A live page is being stored by `task`.
-    mutating func applyStarted(_ task: Task<PullPageResult, any Error>) { applying = task }
+    /// A live page is being stored (by the channel's own read, with no task of its own).
+    package mutating func applyStarted() { applying += 1 }
 
-    /// `task` is done storing; a newer one is left alone.
-    mutating func applyEnded(_ task: Task<PullPageResult, any Error>) {
-        if applying == task { applying = nil }
+    /// A live page is stored (or failed): once none is, the waiters go on.
+    package mutating func applyEnded() {
+        applying -= 1
+        guard applying == 0 else { return }
+        let waiters = applyWaiters
+        applyWaiters = []
+        waiters.forEach { $0.resume() }
+    }
+
+    /// Waits for the pages being stored now (a cycle's pull must not land
+    /// before an older page of the channel it replaced).
+    package mutating func waitForApplies(_ waiter: CheckedContinuation<Void, Never>) {
+        if applying == 0 { waiter.resume() } else { applyWaiters.append(waiter) }
     }
 
     // MARK: Loops

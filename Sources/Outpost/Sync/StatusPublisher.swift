@@ -13,6 +13,8 @@ package struct StatusPublisher {
     package private(set) var epoch = 0
     /// A refresh after live pages is on its way (at most one at a time).
     package private(set) var refreshPending = false
+    /// When a live page last read the figures with it (the engine's clock).
+    private var liveFiguresReadAt: Duration?
     private var listeners = Listeners<SyncStatus>()
 
     package init(signInRequired: Bool = false) {
@@ -166,6 +168,16 @@ package struct StatusPublisher {
 
     /// The scheduled refresh runs now: a later page asks for another.
     package mutating func refreshStarted() { refreshPending = false }
+
+    /// Whether a live page stored at `now` reads the figures it moves in
+    /// the same call on the store: at most once in 200 ms (a busy team's
+    /// pages would recount the tables at every one); the pages between
+    /// leave it to one refresh after them (``refreshWanted()``).
+    package mutating func liveFiguresDue(now: Duration) -> Bool {
+        if let last = liveFiguresReadAt, now - last < .milliseconds(200), now >= last { return false }
+        liveFiguresReadAt = now
+        return true
+    }
 }
 
 /// The status's figures that come from the store, read in one go.

@@ -62,7 +62,8 @@ extension SyncEngine {
     /// Waits for a live page being stored, so a sync cycle's own pull
     /// never lands before an older page of the channel it replaced.
     func awaitLiveApply() async {
-        if let apply = liveChannel.applying { _ = await apply.result }
+        guard liveChannel.applying > 0 else { return }
+        await withCheckedContinuation { liveChannel.waitForApplies($0) }
     }
 
     /// Sleeps on the engine's clock between the channel's attempts; the
@@ -205,6 +206,8 @@ extension SyncEngine {
             throw ServerClient.failure(for: TransportResponse(status: stream.status, headers: stream.headers, body: body))
         }
         await record(.answered(latency: clock.now() - started))
+        // Before any change comes: the first one then finds its statements ready.
+        await store.preparePageStatements()
         let lastByte = Locked(clock.now())
         let sawEvent = Locked(false)
         let clock = self.clock
@@ -285,17 +288,24 @@ extension SyncEngine {
     /// was replaced meanwhile; local edits waiting are kept, as in a pull.
     private func storeLive(_ page: RawPullPage, generation: UInt64, collections: [String]) async throws {
         guard liveChannel.isCurrent(generation) else { throw LiveEnd.stale }
-        let store = self.store
-        let apply = Task { try await store.applyPull(page, collections: collections) }
-        liveChannel.applyStarted(apply)
-        defer { liveChannel.applyEnded(apply) }
-        let result = try await apply.value
+        // Straight onto the store's queue and back, no task of its own: the
+        // status's figures a page can move (counts, sync times) are read
+        // in the same call, unless read less than 200 ms ago.
+        let epoch = statusPublisher.epoch
+        let figuresDue = statusPublisher.liveFiguresDue(now: clock.now())
+        liveChannel.applyStarted()
+        defer { liveChannel.applyEnded() }
+        let (result, figures) = try await store.applyLivePage(page, collections: collections, readingFigures: figuresDue)
         liveChannel.stored(page)
         // Deletes the page queued (records this device deleted came back),
         // and changes it freed from behind a refused create, are pushed now.
         if result.redeleted + result.unblocked > 0 { trigger(.localChange) }
         if !eventListeners.isEmpty, !page.changes.isEmpty { emit(.received(ReceivedChange.all(in: page))) }
-        refreshStatusSoon()
+        if let figures {
+            statusPublisher.send(.figures(figures, epoch: epoch, connectivity: connectivity.state, scopeTotals: scopeTotals))
+        } else {
+            refreshStatusSoon()
+        }
     }
 
     /// Whether the server answers a plain pull within half the first-event
