@@ -19,15 +19,21 @@ struct LiveBenchFiguresTests {
         let propagation = try #require(
             results.first { $0.objectValue?["name"] == .string("live-propagation-2") }?.objectValue?["details"]?.objectValue,
             "live-propagation-2 and its details")
-        for key in [
-            "engine_cpu_ms_per_change", "server_cpu_ms_per_change", "idle_engines_cpu_percent", "cores_busy_during_rounds",
-            "first_round_max_ms", "p99_after_first_round_ms", "round_max_p50_ms",
-        ] {
+        for key in ["engine_cpu_ms_per_change", "server_cpu_ms_per_change", "idle_engines_cpu_percent", "cores_busy_during_rounds"] {
             guard let value = Self.number(propagation[key]) else {
                 Issue.record("\(key) missing from \(propagation.keys.sorted())")
                 continue
             }
             #expect(value >= 0, "\(key) is \(value)")
+        }
+        // Times from the push's answer: a device may commit before the
+        // pusher reads its answer, so a time can be below zero, never absent.
+        for key in ["first_round_max_ms", "p99_after_first_round_ms", "round_max_p50_ms"] {
+            guard let value = Self.number(propagation[key]) else {
+                Issue.record("\(key) missing from \(propagation.keys.sorted())")
+                continue
+            }
+            #expect(value.isFinite && value > -1_000, "\(key) is \(value)")
         }
         guard let withIdle = Self.number(propagation["engine_cpu_ms_per_change_with_idle"]) else {
             Issue.record("engine_cpu_ms_per_change_with_idle missing")

@@ -70,4 +70,28 @@ struct CycleWaitersTests {
         waiters.forgetLastReport()
         #expect(waiters.lastReport == nil)
     }
+
+    /// A sync tried again after a busy server says what the stopped cycles
+    /// did too: a change confirmed before the pull met the busy server is
+    /// not sent again, and must not go unsaid.
+    @Test func aReportIncludesWhatAnEarlierCycleDidBeforeItStopped() {
+        var stopped = SyncReport(trigger: .manual)
+        stopped.sent = 3
+        stopped.confirmed = 1
+        stopped.received = 18
+        stopped.attachmentsUploaded = 2
+        stopped.attachmentBytesSent = 2_048
+        stopped.failure = .serverBusy(retryAfter: 1)
+        var last = SyncReport(trigger: .manual)
+        last.received = 3
+        last.confirmed = 1
+        last.sent = 1
+        last.include(stopped)
+        #expect(last.sent == 2, "sends the busy server refused are counted when sent again")
+        #expect(last.confirmed == 2)
+        #expect(last.received == 3)
+        #expect(last.attachmentsUploaded == 2)
+        #expect(last.attachmentBytesSent == 2_048)
+        #expect(last.failure == nil, "the sync as a whole succeeded")
+    }
 }

@@ -130,14 +130,16 @@ extension LocalStore {
         try translatingStorageErrors { try downloadCache.pageArrives(hasMore: last.hasMore, on: connection) }
         do { try translatingStorageErrors { try connection.transaction(flush: .deferred) {
             let resyncing = try kvValue(Self.resyncKey) == "1"
-            // Pages after the first download store only what the server
-            // holds, with their cursor: a power loss takes them together
-            // and they are pulled again, so they commit without a flush
-            // (the next synced commit flushes them along). A first download
-            // or a resync stays synced.
+            // A page that ends a pull (a live event, a short catch-up)
+            // stores only what the server holds, with its cursor: a power
+            // loss takes them together and the page is pulled again, so it
+            // commits without a flush (the next synced commit flushes it
+            // along). Pages of a download that goes on, a first download
+            // and a resync stay synced: redoing them costs the network.
             let fromScratch = try kvValue(Self.cursorKey) == nil
                 || kvValue(Self.collectionsKey) != collections.sorted().joined(separator: ",")
-            if resyncing || fromScratch { connection.flushThisCommit() }
+            let downloading = last.hasMore || pages.count > 1
+            if resyncing || fromScratch || downloading { connection.flushThisCommit() }
             let seen = resyncing ? try ResyncLedger(connection) : nil
             let appending = try firstDownload.begin(pages, registered: registered, hasMore: last.hasMore, on: connection)
             for page in pages {

@@ -49,6 +49,24 @@ public struct SyncReport: Sendable, Equatable {
         deleted += page.deleted + page.removed
         keptLocal += page.keptLocal
     }
+
+    /// Counts in what the server settled in an earlier cycle of the same
+    /// sync before that cycle stopped (a caller that tries again after a
+    /// busy server reports the whole: a change confirmed before a later
+    /// step met the busy server is not sent again, and would otherwise go
+    /// unsaid). Only settled changes count as sent: a send the busy server
+    /// refused is sent again and counted then. What is held is this cycle's:
+    /// it is the state now.
+    package mutating func include(_ earlier: SyncReport) {
+        sent += earlier.confirmed + earlier.conflicts.count + earlier.rejected.count
+        confirmed += earlier.confirmed
+        duplicates += earlier.duplicates
+        conflicts = earlier.conflicts + conflicts
+        rejected = earlier.rejected + rejected
+        attachmentsUploaded += earlier.attachmentsUploaded
+        attachmentBytesSent += earlier.attachmentBytesSent
+        reuploads += earlier.reuploads
+    }
 }
 
 /// Things the app should react to, one at a time.
