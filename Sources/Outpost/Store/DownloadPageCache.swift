@@ -17,6 +17,9 @@ struct DownloadPageCache {
     /// The cache size to go back to; nil while no download is under way.
     private var restoreTo: Int64?
 
+    /// Whether a download of several pages is under way (its last page included).
+    var isUnderWay: Bool { restoreTo != nil }
+
     /// Before a page is applied: a page with more to come raises the cache.
     mutating func pageArrives(hasMore: Bool, on connection: SQLiteConnection) throws {
         guard hasMore, restoreTo == nil else { return }

@@ -128,18 +128,19 @@ extension LocalStore {
         let registered = Set(registry.all.map(\.name))
         if isReadOnly { throw StoreError.readOnly }
         try translatingStorageErrors { try downloadCache.pageArrives(hasMore: last.hasMore, on: connection) }
+        let downloadUnderWay = downloadCache.isUnderWay
         do { try translatingStorageErrors { try connection.transaction(flush: .deferred) {
             let resyncing = try kvValue(Self.resyncKey) == "1"
-            // A page that ends a pull (a live event, a short catch-up)
-            // stores only what the server holds, with its cursor: a power
-            // loss takes them together and the page is pulled again, so it
-            // commits without a flush (the next synced commit flushes it
-            // along). Pages of a download that goes on, a first download
-            // and a resync stay synced: redoing them costs the network.
+            // Pages store only what the server holds, with their cursor: a
+            // power loss takes the last ones together with it and they are
+            // pulled again, so they commit without a flush (the next synced
+            // commit, or the system's own write-back within seconds, flushes
+            // them along). The page that ends a download of several pages,
+            // a first download or a resync syncs, so the download is on the
+            // disk when the sync returns.
             let fromScratch = try kvValue(Self.cursorKey) == nil
                 || kvValue(Self.collectionsKey) != collections.sorted().joined(separator: ",")
-            let downloading = last.hasMore || pages.count > 1
-            if resyncing || fromScratch || downloading { connection.flushThisCommit() }
+            if !last.hasMore && (downloadUnderWay || resyncing || fromScratch) { connection.flushThisCommit() }
             let seen = resyncing ? try ResyncLedger(connection) : nil
             let appending = try firstDownload.begin(pages, registered: registered, hasMore: last.hasMore, on: connection)
             for page in pages {
