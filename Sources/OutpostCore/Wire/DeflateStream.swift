@@ -16,14 +16,17 @@ package enum DeflateFormat: String, Sendable, CaseIterable {
     #endif
 }
 
-/// One zlib deflate state: a live stream's, flushed after each event (whole
-/// answers go through libdeflate on the server); `compress` makes the
-/// gzip-6 floor the benchmarks and tests measure answers against.
+/// One zlib deflate state: a live stream's events, flushed after each one
+/// (whole answers go through libdeflate on the server); raw deflate blocks
+/// with no wrapper, for event pieces the server deflates once and sends on
+/// many streams; `compress` makes the gzip-6 floor the benchmarks and tests
+/// measure answers against.
 ///
 /// Not thread-safe: one body (or one stream) at a time.
 package final class DeflateStream: @unchecked Sendable {
     // @unchecked Sendable: used by one owner at a time (a stream, a measurement).
-    package let format: DeflateFormat
+    /// nil: raw deflate blocks, no header and no trailer.
+    package let format: DeflateFormat?
     package let level: Int32
     #if canImport(CZlib)
     private var stream = z_stream()
@@ -33,13 +36,23 @@ package final class DeflateStream: @unchecked Sendable {
     private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
 
     /// nil where zlib is absent or refuses the settings.
-    package init?(format: DeflateFormat, level: Int32) {
+    package convenience init?(format: DeflateFormat, level: Int32) {
+        self.init(wrapper: format, level: level)
+    }
+
+    /// Raw deflate blocks (zlib's window bits -15): what a caller wraps in a
+    /// header and trailer of its own. nil where zlib is absent.
+    package convenience init?(rawBlocksAt level: Int32) {
+        self.init(wrapper: nil, level: level)
+    }
+
+    private init?(wrapper format: DeflateFormat?, level: Int32) {
         self.format = format
         self.level = level
         #if canImport(CZlib)
         guard
             deflateInit2_(
-                &stream, level, Z_DEFLATED, format.windowBits, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+                &stream, level, Z_DEFLATED, format?.windowBits ?? -15, 8, Z_DEFAULT_STRATEGY, ZLIB_VERSION,
                 Int32(MemoryLayout<z_stream>.size)) == Z_OK
         else { return nil }
         ready = true
@@ -69,9 +82,27 @@ package final class DeflateStream: @unchecked Sendable {
 
     /// Appends `piece` to a stream under way and flushes it (a sync flush):
     /// everything given so far can be inflated from the bytes appended.
-    package func flushed(_ piece: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+    /// False when zlib failed (the bytes appended are then unusable).
+    @discardableResult
+    package func flushed(_ piece: UnsafeRawBufferPointer, into out: inout [UInt8]) -> Bool {
         #if canImport(CZlib)
-        run(piece, flush: Z_SYNC_FLUSH, into: &out)
+        return run(piece, flush: Z_SYNC_FLUSH, into: &out)
+        #else
+        return false
+        #endif
+    }
+
+    /// `piece` deflated from a fresh state and ended by a full flush: it
+    /// refers to nothing before it and ends on a byte boundary, so the same
+    /// bytes can follow anything in any stream. nil where zlib fails.
+    package func segment(_ piece: UnsafeRawBufferPointer) -> [UInt8]? {
+        #if canImport(CZlib)
+        guard deflateReset(&stream) == Z_OK else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(piece.count / 2 + 64)
+        return run(piece, flush: Z_FULL_FLUSH, into: &out) ? out : nil
+        #else
+        return nil
         #endif
     }
 
@@ -83,9 +114,12 @@ package final class DeflateStream: @unchecked Sendable {
     }
 
     #if canImport(CZlib)
-    private func run(_ input: UnsafeRawBufferPointer, flush: Int32, into out: inout [UInt8]) {
+    /// False when zlib reported an error.
+    @discardableResult
+    private func run(_ input: UnsafeRawBufferPointer, flush: Int32, into out: inout [UInt8]) -> Bool {
         stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress?.assumingMemoryBound(to: Bytef.self))
         stream.avail_in = uInt(input.count)
+        defer { stream.next_in = nil }
         let room = scratch.count
         while true {
             let code = scratch.withUnsafeMutableBufferPointer { target in
@@ -95,10 +129,13 @@ package final class DeflateStream: @unchecked Sendable {
             }
             let produced = room - Int(stream.avail_out)
             out.append(contentsOf: scratch[0..<produced])
+            if code == Z_STREAM_END { return true }
+            // Z_BUF_ERROR: no progress was possible, which a flush with no input left may meet.
+            guard code == Z_OK || code == Z_BUF_ERROR else { return false }
+            if code == Z_BUF_ERROR && produced == 0 { return stream.avail_in == 0 }
             // Done when zlib left room in the output: it had nothing more to give.
-            if code == Z_STREAM_END || code != Z_OK || (stream.avail_out > 0 && stream.avail_in == 0) { break }
+            if stream.avail_out > 0 && stream.avail_in == 0 { return true }
         }
-        stream.next_in = nil
     }
     #endif
 }

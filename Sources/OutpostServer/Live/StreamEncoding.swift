@@ -21,11 +21,11 @@ struct StreamEncoding: Sendable {
     private(set) var finished = false
     /// The stream's own deflate state, when it deflates with history;
     /// everything it sends then goes through it.
-    private var history: RawDeflateState?
+    private var history: DeflateStream?
 
     init(format: DeflateFormat, withHistory: Bool = false) {
         self.format = format
-        history = withHistory ? RawDeflateState(level: AnswerCompression.streamLevel) : nil
+        history = withHistory ? DeflateStream(rawBlocksAt: AnswerCompression.streamLevel) : nil
     }
 
     /// Whether the stream deflates its pieces itself, with their history.
@@ -44,7 +44,8 @@ struct StreamEncoding: Sendable {
     /// the stream keeps one, else stored.
     mutating func appendOwn(_ plain: [UInt8], to out: inout [UInt8]) {
         guard let history else { return appendStored(plain, to: &out) }
-        guard let bytes = history.flushed(plain) else {
+        var bytes: [UInt8] = []
+        guard plain.withUnsafeBytes({ history.flushed($0, into: &bytes) }) else {
             // zlib failed: from here on stored, which refers to nothing.
             self.history = nil
             return appendStored(plain, to: &out)
