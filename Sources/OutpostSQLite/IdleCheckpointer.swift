@@ -33,9 +33,9 @@ import CSQLite
 /// until it ends, and one checkpoint copies every page once, in the pause
 /// after it, instead of the checkpoints of each batch taking the two cores
 /// and the disk from the download and the server. The WAL holds the
-/// download meanwhile (up to `heldBackstop`); every commit is synced as
-/// before, so a crash or power loss keeps what was committed: only when
-/// the copy into the main file runs changes.
+/// download meanwhile (up to `heldBackstop`); each commit is as durable as
+/// its transaction asked (a download's last page syncs every page before
+/// it): only when the copy into the main file runs changes.
 package final class IdleCheckpointer: @unchecked Sendable {
     /// WAL pages after which a checkpoint waits for a pause (SQLite's default).
     package static let threshold: Int32 = 1_000

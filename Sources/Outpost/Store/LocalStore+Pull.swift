@@ -129,6 +129,7 @@ extension LocalStore {
         if isReadOnly { throw StoreError.readOnly }
         try translatingStorageErrors { try downloadCache.pageArrives(hasMore: last.hasMore, on: connection) }
         let downloadUnderWay = downloadCache.isUnderWay
+        let collectionsText = collections.sorted().joined(separator: ",")
         do { try translatingStorageErrors { try connection.transaction(flush: .deferred) {
             let resyncing = try kvValue(Self.resyncKey) == "1"
             // Pages store only what the server holds, with their cursor: a
@@ -139,7 +140,7 @@ extension LocalStore {
             // a first download or a resync syncs, so the download is on the
             // disk when the sync returns.
             let fromScratch = try kvValue(Self.cursorKey) == nil
-                || kvValue(Self.collectionsKey) != collections.sorted().joined(separator: ",")
+                || kvValue(Self.collectionsKey) != collectionsText
             if !last.hasMore && (downloadUnderWay || resyncing || fromScratch) { connection.flushThisCommit() }
             let seen = resyncing ? try ResyncLedger(connection) : nil
             let appending = try firstDownload.begin(pages, registered: registered, hasMore: last.hasMore, on: connection)
@@ -158,7 +159,7 @@ extension LocalStore {
             // refused creates freed: what only this device holds is synced.
             if result.keptLocal + result.redeleted + result.unblocked > 0 { connection.flushThisCommit() }
             try setKV(Self.cursorKey, last.cursor.rawValue)
-            try setKV(Self.collectionsKey, collections.sorted().joined(separator: ","))
+            try setKV(Self.collectionsKey, collectionsText)
             if !last.hasMore {
                 // Sorted and built in one go, committed with the last page.
                 try firstDownload.finish(on: connection)
