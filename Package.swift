@@ -71,7 +71,11 @@ var package = Package(
         // Wire types and pure logic: no I/O, shared by client and server.
         .target(
             name: "OutpostCore",
-            dependencies: [.target(name: "CZlib", condition: .when(platforms: [.linux, .android]))]
+            dependencies: [
+                .target(name: "CZlib", condition: .when(platforms: [.linux, .android])),
+                // Whole answers inflated in one call on Linux (AnswerInflater); Apple's URLSession decodes its own.
+                .target(name: "CLibDeflate", condition: .when(platforms: [.linux])),
+            ]
         ),
 
         // A small SQLite layer over the C API, used by the client store and the server.

@@ -78,6 +78,10 @@ final class CurlExchange: @unchecked Sendable {
         _ = outpost_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
         _ = outpost_curl_set_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
         _ = outpost_curl_set_string(handle, CURLOPT_ACCEPT_ENCODING, "gzip, deflate")
+        // A whole answer comes as it was sent and is inflated in one call
+        // off the transport's thread (`CurlTransport`, `AnswerInflater`);
+        // a stream's pieces are inflated by libcurl as they arrive.
+        if !stream && AnswerInflater.isAvailable { _ = outpost_curl_set_long(handle, CURLOPT_HTTP_CONTENT_DECODING, 0) }
         _ = outpost_curl_set_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
         if let trustedCertificates { _ = outpost_curl_set_string(handle, CURLOPT_CAINFO, trustedCertificates) }
         let milliseconds = max(1, Int(request.timeout * 1000))

@@ -11,7 +11,8 @@ import OutpostCore
 /// most of a core busy. Here an idle stream costs nothing, a request's
 /// body is read straight from its `Data`, and answers' heads are told as
 /// they arrive. Answers are offered compressed (`gzip, deflate`) and
-/// handed over inflated, a stream's events as soon as their bytes arrive.
+/// handed over inflated: a whole answer by libdeflate in one call on the
+/// caller's thread, a stream's events by libcurl as soon as their bytes arrive.
 public final class CurlTransport: SyncTransport {
     /// The server's address; request targets are resolved against it.
     public let baseURL: URL
@@ -24,9 +25,20 @@ public final class CurlTransport: SyncTransport {
     /// Creates a transport for the server at `baseURL`. `trustedCertificates`
     /// is the path of a PEM file of certificate authorities to trust
     /// instead of the system's (a server with a certificate of its own CA).
-    public init(baseURL: URL, trustedCertificates: String? = nil) {
+    public convenience init(baseURL: URL, trustedCertificates: String? = nil) {
+        self.init(baseURL: baseURL, trustedCertificates: trustedCertificates, decodedLimit: Self.defaultDecodedLimit)
+    }
+
+    /// The most bytes a compressed whole answer may inflate to: a few bytes
+    /// that would inflate to gigabytes (a zip bomb) are refused before the
+    /// memory is taken. A pull page of 5,000 records is about 2 MB.
+    package let decodedLimit: Int
+    package static let defaultDecodedLimit = 256 << 20
+
+    package init(baseURL: URL, trustedCertificates: String? = nil, decodedLimit: Int) {
         self.baseURL = baseURL
         self.trustedCertificates = trustedCertificates
+        self.decodedLimit = decodedLimit
     }
 
     deinit { started.current?.stop() }
@@ -63,7 +75,7 @@ public final class CurlTransport: SyncTransport {
         let exchange = try CurlExchange(
             request, baseURL: baseURL, trustedCertificates: trustedCertificates, stream: false, progress: progress)
         let loop = self.loop
-        return try await withTaskCancellationHandler {
+        let response = try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchange.waiter = .answer(continuation)
                 loop.submit(exchange)
@@ -71,6 +83,24 @@ public final class CurlTransport: SyncTransport {
         } onCancel: {
             loop.cancel(exchange, .cancelled)
         }
+        return try decoded(response)
+    }
+
+    /// The answer with its body inflated, on the caller's thread: pages
+    /// read ahead are inflated side by side, not one after the other on
+    /// the loop's. A body that does not decode is an answer that did not
+    /// come whole; nothing of it is handed on.
+    package func decoded(_ response: TransportResponse) throws -> TransportResponse {
+        guard AnswerInflater.isAvailable, let codings = response.headers["content-encoding"] else { return response }
+        var response = response
+        do {
+            response.body = try AnswerInflater.decode(response.body, codings: codings, limit: decodedLimit)
+        } catch .tooLarge {
+            throw TransportError.noAnswer("the answer (\(codings)) inflates to more than \(decodedLimit) bytes")
+        } catch {
+            throw TransportError.noAnswer("the answer's body is not valid \(codings)")
+        }
+        return response
     }
 
     /// Opens `request` as a stream: returns once the status and headers
