@@ -160,30 +160,36 @@ package struct JSONScanner {
         let start = index
         let maxDepth = Self.maxDepth
         let outcome: (end: Int, error: String?) = bytes.withUnsafeBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            let count = buffer.count
             var position = start
             // Open brackets as bits (1 = array), so nesting costs no allocation.
             var kinds: UInt64 = 0
             var depth = 0
-            while position < buffer.count {
-                let byte = buffer[position]
+            while true {
+                // Only quotes and brackets matter between strings.
+                position = JSONStops.nextInStructure(base, from: position, count: count)
+                guard position < count else { break }
+                let byte = base[position]
                 if byte == 0x22 {
                     // A string: only quotes, escapes and control characters matter.
                     position += 1
-                    while position < buffer.count {
-                        let inner = buffer[position]
+                    while true {
+                        position = JSONStops.nextInString(base, from: position, count: count)
+                        guard position < count else { return (count, "unexpected end of input") }
+                        let inner = base[position]
                         if inner == 0x22 { break }
                         if inner == 0x5C {
                             position += 2
                             continue
                         }
-                        if inner < 0x20 { return (position, "control character in a string") }
-                        position += 1
+                        return (position, "control character in a string")
                     }
                 } else if byte == 0x7B || byte == 0x5B {
                     guard depth < maxDepth else { return (position, "nested too deeply") }
                     kinds = kinds << 1 | (byte == 0x5B ? 1 : 0)
                     depth += 1
-                } else if byte == 0x7D || byte == 0x5D {
+                } else {
                     guard depth > 0, (kinds & 1 == 1) == (byte == 0x5D) else { return (position, "unbalanced brackets") }
                     kinds >>= 1
                     depth -= 1
@@ -191,7 +197,7 @@ package struct JSONScanner {
                 }
                 position += 1
             }
-            return (position, "unexpected end of input")
+            return (count, "unexpected end of input")
         }
         index = outcome.end
         if let error = outcome.error { throw fail(error) }
@@ -382,22 +388,19 @@ package struct JSONScanner {
         let start = index
         // The hottest loop of a download: walk the bytes without bounds checks.
         let (end, escaped): (Int?, Bool) = bytes.withUnsafeBufferPointer { buffer in
+            let base = buffer.baseAddress!
+            let count = buffer.count
             var position = start + 1
             var escaped = false
-            let count = buffer.count
-            while position < count {
-                let byte = buffer[position]
+            while true {
+                position = JSONStops.nextInString(base, from: position, count: count)
+                guard position < count else { return (nil, escaped) }
+                let byte = base[position]
                 if byte == 0x22 { return (position + 1, escaped) }
-                if byte == 0x5C {
-                    escaped = true
-                    position += 2
-                } else if byte < 0x20 {
-                    return (-position - 1, escaped)
-                } else {
-                    position += 1
-                }
+                guard byte == 0x5C else { return (-position - 1, escaped) }
+                escaped = true
+                position += 2
             }
-            return (nil, escaped)
         }
         guard let end else { throw fail("unterminated string") }
         if end < 0 {
