@@ -19,11 +19,20 @@ struct LiveCounts {
         return value
     }
 
+    /// A collection's count if known, without counting (tests).
+    func known(_ collection: String) -> Int? { known[collection] }
+
     /// Applies exact changes of a committed transaction.
     mutating func adjust(_ deltas: [String: Int]) {
         for (collection, delta) in deltas where delta != 0 {
             if let value = known[collection] { known[collection] = value + delta }
         }
+    }
+
+    /// Counts known exactly without counting (a first download's rows,
+    /// which it appended itself), replacing what was known.
+    mutating func learn(_ counts: [String: Int]) {
+        for (collection, value) in counts { known[collection] = value }
     }
 
     /// Drops counts that a change of unknown size touched.

@@ -130,6 +130,8 @@ extension LocalStore {
         try translatingStorageErrors { try downloadCache.pageArrives(hasMore: last.hasMore, on: connection) }
         let downloadUnderWay = downloadCache.isUnderWay
         let collectionsText = collections.sorted().joined(separator: ",")
+        // Live records of the tables a first download filled by itself, known without a COUNT.
+        var filled: [String: Int] = [:]
         do { try translatingStorageErrors { try connection.transaction(flush: .deferred) {
             let resyncing = try kvValue(Self.resyncKey) == "1"
             // Pages store only what the server holds, with their cursor: a
@@ -162,8 +164,9 @@ extension LocalStore {
             try setKV(Self.collectionsKey, collectionsText)
             if !last.hasMore {
                 // Sorted and built in one go, committed with the last page.
-                try firstDownload.finish(on: connection)
+                filled = try firstDownload.finish(on: connection)
                 if resyncing {
+                    filled = [:]
                     try finishResync()
                     liveCounts.forget(registry.all.map(\.name))
                 }
@@ -172,6 +175,7 @@ extension LocalStore {
                 }
                 let purged = try applyRetention(now: last.serverTime)
                 liveCounts.forget(purged)
+                for collection in purged { filled[collection] = nil }
                 touched.formUnion(purged)
             }
         } } } catch {
@@ -182,6 +186,7 @@ extension LocalStore {
         // The pages are committed: a cache left large must not fail them.
         if !last.hasMore { try? downloadCache.downloadEnded(on: connection) }
         if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
+        liveCounts.learn(filled)
         notify(touched)
         return result
     }

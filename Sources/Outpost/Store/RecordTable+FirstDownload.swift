@@ -49,14 +49,21 @@ struct FirstDownloadKeys {
         return filling
     }
 
-    /// With the last page, in its transaction: every index put off is built.
-    mutating func finish(on connection: SQLiteConnection) throws {
+    /// With the last page, in its transaction: every index put off is
+    /// built. Returns each such table's live records: every row in it is one
+    /// the download appended and still holds (deletes took theirs out of the
+    /// map too), so the status needs no COUNT over the table it just wrote.
+    @discardableResult
+    mutating func finish(on connection: SQLiteConnection) throws -> [String: Int] {
+        var live: [String: Int] = [:]
         for (collection, rows) in appended.sorted(by: { $0.key < $1.key }) {
+            live[collection] = rows.count
             // Freed before SQLite's sort takes its memory: the peak stays that of the download.
             rows.removeAll()
             try RecordTable(collection, connection).ensureUuidIndex()
         }
         appended = [:]
+        return live
     }
 
     /// Whether some collection's uuid index is off now.
