@@ -44,8 +44,7 @@ struct AnswerInflaterTests {
         let cases: [(String, Data, String)] = [
             ("gzip with a byte changed", flipped, "gzip"),
             ("gzip whose CRC does not match", badCRC, "gzip"),
-            ("gzip with its last bytes read as a size", gzip.prefix(gzip.count - 8) + Data([0, 0, 0, 0, 16, 0, 0, 0]), "gzip"),
-            ("gzip followed by a little more", gzip + Data([16, 0, 0, 0]), "gzip"),
+            ("gzip whose size in the trailer is more than it holds", gzip.prefix(gzip.count - 4) + Data([0, 0, 0x10, 0]), "gzip"),
             ("plain text said to be gzip", Self.page, "gzip"),
             ("a few bytes said to be gzip", Data([0x1f, 0x8b, 0x08]), "gzip"),
             ("deflate cut short", zlib.prefix(zlib.count / 2), "deflate"),
@@ -56,8 +55,8 @@ struct AnswerInflaterTests {
             #expect(throws: BodyCompression.Failure.broken, "\(what)") { _ = try AnswerInflater.decode(body, codings: codings, limit: 1 << 20) }
         }
         // Cut short, or with other bytes after it, the trailer's size is
-        // whatever bytes end the body: refused either way.
-        for body in [gzip.prefix(gzip.count - 20), gzip + Data("tail".utf8)] {
+        // whatever bytes end the body: refused, as broken or as too large.
+        for body in [gzip.prefix(gzip.count - 20), gzip + Data("tail".utf8), gzip + Data([16, 0, 0, 0])] {
             #expect(throws: BodyCompression.Failure.self) { _ = try AnswerInflater.decode(body, codings: "gzip", limit: 1 << 20) }
         }
     }
