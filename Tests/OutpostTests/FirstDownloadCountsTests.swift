@@ -44,6 +44,24 @@ struct FirstDownloadCountsTests {
         #expect(try await store.localCounts()["people"] == rows)
     }
 
+    /// A download that stops before its last page builds its index and
+    /// knows its count the same way; the pages after it are counted again.
+    @Test func aDownloadCutShortKnowsItsCountAndTheRestIsCountedAgain() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let uuids = (0..<150).map { _ in UUID() }.shuffled()
+        try await store.applyPull(
+            Pages.page(Pages.people(uuids[0..<100], first: 1) + [Pages.person(uuids[2], version: 0, name: "", deleted: true)], cursor: "c1", hasMore: true),
+            collections: Pages.collections)
+        try await store.finishInterruptedDownload()
+        #expect(try Pages.hasUuidIndex(fixture.path))
+        #expect(await store.liveCounts.known("people") == 99)
+        try await store.applyPull(Pages.page(Pages.people(uuids[100...], first: 101), cursor: "c2", hasMore: false), collections: Pages.collections)
+        #expect(await store.liveCounts.known("people") == nil, "the rest went the usual way, into the index")
+        #expect(try await store.localCounts()["people"] == 149)
+        #expect(try Self.liveRows(fixture.path) == 149)
+    }
+
     /// A local write meanwhile makes the index and the download goes the
     /// usual way: its count is then read again, not taken from the download.
     @Test func aTableWrittenByAnythingElseIsCountedAgain() async throws {

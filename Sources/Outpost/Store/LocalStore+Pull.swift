@@ -116,7 +116,8 @@ extension LocalStore {
         guard !isReadOnly else { return }
         try translatingStorageErrors { try downloadCache.downloadEnded(on: connection) }
         guard firstDownload.isFilling else { return }
-        try translatingStorageErrors { try connection.transaction { try firstDownload.finish(on: connection) } }
+        let filled = try translatingStorageErrors { try connection.transaction { try firstDownload.finish(on: connection) } }
+        liveCounts.learn(filled)
     }
 
     @discardableResult
