@@ -59,7 +59,7 @@ struct FirstDownloadKeys {
         // SQLite's sorter takes the page cache's size as its working memory:
         // in the download's 32 MB it sorts every uuid as one list, and in
         // runs of 2 MB, merged, it spends about a quarter less CPU
-        // (docs/benchmarks.md, "Where the time goes in a download").
+        // (docs/benchmarks.md, "Pages inflated in one call").
         let cache = appended.isEmpty ? nil : try DownloadPageCache.size(of: connection)
         if cache != nil { try connection.execute("PRAGMA cache_size = -\(Self.sortKibibytes)") }
         defer { if let cache { try? connection.execute("PRAGMA cache_size = \(cache)") } }
