@@ -76,6 +76,32 @@ struct FirstDownloadCountsTests {
         #expect(try Self.liveRows(fixture.path) == 201)
     }
 
+    /// A table written by something else after its last page of the
+    /// download (the last pages held another collection only) is counted
+    /// again too.
+    @Test func aTableAbsentFromTheLastPagesAndWrittenMeanwhileIsCountedAgain() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let people = (0..<100).map { _ in UUID() }.shuffled()
+        let visits = (0..<100).map { _ in UUID() }.shuffled()
+        func visit(_ uuid: UUID, _ version: Int64) -> PullChange {
+            .record(
+                WireRecord(
+                    collection: "visits", uuid: uuid, id: version, version: version, updatedAt: Pages.time, deleted: false, owner: "u-1",
+                    team: "t-1", data: ["person": .string(people[0].wireText), "visited_at": .string("2026-12-06")]))
+        }
+        try await store.applyPull(
+            Pages.page(Pages.people(people[...], first: 1) + visits[0..<50].enumerated().map { visit($1, Int64(200 + $0)) }, cursor: "c1", hasMore: true),
+            collections: Pages.collections)
+        _ = try await store.create(Person(name: "Local"))
+        try await store.applyPull(
+            Pages.page(visits[50...].enumerated().map { visit($1, Int64(300 + $0)) }, cursor: "c2", hasMore: false), collections: Pages.collections)
+        #expect(await store.liveCounts.known("people") == nil, "written by a local create since its pages")
+        #expect(await store.liveCounts.known("visits") == 100)
+        #expect(try await store.localCounts()["people"] == 101)
+        #expect(try Self.liveRows(fixture.path) == 101)
+    }
+
     /// Uuids in key order keep the index and no map: counted as before.
     @Test func aDownloadInKeyOrderIsCountedAtTheEnd() async throws {
         let fixture = try StoreFixture()

@@ -64,10 +64,14 @@ struct FirstDownloadKeys {
         if cache != nil { try connection.execute("PRAGMA cache_size = -\(Self.sortKibibytes)") }
         defer { if let cache { try? connection.execute("PRAGMA cache_size = \(cache)") } }
         for (collection, rows) in appended.sorted(by: { $0.key < $1.key }) {
-            live[collection] = rows.count
+            let table = RecordTable(collection, connection)
+            // An index already there means something else wrote the table
+            // since (a collection absent from the last pages is not checked
+            // by `begin`): its rows are no longer only the map's.
+            if try !table.hasUuidIndex() { live[collection] = rows.count }
             // Freed before SQLite's sort takes its memory: the peak stays that of the download.
             rows.removeAll()
-            try RecordTable(collection, connection).ensureUuidIndex()
+            try table.ensureUuidIndex()
         }
         appended = [:]
         return live
