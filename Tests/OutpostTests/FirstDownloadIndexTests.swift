@@ -74,6 +74,26 @@ struct FirstDownloadIndexTests {
         #expect(try await store.pullState(collections: Self.collections).cursor == PullCursor(rawValue: "c2"))
     }
 
+    /// Each page's records go into the table in key order while the index is
+    /// off (so the index's sort at the end merges sorted runs): rowid order
+    /// within a page is uuid order, and the records are the page's.
+    @Test func aPageInNoKeyOrderIsAppendedInKeyOrder() async throws {
+        let fixture = try StoreFixture()
+        let store = fixture.store
+        let uuids = (0..<300).map { _ in UUID() }.shuffled()
+        try await store.applyPull(Self.page(Self.people(uuids[0..<200], first: 1), cursor: "c1", hasMore: true), collections: Self.collections)
+        #expect(try !Self.hasUuidIndex(fixture.path))
+        let file = try SQLiteConnection(path: fixture.path, readOnly: true)
+        defer { file.close() }
+        let stored = try file.query("SELECT uuid FROM people ORDER BY rowid") { $0.string(0) }
+        #expect(stored == uuids[0..<200].map(\.wireText).sorted(), "one page's rows appended in uuid order")
+        try await store.applyPull(Self.page(Self.people(uuids[200...], first: 201), cursor: "c2", hasMore: false), collections: Self.collections)
+        let all = try file.query("SELECT uuid FROM people ORDER BY rowid") { $0.string(0) }
+        #expect(Array(all.prefix(200)) == stored, "a later page goes after the rows before it")
+        #expect(Array(all.dropFirst(200)) == uuids[200...].map(\.wireText).sorted())
+        #expect(try await store.get(Person.self, uuids[250])?.value.name == "P250")
+    }
+
     /// Uuids in key order go into the index at its end as they come: the
     /// index stays, and is not sorted again at the end.
     @Test func uuidsInKeyOrderKeepTheIndex() async throws {

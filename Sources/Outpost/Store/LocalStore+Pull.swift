@@ -278,17 +278,30 @@ extension LocalStore {
                     index += 1
                     continue
                 }
+                // A table filled with its uuid index off takes the page's whole
+                // run at once, in key order (see `AppendedCopyWriter.inKeyOrder`).
+                let runLimit = writer.appends ? Int.max : SyncedCopyWriter.batchSize
                 var end = index + 1
-                while end < changes.count, end - index < SyncedCopyWriter.batchSize, !changes[end].deleted,
+                while end < changes.count, end - index < runLimit, !changes[end].deleted,
                     !changes[end].removed, changes[end].collection == change.collection
                 {
                     end += 1
                 }
                 for record in changes[index..<end] { try seen?.mark(record, text) }
-                let outcome = try writer.upsert(changes[index..<end], text)
-                result.applied += outcome.applied
-                result.keptLocal += outcome.keptLocal
-                result.unblocked += outcome.unblocked
+                if writer.appends {
+                    let run = AppendedCopyWriter.inKeyOrder(changes[index..<end], text)
+                    var start = 0
+                    while start < run.count {
+                        let stop = min(start + SyncedCopyWriter.batchSize, run.count)
+                        result.applied += try writer.upsert(run[start..<stop], text).applied
+                        start = stop
+                    }
+                } else {
+                    let outcome = try writer.upsert(changes[index..<end], text)
+                    result.applied += outcome.applied
+                    result.keptLocal += outcome.keptLocal
+                    result.unblocked += outcome.unblocked
+                }
                 index = end
             }
         }

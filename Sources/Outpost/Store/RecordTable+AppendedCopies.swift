@@ -38,6 +38,20 @@ struct AppendedCopyWriter {
             "DELETE FROM \"\(collection)\" WHERE rowid = ?1 AND uuid = ?2 AND sync_state = 'synced'")
     }
 
+    /// A run of a page's records in the order of their uuids (by their first
+    /// 16 hex digits; records of equal keys, such as one record twice, keep
+    /// their order). The rows are appended in that order, and SQLite's sort
+    /// for the index at the download's end then merges sorted runs instead
+    /// of sorting uuids that came in no order: building the index of
+    /// 235,613 random uuids took about 40% less CPU (docs/benchmarks.md).
+    static func inKeyOrder(_ records: ArraySlice<RawChange>, _ text: UnsafeBufferPointer<UInt8>) -> [RawChange] {
+        var keyed = records.indices.map { index in
+            (key: AppendedRows.PackedKey(text.span(records[index].uuid))?.high ?? 0, index: index)
+        }
+        keyed.sort { $0.key != $1.key ? $0.key < $1.key : $0.index < $1.index }
+        return keyed.map { records[$0.index] }
+    }
+
     /// How many records were written (new, or newer than the copy appended before).
     func write(_ records: ArraySlice<RawChange>, _ text: UnsafeBufferPointer<UInt8>, binding writer: SyncedCopyWriter) throws -> Int {
         var applied = 0

@@ -22,6 +22,8 @@ struct SyncedCopyWriter {
     /// Whether rows of the table can hold local changes (not while a first
     /// download fills it: any local write makes the uuid index first).
     var mayHoldLocalChanges: Bool { appender == nil }
+    /// Whether the table is being filled with its uuid index off (`AppendedCopyWriter`).
+    var appends: Bool { appender != nil }
 
     /// `appended`: the rows a first download appended to the table while its
     /// uuid index is off; without it, the index is made first if it is off.
