@@ -53,6 +53,7 @@ public final class SQLiteConnection {
         path: String, readOnly: Bool = false, immutable: Bool = false, protection: FileProtection = .untilFirstUnlock,
         vfs: String? = nil, durability: Durability = .powerLoss, busyTimeoutMilliseconds: Int32 = 5_000
     ) throws {
+        _ = Self.allocationCountsOff
         var handle: OpaquePointer?
         var flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
@@ -100,6 +101,25 @@ public final class SQLiteConnection {
 
     /// How long a statement waits for another connection's lock before
     /// failing with "database is locked" (5 s unless set).
+    /// Whether SQLite keeps no allocation counts in this process. It
+    /// counts every allocation under one process-wide mutex unless told
+    /// not to: with many connections at work at once (a thousand stores in
+    /// one process) their threads queued on it, a thread switch for most of
+    /// a live change's statements. Nothing here reads those counts. It can
+    /// be said only before SQLite's first use in the process, so the first
+    /// connection says it (anything else that uses SQLite first reads this
+    /// before); false when said too late, or with Apple's SQLite.
+    package static let allocationCountsOff: Bool = {
+        #if canImport(SQLite3)
+        return false
+        #else
+        return outpost_sqlite3_config_memstatus(0) == SQLITE_OK
+        #endif
+    }()
+
+    /// Bytes SQLite counts as allocated now (0 while it counts nothing).
+    package static var memoryCounted: Int64 { sqlite3_memory_used() }
+
     public func setBusyTimeout(milliseconds: Int32) {
         sqlite3_busy_timeout(handle, milliseconds)
     }
