@@ -14,6 +14,12 @@ public final class SQLiteConnection {
     let handle: OpaquePointer
     public let path: String
     private var statements: [String: SQLiteStatement] = [:]
+    /// The same statements by where their text's bytes lie. The texts run
+    /// again and again are literals or strings kept for the purpose, at one
+    /// place: found there, a text is not hashed and compared byte by byte
+    /// (a page's multi-row upsert is kilobytes long). An entry holds its
+    /// text, so no other text can lie at that place meanwhile.
+    private var statementsByAddress: [UnsafeRawPointer: (sql: String, statement: SQLiteStatement)] = [:]
     private var isClosed = false
     /// How the file was opened (a checkpointing connection opens it alike).
     private let openFlags: Int32
@@ -138,6 +144,7 @@ public final class SQLiteConnection {
         guard !isClosed else { return }
         isClosed = true
         statements.removeAll()
+        statementsByAddress.removeAll()
         if let checkpointer {
             sqlite3_wal_hook(handle, nil, nil)
             checkpointer.close()
@@ -184,9 +191,21 @@ public final class SQLiteConnection {
     }
 
     private func statement(_ sql: String) throws -> SQLiteStatement {
-        if let cached = statements[sql] { return cached }
-        let statement = try SQLiteStatement(connection: self, sql: sql)
-        statements[sql] = statement
+        let address = sql.utf8.withContiguousStorageIfAvailable { UnsafeRawPointer($0.baseAddress) } ?? nil
+        // The same text at the same place compares equal without reading it.
+        if let address, let known = statementsByAddress[address], known.sql == sql { return known.statement }
+        let statement: SQLiteStatement
+        if let cached = statements[sql] {
+            statement = cached
+        } else {
+            statement = try SQLiteStatement(connection: self, sql: sql)
+            statements[sql] = statement
+        }
+        if let address {
+            // Texts built for one call come once each: the table stays small.
+            if statementsByAddress.count >= 64 { statementsByAddress.removeAll(keepingCapacity: true) }
+            statementsByAddress[address] = (sql, statement)
+        }
         return statement
     }
 
