@@ -105,8 +105,6 @@ public final class SQLiteConnection {
         }
     }
 
-    /// How long a statement waits for another connection's lock before
-    /// failing with "database is locked" (5 s unless set).
     /// Whether SQLite keeps no allocation counts in this process. It
     /// counts every allocation under one process-wide mutex unless told
     /// not to: with many connections at work at once (a thousand stores in
@@ -126,6 +124,8 @@ public final class SQLiteConnection {
     /// Bytes SQLite counts as allocated now (0 while it counts nothing).
     package static var memoryCounted: Int64 { sqlite3_memory_used() }
 
+    /// How long a statement waits for another connection's lock before
+    /// failing with "database is locked" (5 s unless set).
     public func setBusyTimeout(milliseconds: Int32) {
         sqlite3_busy_timeout(handle, milliseconds)
     }
@@ -191,7 +191,8 @@ public final class SQLiteConnection {
     }
 
     private func statement(_ sql: String) throws -> SQLiteStatement {
-        let address = sql.utf8.withContiguousStorageIfAvailable { UnsafeRawPointer($0.baseAddress) } ?? nil
+        // Short texts hash quickly, and are copied to the stack to be read.
+        let address = sql.utf8.count > 32 ? sql.utf8.withContiguousStorageIfAvailable { UnsafeRawPointer($0.baseAddress) } ?? nil : nil
         // The same text at the same place compares equal without reading it.
         if let address, let known = statementsByAddress[address], known.sql == sql { return known.statement }
         let statement: SQLiteStatement
