@@ -14,6 +14,12 @@ public final class SQLiteConnection {
     let handle: OpaquePointer
     public let path: String
     private var statements: [String: SQLiteStatement] = [:]
+    /// The same statements by where their text's bytes lie. The texts run
+    /// again and again are literals or strings kept for the purpose, at one
+    /// place: found there, a text is not hashed and compared byte by byte
+    /// (a page's multi-row upsert is kilobytes long). An entry holds its
+    /// text, so no other text can lie at that place meanwhile.
+    private var statementsByAddress: [UnsafeRawPointer: (sql: String, statement: SQLiteStatement)] = [:]
     private var isClosed = false
     /// How the file was opened (a checkpointing connection opens it alike).
     private let openFlags: Int32
@@ -53,6 +59,7 @@ public final class SQLiteConnection {
         path: String, readOnly: Bool = false, immutable: Bool = false, protection: FileProtection = .untilFirstUnlock,
         vfs: String? = nil, durability: Durability = .powerLoss, busyTimeoutMilliseconds: Int32 = 5_000
     ) throws {
+        _ = Self.allocationCountsOff
         var handle: OpaquePointer?
         var flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
@@ -98,6 +105,25 @@ public final class SQLiteConnection {
         }
     }
 
+    /// Whether SQLite keeps no allocation counts in this process. It
+    /// counts every allocation under one process-wide mutex unless told
+    /// not to: with many connections at work at once (a thousand stores in
+    /// one process) their threads queued on it, a thread switch for most of
+    /// a live change's statements. Nothing here reads those counts. It can
+    /// be said only before SQLite's first use in the process, so the first
+    /// connection says it (anything else that uses SQLite first reads this
+    /// before); false when said too late, or with Apple's SQLite.
+    package static let allocationCountsOff: Bool = {
+        #if canImport(SQLite3)
+        return false
+        #else
+        return outpost_sqlite3_config_memstatus(0) == SQLITE_OK
+        #endif
+    }()
+
+    /// Bytes SQLite counts as allocated now (0 while it counts nothing).
+    package static var memoryCounted: Int64 { sqlite3_memory_used() }
+
     /// How long a statement waits for another connection's lock before
     /// failing with "database is locked" (5 s unless set).
     public func setBusyTimeout(milliseconds: Int32) {
@@ -118,6 +144,7 @@ public final class SQLiteConnection {
         guard !isClosed else { return }
         isClosed = true
         statements.removeAll()
+        statementsByAddress.removeAll()
         if let checkpointer {
             sqlite3_wal_hook(handle, nil, nil)
             checkpointer.close()
@@ -164,9 +191,22 @@ public final class SQLiteConnection {
     }
 
     private func statement(_ sql: String) throws -> SQLiteStatement {
-        if let cached = statements[sql] { return cached }
-        let statement = try SQLiteStatement(connection: self, sql: sql)
-        statements[sql] = statement
+        // Short texts hash quickly, and are copied to the stack to be read.
+        let address = sql.utf8.count > 32 ? sql.utf8.withContiguousStorageIfAvailable { UnsafeRawPointer($0.baseAddress) } ?? nil : nil
+        // The same text at the same place compares equal without reading it.
+        if let address, let known = statementsByAddress[address], known.sql == sql { return known.statement }
+        let statement: SQLiteStatement
+        if let cached = statements[sql] {
+            statement = cached
+        } else {
+            statement = try SQLiteStatement(connection: self, sql: sql)
+            statements[sql] = statement
+        }
+        if let address {
+            // Texts built for one call come once each: the table stays small.
+            if statementsByAddress.count >= 64 { statementsByAddress.removeAll(keepingCapacity: true) }
+            statementsByAddress[address] = (sql, statement)
+        }
         return statement
     }
 

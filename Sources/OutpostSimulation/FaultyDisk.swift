@@ -1,6 +1,7 @@
 import CFaultVFS
 import Foundation
 import OutpostCore
+import OutpostSQLite
 
 /// A device's disk that fails on request: full, failing syncs, failing
 /// reads. Stores opened with `vfs: disk.name` go through it; every disk has
@@ -30,6 +31,8 @@ public final class FaultyDisk: @unchecked Sendable {
 
     public init() {
         name = "outpost-faulty-\(Self.counter.next())"
+        // Registering starts SQLite: its process-wide settings go first.
+        _ = SQLiteConnection.allocationCountsOff
         _ = outpost_fault_vfs_register(name)
     }
 

@@ -122,9 +122,18 @@ extension LocalStore {
 
     @discardableResult
     package func applyPulls(_ pages: [RawPullPage], collections: [String]) throws -> PullPageResult {
+        try applyPulls(pages, collections: collections, readingFigures: false).result
+    }
+
+    /// The same; with `readingFigures`, the status's figures the pages moved
+    /// are read last inside the transaction (see ``applyLivePage(_:collections:readingFigures:)``).
+    private func applyPulls(_ pages: [RawPullPage], collections: [String], readingFigures: Bool) throws
+        -> (result: PullPageResult, figures: StoreFigures?)
+    {
         try checkOpen()
-        guard let last = pages.last else { return PullPageResult() }
+        guard let last = pages.last else { return (PullPageResult(), nil) }
         var result = PullPageResult()
+        var figures: StoreFigures?
         var touched: Set<String> = []
         let registered = Set(registry.all.map(\.name))
         if isReadOnly { throw StoreError.readOnly }
@@ -142,8 +151,8 @@ extension LocalStore {
             // them along). The page that ends a download of several pages,
             // a first download or a resync syncs, so the download is on the
             // disk when the sync returns.
-            let fromScratch = try kvValue(Self.cursorKey) == nil
-                || kvValue(Self.collectionsKey) != collectionsText
+            let storedCollections = try kvValue(Self.collectionsKey)
+            let fromScratch = try storedCollections != collectionsText || kvValue(Self.cursorKey) == nil
             if !last.hasMore && (downloadUnderWay || resyncing || fromScratch) { connection.flushThisCommit() }
             let seen = resyncing ? try ResyncLedger(connection) : nil
             let appending = try firstDownload.begin(pages, registered: registered, hasMore: last.hasMore, on: connection)
@@ -162,7 +171,7 @@ extension LocalStore {
             // refused creates freed: what only this device holds is synced.
             if result.keptLocal + result.redeleted + result.unblocked > 0 { connection.flushThisCommit() }
             try setKV(Self.cursorKey, last.cursor.rawValue)
-            try setKV(Self.collectionsKey, collectionsText)
+            if storedCollections != collectionsText { try setKV(Self.collectionsKey, collectionsText) }
             if !last.hasMore {
                 // Sorted and built in one go, committed with the last page.
                 filled = try firstDownload.finish(on: connection)
@@ -179,17 +188,24 @@ extension LocalStore {
                 for collection in purged { filled[collection] = nil }
                 touched.formUnion(purged)
             }
+            if readingFigures {
+                if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
+                figures = pageFigures()
+            }
         } } } catch {
-            // The rows it appended went back with the transaction.
+            // The rows it appended went back with the transaction, and so
+            // did any count read inside it.
             firstDownload.forget()
+            liveCounts.forget(touched)
             throw error
         }
         // The pages are committed: a cache left large must not fail them.
         if !last.hasMore { try? downloadCache.downloadEnded(on: connection) }
-        if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
+        // Counts read with the figures are the committed ones already.
+        if !readingFigures, result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
         liveCounts.learn(filled)
         notify(touched)
-        return result
+        return (result, figures)
     }
 
     /// Applies a live page (see ``applyPulls(_:collections:)``) and, with
@@ -200,18 +216,17 @@ extension LocalStore {
     package func applyLivePage(_ page: RawPullPage, collections: [String], readingFigures: Bool) throws
         -> (PullPageResult, StoreFigures?)
     {
-        let result = try applyPulls([page], collections: collections)
-        guard readingFigures else { return (result, nil) }
-        // One read transaction: SQLite takes its file locks once for the reads.
-        let reading = !isClosed && !connection.isInTransaction && (try? connection.run("BEGIN")) != nil
-        defer { if reading && connection.isInTransaction { _ = try? connection.run("COMMIT") } }
-        return (
-            result,
-            StoreFigures(
-                pullState: try? pullState(collections: syncedCollections), counts: try? localCounts(),
-                mode: (try? metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) },
-                windowStart: (try? metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) })
-        )
+        // Read inside the page's own transaction, before its commit: a read
+        // transaction of their own took SQLite's file locks again.
+        try applyPulls([page], collections: collections, readingFigures: readingFigures)
+    }
+
+    /// The figures a page moves, read inside its transaction.
+    private func pageFigures() -> StoreFigures {
+        StoreFigures(
+            pullState: try? pullState(collections: syncedCollections), counts: try? localCounts(),
+            mode: (try? metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) },
+            windowStart: (try? metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) })
     }
 
     /// Prepares the statements a page of each collection runs (SQLite keeps
