@@ -221,8 +221,10 @@ extension LocalStore {
         try applyPulls([page], collections: collections, readingFigures: readingFigures)
     }
 
-    /// The figures a page moves, read inside its transaction.
-    private func pageFigures() -> StoreFigures {
+    /// The figures a page moves (its cursor and times, the counts, the
+    /// scope), read inside the caller's transaction; `statusFigures` adds
+    /// the outbox's, the conflicts' and the attachments' to them.
+    func pageFigures() -> StoreFigures {
         StoreFigures(
             pullState: try? pullState(collections: syncedCollections), counts: try? localCounts(),
             mode: (try? metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) },

@@ -247,13 +247,10 @@ extension LocalStore {
         // the reads, not once per statement (four `fcntl` calls a round).
         let reading = !isClosed && !connection.isInTransaction && (try? connection.run("BEGIN")) != nil
         defer { if reading && connection.isInTransaction { _ = try? connection.run("COMMIT") } }
-        return StoreFigures(
-            outbox: try? outboxSummary(),
-            conflicts: try? conflicts().count,
-            pullState: try? pullState(collections: syncedCollections),
-            counts: try? localCounts(),
-            attachments: try? attachmentSummary(),
-            mode: (try? metadata("scope.mode")).flatMap { $0.flatMap(ScopeMode.init(rawValue:)) },
-            windowStart: (try? metadata("scope.window_start")).flatMap { $0.map(ServerTimestamp.init(rawValue:)) })
+        var figures = pageFigures()
+        figures.outbox = try? outboxSummary()
+        figures.conflicts = try? conflicts().count
+        figures.attachments = try? attachmentSummary()
+        return figures
     }
 }
