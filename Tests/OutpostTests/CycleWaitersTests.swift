@@ -71,6 +71,23 @@ struct CycleWaitersTests {
         #expect(waiters.lastReport == nil)
     }
 
+    /// The reports after a mark are those of the cycles numbered after it,
+    /// oldest first; only the last ones are kept, and a wipe forgets them.
+    @Test func theReportsAfterAMarkAreTheCyclesNumberedAfterIt() {
+        var waiters = CycleWaiters()
+        for number in 1...3 {
+            var report = SyncReport(trigger: .manual)
+            report.confirmed = number
+            waiters.finished(number, report: report)
+        }
+        #expect(waiters.reports(after: 1).map(\.confirmed) == [2, 3])
+        #expect(waiters.reports(after: 3).isEmpty)
+        for number in 4...(CycleWaiters.reportsKept + 10) { waiters.finished(number, report: SyncReport(trigger: .retry)) }
+        #expect(waiters.reports(after: 0).count == CycleWaiters.reportsKept)
+        waiters.forgetLastReport()
+        #expect(waiters.reports(after: 0).isEmpty, "the last person's reports are gone with the wipe")
+    }
+
     /// A sync tried again after a busy server says what the stopped cycles
     /// did too: a change confirmed before the pull met the busy server is
     /// not sent again, and must not go unsaid.

@@ -228,6 +228,30 @@ struct SyncEngineTests {
         #expect(try harness.serverRecords().count == 1)
     }
 
+    /// A sync tried again after a busy server may find its change already
+    /// sent by the engine's own retry in between, and its last cycle with
+    /// nothing to send: the cycles since it began still say the change was
+    /// sent and confirmed (`outpost sync` printed "sent 0, confirmed 0" so).
+    @Test func theCyclesOfASyncTriedAgainSayWhatTheEnginesOwnRetrySent() async throws {
+        let harness = try SyncHarness()
+        let device = try harness.device("u-1")
+        try await device.store.create(Person(name: "Ana"))
+        let mark = await device.engine.endedCycles
+        device.network.inject(.status(503, retryAfter: 30)) { $0.target.hasPrefix("/v1/push") }
+        await #expect(throws: SyncFailure.serverBusy(retryAfter: 30)) { try await device.engine.sync() }
+        let retryAt = try #require(await device.engine.nextRetryAt)
+        try await harness.clock.advance(toSleeperAt: retryAt)
+        try await eventually("the engine's own retry ended") { await device.engine.endedCycles >= mark + 2 }
+        #expect(try harness.serverRecords().count == 1)
+
+        let last = try await device.engine.sync()
+        #expect(last.sent == 0 && last.confirmed == 0, "the retry took the change: this cycle had nothing to send")
+        let whole = try #require(await device.engine.reportOfCycles(after: mark))
+        #expect(whole.sent == 1)
+        #expect(whole.confirmed == 1)
+        #expect(await device.engine.reportOfCycles(after: await device.engine.endedCycles) == nil, "no cycle ended since")
+    }
+
     @Test func anOldResponseAfterANewSnapshotIsIgnored() async throws {
         let harness = try SyncHarness()
         let editor = try harness.device("u-1", name: "editor")

@@ -10,6 +10,13 @@ package struct CycleWaiters {
     private var nextID: UInt64 = 0
     /// What the last finished cycle did.
     package private(set) var lastReport: SyncReport?
+    /// The last cycles' reports with their numbers, oldest first: a caller
+    /// that tries again says what every cycle meanwhile did, the engine's
+    /// own retries included.
+    private var recent: [(number: Int, report: SyncReport)] = []
+    /// How many reports `recent` keeps: more than a sync tried again for an
+    /// hour after a busy server runs.
+    package static let reportsKept = 64
 
     package init() {}
 
@@ -44,11 +51,21 @@ package struct CycleWaiters {
     /// Cycle `number` finished: every caller waiting for it or an earlier one gets its report.
     package mutating func finished(_ number: Int, report: SyncReport) {
         lastReport = report
+        recent.append((number, report))
+        if recent.count > Self.reportsKept { recent.removeFirst(recent.count - Self.reportsKept) }
         answer(report) { $0 <= number }
     }
 
-    /// The store was wiped: the last person's report is no answer for the next.
-    package mutating func forgetLastReport() { lastReport = nil }
+    /// The reports of the cycles numbered after `mark` that finished, oldest first.
+    package func reports(after mark: Int) -> [SyncReport] {
+        recent.filter { $0.number > mark }.map(\.report)
+    }
+
+    /// The store was wiped: the last person's reports are no answer for the next.
+    package mutating func forgetLastReport() {
+        lastReport = nil
+        recent.removeAll()
+    }
 
     private mutating func answer(_ report: SyncReport, waitingFor matches: (Int) -> Bool) {
         waiting.removeAll { waiter in

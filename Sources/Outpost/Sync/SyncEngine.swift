@@ -56,6 +56,22 @@ public actor SyncEngine {
     var waiters = CycleWaiters()
     /// What the last finished cycle did (the simulation's trace reads it).
     package var lastCycleReport: SyncReport? { waiters.lastReport }
+
+    /// How many cycles have ended: the mark ``reportOfCycles(after:)`` counts from.
+    package var endedCycles: Int { schedule.completedCycles }
+
+    /// What the cycles that ended after `mark` did, as one report: the
+    /// newest one's, with what each earlier one settled counted in
+    /// (``SyncReport/include(_:)``); nil when none ended. A caller that
+    /// tried again after a busy server may find its change sent by the
+    /// engine's own retry in between, and its last cycle with nothing to send.
+    package func reportOfCycles(after mark: Int) -> SyncReport? {
+        let ended = waiters.reports(after: mark)
+        guard var whole = ended.last else { return nil }
+        // Newest first, so the conflicts and refusals each prepends end in the order they came.
+        for earlier in ended.dropLast().reversed() { whole.include(earlier) }
+        return whole
+    }
     /// The only writer of the status; every other part sends it events.
     var statusPublisher: StatusPublisher
     /// Records in scope per collection, as the server last counted them (the status's coverage).

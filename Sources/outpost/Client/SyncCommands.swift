@@ -68,16 +68,17 @@ enum SyncCommands {
     static func syncRetryingWhileBusy(_ engine: SyncEngine, within timeout: Duration) async throws -> SyncReport {
         let deadline = ContinuousClock.now + timeout
         var wait = Duration.seconds(1)
-        // What the cycles the busy server stopped did before it (a push
-        // confirmed, then the pull answered 502): said in the end too.
-        var earlier = SyncReport(trigger: .manual)
+        // Every cycle from here on is this sync's: a push confirmed before the
+        // pull met the busy server, or a change the engine's own retry sent
+        // while this one waited, is said in the end too.
+        let mark = await engine.endedCycles
         while true {
             do {
-                var report = try await engine.sync(timeout: deadline - ContinuousClock.now)
-                report.include(earlier)
-                return report
+                let report = try await engine.sync(timeout: deadline - ContinuousClock.now)
+                guard var whole = await engine.reportOfCycles(after: mark) else { return report }
+                whole.failure = nil
+                return whole
             } catch SyncFailure.serverBusy(let retryAfter) {
-                if let stopped = await engine.lastCycleReport, case .serverBusy? = stopped.failure { earlier.include(stopped) }
                 let pause = retryAfter.map { Duration.seconds($0) } ?? wait
                 guard ContinuousClock.now + pause < deadline else { throw SyncFailure.serverBusy(retryAfter: retryAfter) }
                 Terminal.note("The server is busy or restarting; trying again in \(pause.components.seconds) s.")
