@@ -146,8 +146,28 @@ struct StatusPublisherTests {
         var publisher = StatusPublisher()
         #expect(publisher.refreshWanted() == true)
         #expect(publisher.refreshWanted() == false, "one on its way already")
-        publisher.refreshStarted()
+        _ = publisher.refreshStarted(now: .seconds(1))
         #expect(publisher.refreshWanted() == true)
+    }
+
+    /// The refresh after live pages reads the figures only when a page was
+    /// stored without reading them since they were last read, and counts
+    /// as a read for the 200 ms between reads.
+    @Test func theRefreshAfterLivePagesReadsOnlyWhatNoPageReadSince() {
+        var publisher = StatusPublisher()
+        // (milliseconds, a page (true) or the refresh (false)) → whether it read the figures
+        let steps: [(Int64, Bool)] = [(1_000, true), (1_100, false), (1_150, true), (1_250, true), (1_300, false), (1_350, true),
+            (1_550, false), (1_600, true), (1_750, true)]
+        let reads = steps.map { at, page in
+            page ? publisher.liveFiguresDue(now: .milliseconds(at)) : publisher.refreshStarted(now: .milliseconds(at))
+        }
+        #expect(reads == [true, false, false, true, false, false, true, false, true],
+            """
+            the first page reads them; the refresh after has no page since; the page at 1.15 s is too soon and \
+            leaves them to the refresh, but the page at 1.25 s reads them in its own call, so the refresh at \
+            1.3 s has nothing to read; the page at 1.35 s leaves them behind and the refresh at 1.55 s reads \
+            them, which counts: the page at 1.6 s is too soon, the one at 1.75 s is not
+            """)
     }
 
     @Test func livePagesReadTheFiguresWithThemAtMostOnceIn200Milliseconds() {

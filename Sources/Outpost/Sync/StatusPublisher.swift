@@ -13,8 +13,11 @@ package struct StatusPublisher {
     package private(set) var epoch = 0
     /// A refresh after live pages is on its way (at most one at a time).
     package private(set) var refreshPending = false
-    /// When a live page last read the figures with it (the engine's clock).
+    /// When a live page, or the refresh after pages, last read the figures (the engine's clock).
     private var liveFiguresReadAt: Duration?
+    /// A live page was stored since the figures were last read: the refresh
+    /// after pages reads them; otherwise a later page already did.
+    private var liveFiguresStale = false
     private var listeners = Listeners<SyncStatus>()
 
     package init(signInRequired: Bool = false) {
@@ -166,16 +169,30 @@ package struct StatusPublisher {
         return true
     }
 
-    /// The scheduled refresh runs now: a later page asks for another.
-    package mutating func refreshStarted() { refreshPending = false }
+    /// The scheduled refresh runs at `now` (a later page asks for another);
+    /// true when it must read the figures: a page stored since they were
+    /// last read left them behind. A page that read them in its own call
+    /// after it makes the refresh needless.
+    package mutating func refreshStarted(now: Duration) -> Bool {
+        refreshPending = false
+        guard liveFiguresStale else { return false }
+        liveFiguresStale = false
+        liveFiguresReadAt = now
+        return true
+    }
 
     /// Whether a live page stored at `now` reads the figures it moves in
-    /// the same call on the store: at most once in 200 ms (a busy team's
-    /// pages would recount the tables at every one); the pages between
-    /// leave it to one refresh after them (``refreshWanted()``).
+    /// the same call on the store: at most once in 200 ms, the refresh
+    /// after pages included (a busy team's pages would recount the tables
+    /// at every one); the pages between leave it to one refresh after them
+    /// (``refreshWanted()``).
     package mutating func liveFiguresDue(now: Duration) -> Bool {
-        if let last = liveFiguresReadAt, now - last < .milliseconds(200), now >= last { return false }
+        if let last = liveFiguresReadAt, now - last < .milliseconds(200), now >= last {
+            liveFiguresStale = true
+            return false
+        }
         liveFiguresReadAt = now
+        liveFiguresStale = false
         return true
     }
 }
@@ -243,14 +260,28 @@ extension LocalStore {
     /// read again after live pages, and a call per figure was seven hops
     /// onto the queue and back (fourteen thread wake-ups).
     package func statusFigures() -> StoreFigures {
-        // One read transaction: SQLite takes its file locks once for all
-        // the reads, not once per statement (four `fcntl` calls a round).
+        readingAtOnce {
+            var figures = pageFigures()
+            figures.outbox = try? outboxSummary()
+            figures.conflicts = try? conflicts().count
+            figures.attachments = try? attachmentSummary()
+            return figures
+        }
+    }
+
+    /// Only the figures a live page moves (its cursor and times, the
+    /// counts, the scope), for the refresh after pages: the outbox, the
+    /// conflicts and the attachments are not a live page's to move (a page
+    /// that queues a change starts a cycle, which reads them).
+    package func livePageFigures() -> StoreFigures {
+        readingAtOnce { pageFigures() }
+    }
+
+    /// `read` in one read transaction: SQLite takes its file locks once for
+    /// all the reads, not once per statement (four `fcntl` calls a round).
+    private func readingAtOnce(_ read: () -> StoreFigures) -> StoreFigures {
         let reading = !isClosed && !connection.isInTransaction && (try? connection.run("BEGIN")) != nil
         defer { if reading && connection.isInTransaction { _ = try? connection.run("COMMIT") } }
-        var figures = pageFigures()
-        figures.outbox = try? outboxSummary()
-        figures.conflicts = try? conflicts().count
-        figures.attachments = try? attachmentSummary()
-        return figures
+        return read()
     }
 }

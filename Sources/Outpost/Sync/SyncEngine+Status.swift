@@ -57,8 +57,12 @@ extension SyncEngine {
         }
     }
 
+    /// Reads only what live pages move, and only when no page read it in
+    /// its own call since the last of them.
     private func refreshStatusNow() async {
-        statusPublisher.refreshStarted()
-        await publishStatus()
+        guard statusPublisher.refreshStarted(now: clock.now()) else { return }
+        let epoch = statusPublisher.epoch
+        let figures = await store.livePageFigures()
+        statusPublisher.send(.figures(figures, epoch: epoch, connectivity: connectivity.state, scopeTotals: scopeTotals))
     }
 }
