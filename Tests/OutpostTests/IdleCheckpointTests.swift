@@ -62,8 +62,12 @@ struct IdleCheckpointTests {
         }
         largest = max(largest, Self.walBytes(path))
         // No pause here: the writer checkpoints itself at the backstop
-        // (4,000 pages), so the WAL holds at most that plus one write's pages.
-        #expect(largest <= 4_010 * Self.frameBytes, "WAL reached \(largest) bytes")
+        // (4,000 pages), so the WAL holds about that plus one write's pages.
+        // A commit's checkpoint that meets the idle checkpointer's own (on a
+        // loaded machine) is passed over and the next commit's tries again:
+        // a few writes' pages more, never the 10,000 and more of 2,500
+        // creates left unchecked.
+        #expect(largest <= 4_040 * Self.frameBytes, "WAL reached \(largest) bytes")
         #expect(try await store.query(Person.self).count == 2_500)
         await store.close()
         #expect(try Self.rowsInTheFile(path) == 2_500)
