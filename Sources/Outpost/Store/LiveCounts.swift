@@ -5,9 +5,10 @@ import Foundation
 /// Counting walks every page of a table (0.1 s at 235,000 records), and the
 /// status reads the counts after every sync cycle — including the cycle each
 /// local edit starts. So the counts are kept: local creates and deletes
-/// adjust them exactly; anything else that can add or remove rows (a pull
-/// page, a push's deletes, conflicts and rejections, a re-download) forgets
-/// the collection's count, and the next read counts it again.
+/// adjust them exactly, and so does a small pulled page (`PageCountDeltas`);
+/// anything else that can add or remove rows (a large pull page, a push's
+/// deletes, conflicts and rejections, a re-download) forgets the
+/// collection's count, and the next read counts it again.
 struct LiveCounts {
     private var known: [String: Int] = [:]
 
@@ -19,7 +20,7 @@ struct LiveCounts {
         return value
     }
 
-    /// A collection's count if known, without counting (tests).
+    /// A collection's count if known, without counting.
     func known(_ collection: String) -> Int? { known[collection] }
 
     /// Applies exact changes of a committed transaction.

@@ -142,6 +142,8 @@ extension LocalStore {
         let collectionsText = collections.sorted().joined(separator: ",")
         // Live records of the tables a first download filled by itself, known without a COUNT.
         var filled: [String: Int] = [:]
+        // What a small page did to each kept count, exactly.
+        var exact: [String: Int]?
         do { try translatingStorageErrors { try connection.transaction(flush: .deferred) {
             let resyncing = try kvValue(Self.resyncKey) == "1"
             // Pages store only what the server holds, with their cursor: a
@@ -156,6 +158,7 @@ extension LocalStore {
             if !last.hasMore && (downloadUnderWay || resyncing || fromScratch) { connection.flushThisCommit() }
             let seen = resyncing ? try ResyncLedger(connection) : nil
             let appending = try firstDownload.begin(pages, registered: registered, hasMore: last.hasMore, on: connection)
+            let counted = try PageCountDeltas(pages, registered: registered, appending: appending, known: liveCounts, liveRows: liveRows)
             for page in pages {
                 try applyChanges(of: page, registered: registered, appending: appending, seen: seen, into: &result, touched: &touched)
             }
@@ -188,8 +191,10 @@ extension LocalStore {
                 for collection in purged { filled[collection] = nil }
                 touched.formUnion(purged)
             }
+            // Deletes queued again touch rows beyond the page's: counted anew.
+            exact = result.redeleted == 0 ? try counted?.deltas(liveRows: liveRows) : nil
             if readingFigures {
-                if result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
+                if result.applied + result.deleted + result.removed > 0 { settleCounts(touched, exact: exact) }
                 figures = pageFigures()
             }
         } } } catch {
@@ -202,10 +207,28 @@ extension LocalStore {
         // The pages are committed: a cache left large must not fail them.
         if !last.hasMore { try? downloadCache.downloadEnded(on: connection) }
         // Counts read with the figures are the committed ones already.
-        if !readingFigures, result.applied + result.deleted + result.removed > 0 { liveCounts.forget(touched) }
+        if !readingFigures, result.applied + result.deleted + result.removed > 0 { settleCounts(touched, exact: exact) }
         liveCounts.learn(filled)
         notify(touched)
         return (result, figures)
+    }
+
+    /// The kept counts of the collections pages touched: moved by the
+    /// exact change where the pages' records were counted before and after
+    /// them, forgotten (counted again at the next read) elsewhere.
+    private func settleCounts(_ touched: Set<String>, exact: [String: Int]?) {
+        let exact = exact ?? [:]
+        liveCounts.adjust(exact)
+        liveCounts.forget(touched.subtracting(exact.keys))
+    }
+
+    /// Live rows of `uuids` in `collection` (the uuid index finds each).
+    private func liveRows(_ collection: String, among uuids: Set<String>) throws -> Int {
+        try RecordTable(collection, connection).ensureUuidIndex()
+        let sql = "SELECT count(*) FROM \"\(collection)\" WHERE uuid = ? AND deleted = 0"
+        var rows = 0
+        for uuid in uuids { rows += try connection.first(sql, [.text(uuid)]) { Int($0.int64(0)) } ?? 0 }
+        return rows
     }
 
     /// Applies a live page (see ``applyPulls(_:collections:)``) and, with
