@@ -86,7 +86,7 @@ public final class SQLiteConnection {
         sqlite3_busy_timeout(handle, busyTimeoutMilliseconds)
         do {
             if !readOnly {
-                try execute("PRAGMA journal_mode = WAL")
+                try switchToWriteAheadLog(waitingUpTo: busyTimeoutMilliseconds)
                 switch durability {
                 case .powerLoss:
                     try execute("PRAGMA synchronous = FULL")
@@ -102,6 +102,25 @@ public final class SQLiteConnection {
         } catch {
             sqlite3_close_v2(handle)
             throw error
+        }
+    }
+
+    /// Switches the file to WAL (nothing to do when it is already). SQLite
+    /// answers "locked" at once, without waiting for the busy timeout, when
+    /// connections that all read a new file ask together to switch it:
+    /// each holds what the other waits for. An app and its extension
+    /// creating their store at the same moment met it. So the switch is
+    /// tried again, a few milliseconds apart, until the timeout.
+    private func switchToWriteAheadLog(waitingUpTo milliseconds: Int32) throws {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(max(0, milliseconds)))
+        var pause = Duration.milliseconds(1)
+        while true {
+            do {
+                return try execute("PRAGMA journal_mode = WAL")
+            } catch let error as SQLiteError where error.code == .busy && ContinuousClock.now + pause < deadline {
+                Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18 + Double(pause.components.seconds))
+                pause = min(pause * 2, .milliseconds(50))
+            }
         }
     }
 

@@ -222,9 +222,10 @@ extension LocalStore {
         liveCounts.forget(touched.subtracting(exact.keys))
     }
 
-    /// Live rows of `uuids` in `collection` (the uuid index finds each).
+    /// Live rows of `uuids` in `collection` (the uuid index finds each:
+    /// only a table a first download is filling is without it, and those
+    /// are not counted this way).
     private func liveRows(_ collection: String, among uuids: Set<String>) throws -> Int {
-        try RecordTable(collection, connection).ensureUuidIndex()
         let sql = "SELECT count(*) FROM \"\(collection)\" WHERE uuid = ? AND deleted = 0"
         var rows = 0
         for uuid in uuids { rows += try connection.first(sql, [.text(uuid)]) { Int($0.int64(0)) } ?? 0 }
