@@ -45,6 +45,21 @@ extension SyncServer {
         return .wait(LongPoll(connection: connection, server: self, request: http))
     }
 
+    /// Whether a long poll woken to read again still finds nothing after
+    /// its cursor, with time left on its wait: it waits on then. A page
+    /// still held back is read again in a moment (the transaction it waits
+    /// for may roll back, and nothing else would wake it). A read that fails
+    /// answers now: the answer says why.
+    func longPollWaitsOn(_ http: HTTPRequest, _ connection: LiveConnection) -> Bool {
+        guard LiveHub.now() < connection.deadline, let (_, pull) = try? livePull(http),
+            let page = try? PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary)
+                .page(pull, as: connection.interest.principal),
+            page.changes == 0
+        else { return false }
+        if page.heldBack { liveHub.recheck(connection) }
+        return true
+    }
+
     /// `GET /v1/stream`: the changes after the cursor as server-sent events, on a socket.
     func stream(_ request: RouteRequest) throws -> LiveAnswer {
         // In process nothing can carry a stream.
@@ -109,10 +124,12 @@ extension SyncServer {
         case .now(let response):
             return response
         case .wait(let poll):
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                if !poll.park({}, resume: { continuation.resume() }) { continuation.resume() }
+            while true {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    if !poll.park({}, resume: { continuation.resume() }) { continuation.resume() }
+                }
+                if let answer = poll.answerIfDue() { return answer }
             }
-            return poll.respond()
         case .stream(let stream):
             stream.finished()
             return Self.errorResponse(APIError(.notFound, "Streams need a socket: use a long poll in process."), user: nil)

@@ -143,6 +143,37 @@ struct GapFreeFeedTests {
         #expect(after.changes.compactMap(\.record).map { $0.data?["name"] } == [.string("Ben")])
     }
 
+    /// A long poll woken by its own change, which committed above a
+    /// transaction still running, finds it held back: it reads again in a
+    /// moment and waits on, and answers with the change once that
+    /// transaction ends, never empty before its wait ran out (it did, under
+    /// load, when another test's transaction on the shared cluster held
+    /// the page back past a plain pull's short hold).
+    @Test func aLongPollWokenByAChangeHeldBackWaitsOnForIt() async throws {
+        let live = try LiveServer(.postgres)
+        let ana = try live.token("u-1")
+        let (_, cursor) = try await live.pullAll(token: ana)
+        let cursorText = try #require(cursor).rawValue
+        let poll = Task { try await live.get("/v1/pull?cursor=\(cursorText)&wait=30", token: ana) }
+        try await eventually("Ana's long poll is waiting") { live.server.liveConnections == 1 }
+
+        let here = try PostgresConnection(url: live.location, redactedURL: "the test database", timeouts: .sharedTestDatabase, failureKind: .failure)
+        defer { here.finish() }
+        try here.command("BEGIN")
+        try here.command("CREATE TABLE held_here (id integer)")
+        let device = TestDevice()
+        _ = try await live.push(device.request(device.mutation(.create, data: ["name": "Ana's"])), token: ana)
+        // Longer than a pull's hold (250 ms), with many reads again meanwhile.
+        try await Task.sleep(for: .seconds(1))
+        #expect(live.server.liveConnections == 1, "still waiting while its change is held back, not answered empty")
+        here.rollback()
+
+        let answer = try await poll.value(within: .seconds(20), "the long poll answered once the transaction ended")
+        #expect(answer.status == 200)
+        let page = try answer.decode(PullResponse.self)
+        #expect(page.changes.map { $0.record?.data?["name"] } == [JSONValue.string("Ana's")])
+    }
+
     /// Three servers, writers committing out of order (long and short
     /// transactions, some rolled back, coordinators editing each other's
     /// records), and a reader tailing each server in small pages.

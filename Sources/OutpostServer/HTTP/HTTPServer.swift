@@ -351,9 +351,13 @@ public final class HTTPServer: @unchecked Sendable {
             state.upload = nil
             response = upload.finish()
         } else if let poll = state.poll {
-            // Resumed: the long poll was woken (a commit, its wait ran out, or shutdown).
+            // Resumed: the long poll was woken (a commit, a read again, its
+            // wait ran out, or shutdown); with nothing for it yet, it waits on.
+            guard let answer = poll.answerIfDue() ?? poll.parkOrAnswer({ handle.suspend() }, resume: { handle.resume() }) else {
+                return outpost_mhd_yes()
+            }
             state.poll = nil
-            response = poll.respond()
+            response = answer
         } else if state.tooLarge {
             response = SyncServer.errorResponse(
                 APIError(.payloadTooLarge, "The request body is larger than \(server.maxBodyBytes / 1_048_576) MiB."),
@@ -372,9 +376,9 @@ public final class HTTPServer: @unchecked Sendable {
                 response = answer
             case .wait(let poll):
                 state.poll = poll
-                if poll.park({ handle.suspend() }, resume: { handle.resume() }) { return outpost_mhd_yes() }
+                guard let answer = poll.parkOrAnswer({ handle.suspend() }, resume: { handle.resume() }) else { return outpost_mhd_yes() }
                 state.poll = nil
-                response = poll.respond()
+                response = answer
             case .stream(let stream):
                 return server.startStream(stream, on: handle, request: request, state: state)
             }

@@ -36,10 +36,34 @@ public final class LongPoll: Sendable {
         connection.parkUnlessPending(park: park, resume: resume)
     }
 
-    /// The answer once woken: the page after the cursor (empty when the
-    /// wait ran out), or the error that closed it.
+    /// The answer now: the page after the cursor (empty when the wait ran
+    /// out, or when asked before it), or the error that closed it.
     public func respond() -> HTTPResponse {
+        answer(connection.takePending())
+    }
+
+    /// The answer once woken, or nil when it waits on: woken to read again
+    /// (a commit of its owners or teams, or a page held back a moment ago by
+    /// a transaction still running) and still nothing after its cursor, with
+    /// time left. Answering then, it went back empty long before its wait ran
+    /// out, and a device polled again for nothing.
+    public func answerIfDue() -> HTTPResponse? {
         let pending = connection.takePending()
+        if pending.closing == nil, !pending.deadline, server.longPollWaitsOn(request, connection) { return nil }
+        return answer(pending)
+    }
+
+    /// Parks the connection with `park` until its answer is due: nil once
+    /// parked (`resume` wakes it, and ``answerIfDue()`` is asked again), or
+    /// the answer when one was due before it could park.
+    public func parkOrAnswer(_ park: () -> Void, resume: @escaping @Sendable () -> Void) -> HTTPResponse? {
+        while true {
+            if self.park(park, resume: resume) { return nil }
+            if let answer = answerIfDue() { return answer }
+        }
+    }
+
+    private func answer(_ pending: LiveConnection.Pending) -> HTTPResponse {
         server.liveHub.close(connection)
         if let error = pending.closing {
             // The log says why a 503 ended the wait (a shutdown, a revoked token), never "unknown".
