@@ -45,19 +45,32 @@ extension SyncServer {
         return .wait(LongPoll(connection: connection, server: self, request: http))
     }
 
-    /// Whether a long poll woken to read again still finds nothing after
-    /// its cursor, with time left on its wait: it waits on then. A page
-    /// still held back is read again in a moment (the transaction it waits
-    /// for may roll back, and nothing else would wake it). A read that fails
-    /// answers now: the answer says why.
-    func longPollWaitsOn(_ http: HTTPRequest, _ connection: LiveConnection) -> Bool {
+    /// What a woken long poll's read again says.
+    enum LongPollRead {
+        /// Nothing after its cursor yet, with time left on its wait: it waits on.
+        case waitOn
+        /// The page that answers it (read here, not read again).
+        case answer(HTTPResponse)
+        /// Answered the usual way: its wait ran out, or the read failed (the answer says why).
+        case asUsual
+    }
+
+    /// Reads the page after a woken long poll's cursor. Nothing there, with
+    /// time left, and it waits on; a page still held back is read again in a
+    /// moment (the transaction it waits for may roll back, and nothing else
+    /// would wake it).
+    func longPollRead(_ http: HTTPRequest, _ connection: LiveConnection) -> LongPollRead {
+        let principal = connection.interest.principal
         guard LiveHub.now() < connection.deadline, let (_, pull) = try? livePull(http),
             let page = try? PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary)
-                .page(pull, as: connection.interest.principal),
-            page.changes == 0
-        else { return false }
+                .page(pull, as: principal)
+        else { return .asUsual }
+        guard page.changes == 0 else {
+            metrics.pulled(records: page.changes)
+            return .answer(.json(200, page.body, user: principal.user))
+        }
         if page.heldBack { liveHub.recheck(connection) }
-        return true
+        return .waitOn
     }
 
     /// `GET /v1/stream`: the changes after the cursor as server-sent events, on a socket.

@@ -49,7 +49,15 @@ public final class LongPoll: Sendable {
     /// out, and a device polled again for nothing.
     public func answerIfDue() -> HTTPResponse? {
         let pending = connection.takePending()
-        if pending.closing == nil, !pending.deadline, server.longPollWaitsOn(request, connection) { return nil }
+        if pending.closing == nil, !pending.deadline {
+            switch server.longPollRead(request, connection) {
+            case .waitOn: return nil
+            case .answer(let page):
+                server.liveHub.close(connection)
+                return page
+            case .asUsual: break
+            }
+        }
         return answer(pending)
     }
 
