@@ -100,8 +100,10 @@ struct EngineTaskTests {
         await device.engine.start()
         #expect(await device.engine.runningTasks >= 2, "started again, it listens again")
         // Compared with the moment before, not a fixed number: on a loaded
-        // machine the first start's cycle and refresh may still be running,
-        // and meanwhile tasks only end (the manual clock starts no timer).
+        // machine the first start's refresh may still be running, and
+        // meanwhile tasks only end (the manual clock starts no timer). Its
+        // cycle is let end first: ending, it opens the live channel.
+        try await eventually("the start's cycle ended") { await !device.engine.activity.cycleRunning }
         let before = await device.engine.runningTasks
         await device.engine.start()
         let once = await device.engine.runningTasks
