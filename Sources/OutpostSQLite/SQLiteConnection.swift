@@ -113,13 +113,13 @@ public final class SQLiteConnection {
     /// tried again, a few milliseconds apart, until the timeout.
     private func switchToWriteAheadLog(waitingUpTo milliseconds: Int32) throws {
         let deadline = ContinuousClock.now + .milliseconds(Int64(max(0, milliseconds)))
-        var pause = Duration.milliseconds(1)
+        var pauseMilliseconds: Int64 = 1
         while true {
             do {
                 return try execute("PRAGMA journal_mode = WAL")
-            } catch let error as SQLiteError where error.code == .busy && ContinuousClock.now + pause < deadline {
-                Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18 + Double(pause.components.seconds))
-                pause = min(pause * 2, .milliseconds(50))
+            } catch let error as SQLiteError where error.code == .busy && ContinuousClock.now + .milliseconds(pauseMilliseconds) < deadline {
+                Thread.sleep(forTimeInterval: Double(pauseMilliseconds) / 1000)
+                pauseMilliseconds = min(pauseMilliseconds * 2, 50)
             }
         }
     }

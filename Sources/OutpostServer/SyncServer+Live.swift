@@ -38,8 +38,7 @@ extension SyncServer {
         }
         guard first.changes == 0 else {
             liveHub.close(connection)
-            metrics.pulled(records: first.changes)
-            return .now(.json(200, first.body, user: principal.user))
+            return .now(pageAnswer(first, to: principal))
         }
         if first.heldBack { liveHub.recheck(connection) }
         return .wait(LongPoll(connection: connection, server: self, request: http))
@@ -65,12 +64,15 @@ extension SyncServer {
             let page = try? PullService(database: feed.source(), config: config, clock: clock, primary: feed.primary)
                 .page(pull, as: principal)
         else { return .asUsual }
-        guard page.changes == 0 else {
-            metrics.pulled(records: page.changes)
-            return .answer(.json(200, page.body, user: principal.user))
-        }
+        guard page.changes == 0 else { return .answer(pageAnswer(page, to: principal)) }
         if page.heldBack { liveHub.recheck(connection) }
         return .waitOn
+    }
+
+    /// A long poll's answer with changes, counted as pulled.
+    private func pageAnswer(_ page: PullService.Page, to principal: Principal) -> HTTPResponse {
+        metrics.pulled(records: page.changes)
+        return .json(200, page.body, user: principal.user)
     }
 
     /// `GET /v1/stream`: the changes after the cursor as server-sent events, on a socket.

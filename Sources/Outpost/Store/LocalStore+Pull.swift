@@ -16,6 +16,8 @@ package struct PullState: Sendable, Equatable {
 package struct PullPageResult: Sendable, Equatable {
     /// Server copies written to the device (new or changed records).
     package var applied = 0
+    /// Whether rows were written or taken out (the counts may have moved).
+    var changedRows: Bool { applied + deleted + removed > 0 }
     /// Records deleted on the device because the server sent a tombstone.
     package var deleted = 0
     /// Local copies dropped because the record left this user's scope (it was not deleted on the server).
@@ -192,9 +194,10 @@ extension LocalStore {
                 touched.formUnion(purged)
             }
             // Deletes queued again touch rows beyond the page's: counted anew.
-            exact = result.redeleted == 0 ? try counted?.deltas(liveRows: liveRows) : nil
+            // A page that changed no row moves no count: nothing to look up.
+            if result.changedRows, result.redeleted == 0 { exact = try counted?.deltas(liveRows: liveRows) }
             if readingFigures {
-                if result.applied + result.deleted + result.removed > 0 { settleCounts(touched, exact: exact) }
+                if result.changedRows { settleCounts(touched, exact: exact) }
                 figures = pageFigures()
             }
         } } } catch {
@@ -207,7 +210,7 @@ extension LocalStore {
         // The pages are committed: a cache left large must not fail them.
         if !last.hasMore { try? downloadCache.downloadEnded(on: connection) }
         // Counts read with the figures are the committed ones already.
-        if !readingFigures, result.applied + result.deleted + result.removed > 0 { settleCounts(touched, exact: exact) }
+        if !readingFigures, result.changedRows { settleCounts(touched, exact: exact) }
         liveCounts.learn(filled)
         notify(touched)
         return (result, figures)
